@@ -1,0 +1,150 @@
+#!@@INTERP@@
+# mcpshim-shim v1 -- written by `mcpshim install`; `mcpshim uninstall` removes it. Do not edit.
+# Appends one record for this exec to the log pinned below, then execs the pinned target.
+# The log location and the failure mode are literals: no variable in the environment moves
+# or silences the record. Shell functions imported from the environment (bash) are dropped
+# first so that no builtin used below can be replaced.
+\unset -f cd command printf read test '[' . 2>/dev/null
+# Restores, right before exec, every variable this script touched (LC_ALL, PWD, OLDPWD).
+_mcpshim_lc=${LC_ALL+x}${LC_ALL-}
+_mcpshim_pw=$PWD
+_mcpshim_op=${OLDPWD+x}${OLDPWD-}
+LC_ALL=C
+
+_mcpshim_log=@@LOGDIR@@
+_mcpshim_tgt=@@TARGET@@
+
+# Writes the record; the argument list is what the log shows (already redacted).
+_mcpshim_emit() {
+	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_rr} + 600))
+	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
+	_mcpshim_f=
+	_mcpshim_u='\0=%s'
+	_mcpshim_k=$#
+	while [ "$_mcpshim_k" -gt 0 ]; do
+		[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
+		_mcpshim_u=$_mcpshim_u$_mcpshim_u
+		_mcpshim_k=$((_mcpshim_k / 2))
+	done
+	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
+	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
+		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" @@NAME@@ "$_mcpshim_tgt" "$0" \
+		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$#" "$@"
+	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes).
+	if [ "$_mcpshim_z" -le 4000 ]; then
+		printf "$_mcpshim_f" "$@" 2>/dev/null >>"$_mcpshim_log/exec.log"
+		return
+	fi
+	# A larger record goes whole into a file of its own; the log gets a one-write pointer to it.
+	_mcpshim_sp=$_mcpshim_boot.$$.$_mcpshim_start.$_mcpshim_up
+	_mcpshim_k=0
+	set -C
+	until printf "$_mcpshim_f" "$@" 2>/dev/null >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k"; do
+		_mcpshim_k=$((_mcpshim_k + 1))
+		if [ "$_mcpshim_k" -ge 8 ] || [ ! -e "$_mcpshim_log/spill/$_mcpshim_sp.$((_mcpshim_k - 1))" ]; then
+			set +C
+			return 1
+		fi
+	done
+	set +C
+	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" 2>/dev/null >>"$_mcpshim_log/exec.log"
+}
+
+_mcpshim_up=
+_mcpshim_bt=
+_mcpshim_boot=
+_mcpshim_ppid=
+_mcpshim_start=
+_mcpshim_pst=
+# Start time: stat field 22, counted after the last ") " so a crafted comm cannot shift it.
+# (The parent's start is not read: dash reads files a byte at a time and it would double
+# the cost; the tree links a child to its parent by ppid and start times instead.)
+_mcpshim_s=
+_mcpshim_cwd=
+# One group, one /dev/null: each redirection costs a handful of syscalls.
+{
+	read -r _mcpshim_up _ </proc/uptime
+	read -r _mcpshim_boot </proc/sys/kernel/random/boot_id
+	read -r _mcpshim_s </proc/self/stat
+	cd -P . && _mcpshim_cwd=$PWD
+} 2>/dev/null
+# Start time is stat field 22: the 20th field after the last ") " (a crafted comm cannot shift it).
+case $_mcpshim_s in
+*') '[A-Za-z]' '*' '*)
+	_mcpshim_s=${_mcpshim_s##*) }
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_ppid=${_mcpshim_s%% *}
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
+	_mcpshim_start=${_mcpshim_s%% *}
+	;;
+esac
+if [ -n "$_mcpshim_boot" ]; then
+	# boot/<boot id> anchors uptime to UTC for the reader; made once a boot, from /proc/stat,
+	# if mcpshim itself has not written a finer one.
+	[ -e "$_mcpshim_log/boot/$_mcpshim_boot" ] || {
+		while read -r _mcpshim_k _mcpshim_bt; do
+			[ "$_mcpshim_k" = btime ] && break
+			_mcpshim_bt=
+		done 2>/dev/null </proc/stat
+		[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" 2>/dev/null >"$_mcpshim_log/boot/$_mcpshim_boot"
+		_mcpshim_bt=
+	}
+else
+	# No procfs (macOS): the one subprocess this script may start.
+	_mcpshim_bt=$(date -u +%s)
+	_mcpshim_up=0
+	_mcpshim_ppid=$PPID
+fi
+
+_mcpshim_rr=
+_mcpshim_nx=
+_mcpshim_hit=
+for _mcpshim_a; do
+	case $_mcpshim_a in
+	@@TRIGGERS@@) _mcpshim_hit=1 && break ;;
+	esac
+done
+# A file-size limit must fail the write, not kill the shim (the trap is undone before exec).
+trap '' XFSZ
+if [ -z "$_mcpshim_hit" ]; then
+	_mcpshim_emit "$@"
+else
+	# Rare path: the scrubber lives beside the shims so the common path need not parse it.
+	if [ -r @@SCRUBLIB@@ ]; then
+		. @@SCRUBLIB@@
+	else
+		_mcpshim_scrub1() { _mcpshim_r=[REDACTED:scrubber-missing] _mcpshim_rr=,scrubber-missing; }
+	fi
+	_mcpshim_redact() {
+		_mcpshim_c=$#
+		for _mcpshim_a; do
+			_mcpshim_scrub1 "$_mcpshim_a"
+			set -- "$@" "$_mcpshim_r"
+		done
+		shift "$_mcpshim_c"
+		_mcpshim_emit "$@"
+	}
+	_mcpshim_redact "$@"
+fi
+_mcpshim_ok=$?
+trap - XFSZ
+
+case $_mcpshim_lc in x*) LC_ALL=${_mcpshim_lc#x} ;; *) unset LC_ALL ;; esac
+PWD=$_mcpshim_pw
+case $_mcpshim_op in x*) OLDPWD=${_mcpshim_op#x} ;; *) unset OLDPWD ;; esac
+if [ "$_mcpshim_ok" -ne 0 ]; then
+	if [ @@ONFAIL@@ = refuse ]; then
+		printf 'mcpshim: refusing to run %s: the exec log %s cannot be written\n' "$_mcpshim_tgt" "$_mcpshim_log" >&2
+		exit 126
+	fi
+	printf 'mcpshim: warning: the exec log %s cannot be written; running %s unlogged\n' "$_mcpshim_log" "$_mcpshim_tgt" >&2
+fi
+unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_log _mcpshim_tgt _mcpshim_s \
+	_mcpshim_o _mcpshim_v _mcpshim_b _mcpshim_t _mcpshim_k _mcpshim_r _mcpshim_rr _mcpshim_nx \
+	_mcpshim_z _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp _mcpshim_up _mcpshim_bt _mcpshim_boot \
+	_mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok
+exec @@TARGET@@ "$@"

@@ -1,0 +1,35 @@
+"""Options shared by several commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from mcpshim.paths import Locations, default_shim_dir
+from mcpshim.shims import locations_for
+
+__all__ = ["location_options", "locations"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def location_options(func: F) -> F:
+    """--dir (the shim directory) and --log-dir (default: the one its shims are pinned to)."""
+    func = click.option(
+        "--log-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Exec log directory. Default: the one the shims in --dir are pinned to.",
+    )(func)
+    return click.option(
+        "--dir",
+        "shim_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Shim directory. Default: shims/ under the user data directory.",
+    )(func)
+
+
+def locations(shim_dir: Path | None, log_dir: Path | None) -> Locations:
+    return locations_for(shim_dir or default_shim_dir(), log_dir)

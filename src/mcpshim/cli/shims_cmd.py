@@ -1,0 +1,155 @@
+"""install, uninstall, list, path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mcpshim import shims
+from mcpshim.cli.common import location_options, locations
+from mcpshim.display import escape
+from mcpshim.errors import UsageError
+from mcpshim.paths import default_shim_dir
+
+__all__ = ["COMMANDS"]
+
+
+def _parse_targets(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--target takes NAME=/abs/path, not {v!r}")
+        out[shims.check_name(name)] = path
+    return out
+
+
+@click.command()
+@click.argument("commands", nargs=-1)
+@location_options
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="NAME=/ABS/PATH",
+    help="Pin NAME to this target instead of searching the trusted path.",
+)
+@click.option(
+    "--on-log-failure",
+    type=click.Choice(["run", "refuse"]),
+    default="run",
+    show_default=True,
+    help="When the log cannot be written: run the target with one warning line, "
+    "or refuse (exit 126).",
+)
+@click.option(
+    "--allow-unsafe-target",
+    is_flag=True,
+    help="Accept a target in a temporary or group/world-writable directory.",
+)
+@click.option(
+    "--interpreter",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Shell for the shims' #! line (default: dash if present, else /bin/sh).",
+)
+def install(
+    commands: tuple[str, ...],
+    shim_dir: Path | None,
+    log_dir: Path | None,
+    targets: tuple[str, ...],
+    on_log_failure: str,
+    allow_unsafe_target: bool,
+    interpreter: str | None,
+) -> None:
+    """Write one shim per COMMAND (default: git ssh sh node npm).
+
+    Each target is resolved once, now, from the system default path plus /usr/local/bin and
+    /opt/homebrew/bin (never from your PATH) and pinned in the shim with its log directory.
+    Running install again changes nothing unless a target moved; files mcpshim did not
+    write are never touched.
+    """
+    loc = locations(shim_dir, log_dir)
+    result = shims.install(
+        loc,
+        commands,
+        _parse_targets(targets),
+        on_failure="refuse" if on_log_failure == "refuse" else "run",
+        allow_unsafe=allow_unsafe_target,
+        interpreter=interpreter,
+    )
+    for e in result.installed:
+        click.echo(f"installed {e.name} -> {escape(e.target)}")
+    for name in result.unchanged:
+        click.echo(f"unchanged {name}")
+    for name, why in result.skipped.items():
+        click.echo(f"skipped {name}: {escape(why)}")
+    click.echo(f"shim dir: {escape(str(loc.shim_dir))}")
+    click.echo(f"exec log: {escape(str(loc.log_file))}")
+    click.echo(f"put it first on PATH: {shims.path_line(loc.shim_dir, shims.which_shell())}")
+
+
+@click.command()
+@click.argument("commands", nargs=-1)
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--all", "everything", is_flag=True, help="Remove every shim mcpshim installed.")
+def uninstall(commands: tuple[str, ...], shim_dir: Path | None, everything: bool) -> None:
+    """Remove shims (only files mcpshim wrote; the log stays)."""
+    if everything and commands:
+        raise UsageError("give command names or --all, not both")
+    for name in shims.uninstall(shim_dir or default_shim_dir(), commands, everything):
+        click.echo(f"removed {name}")
+
+
+@click.command("list")
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def list_(shim_dir: Path | None, fmt: str) -> int:
+    """Each shim, its target, and whether the target still matches the manifest.
+
+    Exits 1 when a target changed or went missing, or a shim was edited.
+    """
+    statuses = shims.list_shims(shim_dir or default_shim_dir())
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": s.entry.name,
+                        "target": s.entry.target,
+                        "sha256": s.entry.sha256,
+                        "size": s.entry.size,
+                        "installed": s.entry.installed.isoformat(),
+                        "state": s.state,
+                    }
+                    for s in statuses
+                ],
+                indent=2,
+            )
+        )
+    else:
+        for s in statuses:
+            click.echo(f"{s.entry.name:12} {s.state:15} {escape(s.entry.target)}")
+        if not statuses:
+            click.echo("no shims installed")
+    return 0 if all(s.ok for s in statuses) else 1
+
+
+@click.command()
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--shell",
+    type=click.Choice(["sh", "fish"]),
+    default=None,
+    help="Syntax of the line (default: from $SHELL).",
+)
+def path(shim_dir: Path | None, shell: str | None) -> None:
+    """Print the line that puts the shim directory first on PATH."""
+    click.echo(shims.path_line(shim_dir or default_shim_dir(), shell or shims.which_shell()))
+
+
+COMMANDS = [install, uninstall, list_, path]

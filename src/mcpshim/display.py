@@ -1,0 +1,98 @@
+"""Terminal-safe and JSON-safe views of bytes that came from other processes.
+
+Everything mcpshim prints about a process (argv, cwd, paths) passes through here, so a crafted
+argument can neither move the cursor, recolour the screen, reorder text (bidi controls) nor
+smuggle a newline into what looks like another line of output.
+"""
+
+from __future__ import annotations
+
+import base64
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["b64_fields", "escape", "json_text", "quote_arg", "quote_argv"]
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
+
+
+def _unsafe_char(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+
+
+def _escape_str(s: str, quote: str = "") -> str:
+    out = []
+    for ch in s:
+        if ch in _NAMED:
+            out.append(_NAMED[ch])
+        elif ch == quote:
+            out.append("\\" + ch)
+        elif "\udc80" <= ch <= "\udcff":  # an undecodable byte (surrogateescape)
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif _unsafe_char(ch):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def escape(value: bytes | str) -> str:
+    """Printable text: control, format and bidi characters and bad bytes become escapes."""
+    return _escape_str(_text(value))
+
+
+def quote_arg(value: bytes | str) -> str:
+    """One argument as a reader would type it: bare when plain, else $'...' with escapes."""
+    s = _text(value)
+    if s and all(c in _SAFE for c in s):
+        return s
+    if all(
+        not _unsafe_char(c) and c not in _NAMED and c != "'" and not "\udc80" <= c <= "\udcff"
+        for c in s
+    ):
+        return f"'{s}'"
+    return "$'" + _escape_str(s, "'") + "'"
+
+
+def quote_argv(args: Iterable[bytes | str]) -> str:
+    return " ".join(quote_arg(a) for a in args)
+
+
+def json_text(value: bytes) -> str:
+    """UTF-8 text for JSON; invalid bytes show as U+FFFD (exact bytes go in a *_b64 field)."""
+    return value.decode("utf-8", "replace")
+
+
+def b64_fields(fields: Mapping[str, bytes | Iterable[bytes]]) -> dict[str, Any]:
+    """The documented escape for non-UTF-8 bytes in JSON output.
+
+    For a scalar field `name` that is not valid UTF-8, `name_b64` holds its exact bytes in
+    base64; for a list field, `name_b64` maps each such item's index (as a string) to them.
+    """
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if isinstance(value, bytes):
+            if not _valid(value):
+                out[f"{name}_b64"] = base64.b64encode(value).decode()
+        else:
+            bad = {
+                str(i): base64.b64encode(v).decode() for i, v in enumerate(value) if not _valid(v)
+            }
+            if bad:
+                out[f"{name}_b64"] = bad
+    return out
+
+
+def _valid(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -1,0 +1,404 @@
+"""The exec log: record codec, streaming reader, Python-side writer and rotation.
+
+Framing. A NUL byte is never part of an argument, a path or an environment value, so only a
+writer's format string can put one in the log, and every NUL is followed by a tag byte:
+``\\0R`` starts a record, ``\\0=`` starts a field, ``\\0\\n`` ends the record, ``\\0P`` starts
+a pointer to a record kept in a spill file. No argument content can therefore open, close or
+split a record, and a record cut short (a crash, ENOSPC, RLIMIT_FSIZE) is recognised because
+the next ``\\0R`` arrives before its ``\\0\\n``.
+
+Shims write ``exec`` records (positional fields, raw bytes). Python writers append other kinds
+as one JSON field; JSON never holds a raw NUL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import filelock
+
+from mcpshim.errors import InputError
+from mcpshim.paths import Locations
+
+__all__ = [
+    "CLK_TCK",
+    "Anchors",
+    "EventRecord",
+    "ExecRecord",
+    "LogProblem",
+    "Record",
+    "append_event",
+    "current_boot_id",
+    "encode_record",
+    "iter_records",
+    "log_lock",
+    "now_anchor",
+    "read_stream",
+    "rotate",
+    "segments",
+    "write_boot_anchor",
+]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CHUNK = 1 << 22
+_EXEC_FIELDS = 15  # positional fields before the arguments
+
+
+@dataclass(frozen=True, slots=True)
+class ExecRecord:
+    """One exec seen by a shim. Byte fields are exactly what the process had."""
+
+    btime: float | None
+    uptime: float | None
+    boot_id: str
+    pid: int
+    ppid: int | None
+    start: int | None
+    parent_start: int | None
+    cwd: bytes
+    shim: str
+    target: bytes
+    invoked_as: bytes
+    session: str
+    path: bytes
+    redactions: tuple[str, ...]
+    args: tuple[bytes, ...]
+    where: str = ""
+    kind: str = "exec"
+
+    @property
+    def time(self) -> datetime | None:
+        if self.btime is None or self.uptime is None:
+            return None
+        return datetime.fromtimestamp(self.btime + self.uptime, tz=timezone.utc)
+
+    @property
+    def start_time(self) -> datetime | None:
+        if self.btime is None or self.start is None:
+            return None
+        return datetime.fromtimestamp(self.btime + self.start / CLK_TCK, tz=timezone.utc)
+
+    @property
+    def identity(self) -> tuple[str, int, int | None]:
+        return (self.boot_id, self.pid, self.start)
+
+    @property
+    def parent_identity(self) -> tuple[str, int | None, int | None]:
+        return (self.boot_id, self.ppid, self.parent_start)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """A record written by mcpshim itself (session, observation, tool call...)."""
+
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    where: str = ""
+
+
+Record = ExecRecord | EventRecord
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    """Something in the log that is not a whole record; reported, never fatal."""
+
+    where: str
+    message: str
+
+
+# ---- encoding ----------------------------------------------------------------------------
+
+
+def encode_record(kind: str, fields: Iterable[bytes]) -> bytes:
+    """Frame one record; refuses a NUL in any field so framing cannot be broken from Python."""
+    parts = [b"\0R\0=1\0=", kind.encode()]
+    for f in fields:
+        if b"\0" in f:
+            raise ValueError("a record field cannot hold a NUL byte")
+        parts += [b"\0=", f]
+    parts.append(b"\0\n")
+    return b"".join(parts)
+
+
+def _json_bytes(payload: Mapping[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+
+
+def now_anchor() -> float:
+    """Boot time in UTC seconds, to the microsecond, from the two clocks the kernel keeps."""
+    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def current_boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def write_boot_anchor(loc: Locations) -> None:
+    """Give the shims a precise anchor for this boot (theirs, from /proc/stat, is whole seconds)."""
+    boot = current_boot_id()
+    if not boot:
+        return
+    loc.boot_dir.mkdir(parents=True, exist_ok=True)
+    tmp = loc.boot_dir / f".{boot}.{os.getpid()}"
+    tmp.write_text(f"{now_anchor():.6f}\n")
+    os.replace(tmp, loc.boot_dir / boot)
+
+
+def log_lock(loc: Locations, timeout: float = 30.0) -> filelock.BaseFileLock:
+    """The log's lock. The lock file is never deleted, so flock(1) users agree with us."""
+    loc.log_dir.mkdir(parents=True, exist_ok=True)
+    return filelock.FileLock(str(loc.lock_file), timeout=timeout)
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    finally:
+        os.close(fd)
+
+
+def append_event(loc: Locations, kind: str, payload: Mapping[str, Any]) -> None:
+    """Append one mcpshim record under the log's lock, in one write()."""
+    if kind == "exec" or not kind.replace("-", "").isalnum():
+        raise ValueError(f"not an event kind: {kind!r}")
+    data = encode_record(kind, [_json_bytes(payload)])
+    with log_lock(loc):
+        _append(loc.log_file, data)
+
+
+# ---- decoding ----------------------------------------------------------------------------
+
+
+def _int(b: bytes) -> int | None:
+    try:
+        return int(b)
+    except ValueError:
+        return None
+
+
+def _float(b: bytes) -> float | None:
+    try:
+        return float(b)
+    except ValueError:
+        return None
+
+
+class Anchors:
+    """Boot time per boot id, from boot/<id> files (written by mcpshim, or once by a shim)."""
+
+    def __init__(self, boot_dir: Path | None) -> None:
+        self._dir = boot_dir
+        self._cache: dict[str, float | None] = {}
+
+    def get(self, boot_id: str) -> float | None:
+        if boot_id not in self._cache:
+            value = None
+            if self._dir is not None and boot_id and "/" not in boot_id:
+                with contextlib.suppress(OSError, ValueError):
+                    value = float((self._dir / boot_id).read_text().strip())
+            self._cache[boot_id] = value
+        return self._cache[boot_id]
+
+
+_NO_ANCHORS = Anchors(None)
+
+
+def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> Record:
+    if len(fields) < 2 or fields[0] != b"1":
+        raise ValueError("unknown record version")
+    kind = fields[1].decode("ascii", "replace")
+    if kind != "exec":
+        if len(fields) != 3:
+            raise ValueError(f"{kind} record with {len(fields)} fields")
+        return EventRecord(kind, json.loads(fields[2]), where)
+    f = fields[2:]
+    if len(f) < _EXEC_FIELDS:
+        raise ValueError("exec record too short")
+    argc = _int(f[14])
+    args = tuple(f[15:])
+    if argc is None or argc != len(args):
+        raise ValueError("exec record argument count does not match")
+    pid = _int(f[3])
+    if pid is None:
+        raise ValueError("exec record without a pid")
+    red = f[13].decode("ascii", "replace")
+    boot_id = f[2].decode("ascii", "replace")
+    return ExecRecord(
+        btime=_float(f[0]) if f[0] else anchors.get(boot_id),
+        uptime=_float(f[1]),
+        boot_id=boot_id,
+        pid=pid,
+        ppid=_int(f[4]),
+        start=_int(f[5]),
+        parent_start=_int(f[6]),
+        cwd=f[7],
+        shim=f[8].decode("utf-8", "replace"),
+        target=f[9],
+        invoked_as=f[10],
+        session=f[11].decode("utf-8", "replace"),
+        path=f[12],
+        redactions=tuple(sorted(set(red.split(",")))) if red else (),
+        args=args,
+        where=where,
+    )
+
+
+def _parse_one(
+    body: bytes, where: str, spill_dir: Path | None, anchors: Anchors
+) -> tuple[Record | None, str]:
+    """Decode `\\0R...` or `\\0P...` (without the end marker); returns (record, problem)."""
+    tag = body[1:2]
+    parts = body[2:].split(b"\0=")
+    if parts[0] != b"" or any(b"\0" in p for p in parts):
+        return None, "malformed record"
+    fields = parts[1:]
+    if tag == b"P":
+        if spill_dir is None or len(fields) != 2 or fields[0] != b"1":
+            return None, "malformed spill pointer"
+        name = fields[1].decode("ascii", "replace")
+        if "/" in name or name.startswith("."):
+            return None, f"spill pointer with a bad name {name!r}"
+        try:
+            data = (spill_dir / name).read_bytes()
+        except OSError as exc:
+            return None, f"spill file {name} unreadable: {exc.strerror}"
+        if not data.startswith(b"\0R") or not data.endswith(b"\0\n"):
+            return None, f"spill file {name} is incomplete"
+        return _parse_one(data[:-2], f"{where} -> spill/{name}", None, anchors)
+    if tag != b"R":
+        return None, "unknown record tag"
+    try:
+        return _decode(fields, where, anchors), ""
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, str(exc)
+
+
+def read_stream(
+    stream: BinaryIO,
+    name: str,
+    spill_dir: Path | None,
+    problems: list[LogProblem],
+    anchors: Anchors = _NO_ANCHORS,
+) -> Iterator[Record]:
+    """Stream records from one log file; memory holds one chunk plus the largest record."""
+    carry = b""
+    base = 0  # file offset of carry[0]
+    while True:
+        chunk = stream.read(_CHUNK)
+        buf = carry + chunk if carry else chunk
+        end = buf.rfind(b"\0\n") if chunk else len(buf)
+        if end < 0:
+            carry = buf
+            continue
+        usable = buf[:end] if chunk else buf
+        pos = base
+        pieces = usable.split(b"\0\n")
+        last = len(pieces) - 1
+        for i, piece in enumerate(pieces):
+            plen = len(piece) + 2
+            if not piece:
+                pos += plen
+                continue
+            if not chunk and i == last:
+                problems.append(
+                    LogProblem(f"{name}@{pos}", "torn trailing record (cut short while written)")
+                )
+                break
+            start = max(piece.rfind(b"\0R"), piece.rfind(b"\0P"))
+            if start < 0:
+                problems.append(LogProblem(f"{name}@{pos}", "bytes outside any record"))
+                pos += plen
+                continue
+            if start > 0:
+                problems.append(LogProblem(f"{name}@{pos}", "torn record skipped"))
+            rec, problem = _parse_one(piece[start:], f"{name}@{pos + start}", spill_dir, anchors)
+            if rec is not None:
+                yield rec
+            else:
+                problems.append(LogProblem(f"{name}@{pos + start}", problem))
+            pos += plen
+        if not chunk:
+            return
+        carry = buf[end + 2 :]
+        base += end + 2
+
+
+def segments(loc: Locations) -> list[Path]:
+    """Rotated segments oldest first, then the live log."""
+    rotated = sorted(
+        (p for p in loc.log_dir.glob("exec.log.[0-9]*") if p.name[9:].isdigit()),
+        key=lambda p: int(p.name[9:]),
+    )
+    live = [loc.log_file] if loc.log_file.exists() else []
+    return rotated + live
+
+
+def iter_records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
+    """Every record of every segment, in log order."""
+    if not loc.log_dir.is_dir():
+        raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    files: list[tuple[str, BinaryIO]] = []
+    with contextlib.ExitStack() as stack:
+        # Open all segments first: a rotation while we read renames, never loses, a file.
+        for p in segments(loc):
+            with contextlib.suppress(FileNotFoundError):
+                files.append((p.name, stack.enter_context(p.open("rb"))))
+        anchors = Anchors(loc.boot_dir)
+        for name, fh in files:
+            yield from read_stream(fh, name, loc.spill_dir, problems, anchors)
+
+
+# ---- rotation ----------------------------------------------------------------------------
+
+
+def _spills_named(path: Path) -> list[str]:
+    names: list[str] = []
+    with path.open("rb") as fh:
+        data = fh.read()
+    for piece in data.split(b"\0P")[1:]:
+        fields = piece.split(b"\0\n", 1)[0].split(b"\0=")
+        if len(fields) == 3:
+            names.append(fields[2].decode("ascii", "replace"))
+    return names
+
+
+def rotate(loc: Locations, keep: int | None = None) -> tuple[Path | None, list[Path]]:
+    """Rename the live log to the next segment under the lock; drop segments beyond `keep`.
+
+    Shims append by path, so one that opened the live log before the rename finishes its
+    write in the renamed segment: nothing is lost, and nothing is copied or truncated.
+    """
+    removed: list[Path] = []
+    with log_lock(loc):
+        rotated = [p for p in segments(loc) if p != loc.log_file]
+        new: Path | None = None
+        if loc.log_file.exists() and loc.log_file.stat().st_size > 0:
+            n = int(rotated[-1].name[9:]) + 1 if rotated else 1
+            new = loc.log_dir / f"exec.log.{n:06d}"
+            os.rename(loc.log_file, new)
+            os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            rotated.append(new)
+        if keep is not None and len(rotated) > keep:
+            for old in rotated[: len(rotated) - keep]:
+                for name in _spills_named(old):
+                    with contextlib.suppress(FileNotFoundError):
+                        (loc.spill_dir / name).unlink()
+                old.unlink()
+                removed.append(old)
+    return new, removed

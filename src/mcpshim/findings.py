@@ -1,0 +1,119 @@
+"""Findings and the rule registry shared by review (MCS1xx) and lint-path (MCS2xx).
+
+A rule is metadata (stable id, severity, summary, remediation, CWE); the functions that
+produce findings live with their domain and register their metadata here, so `mcpshim
+rules`, SARIF and the text report all describe a rule the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from typing import Any
+
+from mcpshim.errors import UsageError
+
+__all__ = [
+    "RULES",
+    "Evidence",
+    "Finding",
+    "Rule",
+    "Severity",
+    "at_or_above",
+    "define_rule",
+    "get_rule",
+]
+
+
+class Severity(IntEnum):
+    INFO = 0
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise UsageError(f"unknown severity {text!r} (info, low, medium, high)") from None
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+    remediation: str
+    cwe: tuple[str, ...] = ()
+
+
+RULES: dict[str, Rule] = {}
+
+
+def define_rule(
+    rule_id: str,
+    name: str,
+    severity: Severity,
+    summary: str,
+    remediation: str,
+    cwe: Iterable[str] = (),
+) -> Rule:
+    """Register a rule's metadata once; ids are stable and never reused."""
+    rule = Rule(rule_id, name, severity, summary, remediation, tuple(cwe))
+    existing = RULES.get(rule_id)
+    if existing is not None and existing != rule:
+        raise ValueError(f"rule id {rule_id} registered twice")
+    RULES[rule_id] = rule
+    return rule
+
+
+def get_rule(rule_id: str) -> Rule:
+    try:
+        return RULES[rule_id]
+    except KeyError:
+        raise UsageError(f"unknown rule id {rule_id!r}") from None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What proves a finding: where it is (log position, file:line) and what it says."""
+
+    where: str
+    text: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: Rule
+    message: str
+    evidence: tuple[Evidence, ...] = ()
+    group: str = ""  # the family (or config server) the finding belongs to
+    location: str = ""  # a file the finding points at (SARIF artifact), if any
+    line: int | None = None
+    severity: Severity | None = None  # set when a policy overrides the rule's default
+    key: str = ""  # what makes two findings of one rule the same finding (baselines, SARIF)
+
+    @property
+    def level(self) -> Severity:
+        return self.rule.severity if self.severity is None else self.severity
+
+    @property
+    def fingerprint(self) -> str:
+        basis = f"{self.rule.id}\0{self.key or self.message}"
+        return hashlib.sha256(basis.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+    def with_severity(self, severity: Severity) -> Finding:
+        return replace(self, severity=severity)
+
+
+def at_or_above(findings: Iterable[Finding], threshold: Severity) -> list[Finding]:
+    return [f for f in findings if f.level >= threshold]

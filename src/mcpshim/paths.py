@@ -1,0 +1,56 @@
+"""Every location mcpshim reads or writes, in one place.
+
+Defaults come from platformdirs (so HOME and the XDG variables decide them for the Python
+side); the shims never consult these: their log directory is a literal written at install.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+__all__ = ["Locations", "default_log_dir", "default_shim_dir", "default_state_dir"]
+
+APP = "mcpshim"
+
+
+def default_shim_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP)) / "shims"
+
+
+def default_state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP))
+
+
+def default_log_dir() -> Path:
+    return default_state_dir() / "log"
+
+
+@dataclass(frozen=True)
+class Locations:
+    """The shim directory and the log directory its shims are pinned to."""
+
+    shim_dir: Path
+    log_dir: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.shim_dir / "manifest.toml"
+
+    @property
+    def log_file(self) -> Path:
+        return self.log_dir / "exec.log"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.log_dir / "exec.log.lock"
+
+    @property
+    def spill_dir(self) -> Path:
+        return self.log_dir / "spill"
+
+    @property
+    def boot_dir(self) -> Path:
+        return self.log_dir / "boot"

@@ -1,0 +1,83 @@
+"""Shared fixtures: an isolated HOME/XDG tree and real shims installed into it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mcpshim import execlog, shims
+from mcpshim.paths import Locations
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+    loc: Locations
+    env: dict[str, str]
+
+    def records(self) -> list[execlog.Record]:
+        problems: list[execlog.LogProblem] = []
+        recs = list(execlog.iter_records(self.loc, problems))
+        assert problems == [], problems
+        return recs
+
+    def execs(self) -> list[execlog.ExecRecord]:
+        return [r for r in self.records() if isinstance(r, execlog.ExecRecord)]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
+    """HOME and the XDG dirs inside tmp_path, for this process and the env handed to children."""
+    root = tmp_path / "home"
+    root.mkdir()
+    env = {
+        "HOME": str(root),
+        "XDG_DATA_HOME": str(root / ".local/share"),
+        "XDG_STATE_HOME": str(root / ".local/state"),
+        "XDG_CONFIG_HOME": str(root / ".config"),
+        "XDG_CACHE_HOME": str(root / ".cache"),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    loc = Locations(root / ".local/share/mcpshim/shims", root / ".local/state/mcpshim/log")
+    full = {**os.environ, **env}
+    yield Home(root, loc, full)
+
+
+@pytest.fixture
+def bash_as_sh(tmp_path: Path) -> str:
+    """bash started under the name sh (POSIX mode), as /bin/sh is on macOS and Fedora."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not installed")
+    d = tmp_path / "bash-as-sh"
+    d.mkdir()
+    (d / "sh").symlink_to(bash)
+    return str(d / "sh")
+
+
+def dash_path() -> str:
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("dash not installed")
+    return dash
+
+
+@pytest.fixture(params=["dash", "bash"])
+def interpreter(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every shim test runs once under dash and once under bash-as-sh."""
+    if request.param == "dash":
+        return dash_path()
+    return str(request.getfixturevalue("bash_as_sh"))
+
+
+def install(home: Home, names: list[str], interpreter: str | None = None, **kw: object) -> None:
+    shims.install(home.loc, names, {}, interpreter=interpreter, **kw)  # type: ignore[arg-type]
