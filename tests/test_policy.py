@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcpshim import policy, shims
+from mcpshim.errors import InputError
+from mcpshim.findings import Evidence, Finding, Rule, Severity, define_rule
+
+RULE = define_rule("MCS901", "policy-test", Severity.LOW, "test rule", "none")
+OTHER = define_rule("MCS902", "policy-test-2", Severity.MEDIUM, "test rule", "none")
+
+
+def _finding(rule: Rule = RULE, command: str = "git", path: str = "/usr/bin/git") -> Finding:
+    return Finding(rule, "m", (Evidence("log@0", "t", {"command": command, "path": path}),))
+
+
+def test_defaults_follow_the_shim_module() -> None:
+    p = policy.load_policy(None)
+    for d in shims.trusted_search_path():
+        assert d in p.trusted_dirs
+    assert "/usr/sbin" in p.trusted_dirs
+    assert "/tmp" in p.temp_dirs
+    assert any(d.endswith("/Downloads") for d in p.temp_dirs)
+    assert "curl" in p.sensitive_commands
+    assert p.ignores == () and dict(p.severity) == {}
+
+
+def test_starter_round_trips(tmp_path: Path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text(policy.dumps_starter())
+    p = policy.load_policy(f)
+    assert p.commands["git"].targets == ("/usr/bin/git",)
+    assert p.source == str(f)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("version = 1\n\n[commands.git]\ntargets = '/usr/bin/git'\n", 4, "commands.git.targets"),
+        ("[commands.git]\ntarget = ['/usr/bin/git']\n", 2, "commands.git.target"),
+        ("trusted_dirs = [1]\n", 1, "trusted_dirs"),
+        ("colour = 'red'\n", 1, "colour"),
+        ("[severity]\nMCS101 = 'urgent'\n", 2, "severity.MCS101"),
+        ("[[ignore]]\nreason = 'x'\n", 1, "ignore"),
+        ("[network]\ndestinations = 'github.com'\n", 2, "network.destinations"),
+    ],
+)
+def test_malformed_policy_names_file_line_and_key(
+    tmp_path: Path, text: str, line: int, key: str
+) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(InputError) as err:
+        policy.load_policy(f)
+    msg = str(err.value)
+    assert msg.startswith(f"{f}:{line}: ")
+    assert f"policy key {key}:" in msg
+    assert err.value.exit_code == 2
+
+
+def test_toml_syntax_error_names_line(tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text("version = 1\ntrusted_dirs = [\n'/a',\n")
+    with pytest.raises(InputError, match=r"bad\.toml:3: not valid TOML"):
+        policy.load_policy(f)
+    f.write_text("version = 1\nx = = 2\n")
+    with pytest.raises(InputError, match=r"bad\.toml:2: not valid TOML: .*line 2"):
+        policy.load_policy(f)
+
+
+def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read policy"):
+        policy.load_policy(tmp_path / "nope.toml")
+
+
+def test_ignores_and_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text(
+        "[severity]\nMCS901 = 'high'\nMCS902 = 'off'\n\n"
+        "[[ignore]]\ncommand = 'ssh'\n\n"
+        "[[ignore]]\nrule = 'MCS901'\npath = '/opt/*'\n"
+    )
+    p = policy.load_policy(f)
+    kept = policy.apply_policy(
+        [
+            _finding(),  # kept, raised to high
+            _finding(OTHER),  # severity off
+            _finding(command="ssh", path="/usr/bin/ssh"),  # ignored by command
+            _finding(path="/opt/x/git"),  # ignored by rule + path glob
+        ],
+        p,
+    )
+    assert [(f.rule.id, f.level) for f in kept] == [("MCS901", Severity.HIGH)]
+    # An ignore with rule and path only drops findings matching both.
+    assert policy.apply_policy([_finding(OTHER, path="/opt/x/git")], policy.default_policy())
