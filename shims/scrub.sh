@@ -8,13 +8,14 @@ _mcpshim_tok() { # VALUE PREFIX STOPCLASS MINLEN NAME BOUNDARY
 		case $_mcpshim_v in *"$2"*) ;; *) break ;; esac
 		_mcpshim_b=${_mcpshim_v%%"$2"*}
 		_mcpshim_t=${_mcpshim_v#"$_mcpshim_b$2"}
+		# shellcheck disable=SC2295 # $3 is a bracket pattern on purpose
 		_mcpshim_k=${_mcpshim_t%%$3*}
 		_mcpshim_v=${_mcpshim_t#"$_mcpshim_k"}
 		_mcpshim_n=${#_mcpshim_k}
 		# A prefix glued to a word (task-..., disk-...) is not a token.
 		case $6$_mcpshim_b in b*[ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789]) _mcpshim_n=0 ;; esac
 		if [ "$_mcpshim_n" -ge "$4" ]; then
-			_mcpshim_o=$_mcpshim_o$_mcpshim_b$2[REDACTED:$5]
+			_mcpshim_o=$_mcpshim_o$_mcpshim_b$2"[REDACTED:$5]"
 			_mcpshim_rr=$_mcpshim_rr,$5
 		else
 			_mcpshim_o=$_mcpshim_o$_mcpshim_b$2$_mcpshim_k
@@ -35,7 +36,7 @@ _mcpshim_url() {
 ]*}
 		_mcpshim_v=${_mcpshim_t#"$_mcpshim_k"}
 		if [ "${_mcpshim_v#@}" != "$_mcpshim_v" ] && [ "${_mcpshim_k#*:}" != "$_mcpshim_k" ]; then
-			_mcpshim_o=$_mcpshim_o$_mcpshim_b${_mcpshim_k%%:*}:[REDACTED:url-password]
+			_mcpshim_o=$_mcpshim_o$_mcpshim_b${_mcpshim_k%%:*}:'[REDACTED:url-password]'
 			_mcpshim_rr=$_mcpshim_rr,url-password
 		else
 			_mcpshim_o=$_mcpshim_o$_mcpshim_b$_mcpshim_k
@@ -47,7 +48,7 @@ _mcpshim_url() {
 _mcpshim_scrub1() {
 	_mcpshim_r=$1
 	if [ -n "$_mcpshim_nx" ]; then
-		_mcpshim_r=[REDACTED:$_mcpshim_nx]
+		_mcpshim_r="[REDACTED:$_mcpshim_nx]"
 		_mcpshim_rr=$_mcpshim_rr,$_mcpshim_nx
 		_mcpshim_nx=
 		return

@@ -13,11 +13,10 @@ LC_ALL=C
 
 _mcpshim_log=@@LOGDIR@@
 _mcpshim_tgt=@@TARGET@@
+_mcpshim_fail=@@ONFAIL@@
 
 # Writes the record; the argument list is what the log shows (already redacted).
 _mcpshim_emit() {
-	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_rr} + 600))
-	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
 	_mcpshim_f=
 	_mcpshim_u='\0=%s'
 	_mcpshim_k=$#
@@ -30,22 +29,31 @@ _mcpshim_emit() {
 	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
 		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" @@NAME@@ "$_mcpshim_tgt" "$0" \
 		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$#" "$@"
-	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes).
-	if [ "$_mcpshim_z" -le 4000 ]; then
+	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
+	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
+	_mcpshim_z=0
+	_mcpshim_w=
+	for _mcpshim_a; do
+		_mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2))
+		case $_mcpshim_a in *'
+'*) _mcpshim_w=${BASH_VERSION-} ;;
+		esac
+	done
+	if [ "$_mcpshim_z" -le 4000 ] && [ -z "$_mcpshim_w" ]; then
 		printf "$_mcpshim_f" "$@" 2>/dev/null >>"$_mcpshim_log/exec.log"
 		return
 	fi
 	# A larger record goes whole into a file of its own; the log gets a one-write pointer to it.
+	# The name is unique: only one process has this boot, pid and start, and it runs one
+	# shim at a time (an exec chain within one tick bumps the counter).
 	_mcpshim_sp=$_mcpshim_boot.$$.$_mcpshim_start.$_mcpshim_up
 	_mcpshim_k=0
+	while [ -e "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ]; do _mcpshim_k=$((_mcpshim_k + 1)); done
 	set -C
-	until printf "$_mcpshim_f" "$@" 2>/dev/null >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k"; do
-		_mcpshim_k=$((_mcpshim_k + 1))
-		if [ "$_mcpshim_k" -ge 8 ] || [ ! -e "$_mcpshim_log/spill/$_mcpshim_sp.$((_mcpshim_k - 1))" ]; then
-			set +C
-			return 1
-		fi
-	done
+	printf "$_mcpshim_f" "$@" 2>/dev/null >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" || {
+		set +C
+		return 1
+	}
 	set +C
 	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" 2>/dev/null >>"$_mcpshim_log/exec.log"
 }
@@ -117,7 +125,7 @@ else
 	if [ -r @@SCRUBLIB@@ ]; then
 		. @@SCRUBLIB@@
 	else
-		_mcpshim_scrub1() { _mcpshim_r=[REDACTED:scrubber-missing] _mcpshim_rr=,scrubber-missing; }
+		_mcpshim_scrub1() { _mcpshim_r='[REDACTED:scrubber-missing]' _mcpshim_rr=,scrubber-missing; }
 	fi
 	_mcpshim_redact() {
 		_mcpshim_c=$#
@@ -137,14 +145,14 @@ case $_mcpshim_lc in x*) LC_ALL=${_mcpshim_lc#x} ;; *) unset LC_ALL ;; esac
 PWD=$_mcpshim_pw
 case $_mcpshim_op in x*) OLDPWD=${_mcpshim_op#x} ;; *) unset OLDPWD ;; esac
 if [ "$_mcpshim_ok" -ne 0 ]; then
-	if [ @@ONFAIL@@ = refuse ]; then
+	if [ "$_mcpshim_fail" = refuse ]; then
 		printf 'mcpshim: refusing to run %s: the exec log %s cannot be written\n' "$_mcpshim_tgt" "$_mcpshim_log" >&2
 		exit 126
 	fi
 	printf 'mcpshim: warning: the exec log %s cannot be written; running %s unlogged\n' "$_mcpshim_log" "$_mcpshim_tgt" >&2
 fi
-unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_log _mcpshim_tgt _mcpshim_s \
+unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_log _mcpshim_tgt _mcpshim_fail _mcpshim_s \
 	_mcpshim_o _mcpshim_v _mcpshim_b _mcpshim_t _mcpshim_k _mcpshim_r _mcpshim_rr _mcpshim_nx \
-	_mcpshim_z _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp _mcpshim_up _mcpshim_bt _mcpshim_boot \
+	_mcpshim_z _mcpshim_w _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp _mcpshim_up _mcpshim_bt _mcpshim_boot \
 	_mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok
 exec @@TARGET@@ "$@"

@@ -218,7 +218,7 @@ def sh_option_cases() -> str:
     bare = "|".join(_sh_glob_literal(n) for n in OPTION_NAMES)
     return (
         f"\t{eq})\n"
-        "\t\t_mcpshim_r=${1%%=*}=[REDACTED:option-value]\n"
+        "\t\t_mcpshim_r=${1%%=*}='[REDACTED:option-value]'\n"
         "\t\t_mcpshim_rr=$_mcpshim_rr,option-value\n"
         "\t\treturn\n\t\t;;\n"
         f"\t{bare})\n"

@@ -1,0 +1,116 @@
+"""No secret reaches disk: the shim's sh scrubber and redact.py agree byte for byte."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from conftest import Home, install
+from mcpshim import redact
+
+GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+SECRETS = {
+    "ghp": GH,
+    "gho": "gho_" + "x" * 36,
+    "ghu": "ghu_" + "Y" * 36,
+    "ghs": "ghs_" + "z1" * 18,
+    "ghr": "ghr_" + "Q" * 36,
+    "pat": "github_pat_11ABCDEFG0" + "a_b" * 20,
+    "openai": "sk-proj-" + "Ab3" * 16,
+    "anthropic": "sk-ant-api03-" + "Zz9_" * 20,
+    "slack": "xoxb-123456789012-1234567890123-" + "AbCd" * 6,
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "aws-sts": "ASIAY34FZKBOKMUTVV7A",
+    "gitlab": "glpat-" + "a1B2c3D4e5F6g7H8i9J0",
+    "npm": "npm_" + "a" * 36,
+    "google": "AIza" + "SyD-" * 9,
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+    + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "password": "hunter2-correct-horse",
+    "bearer": "abc.def-ghi_jkl123",
+    "basic": "dXNlcjpwYXNzd29yZA==",
+}
+
+CORPUS: list[bytes] = [
+    GH.encode(),
+    f"token={GH}".encode(),
+    f"https://x-access-token:{SECRETS['ghs']}@github.com/o/r.git".encode(),
+    f"curl -H 'Authorization: Bearer {SECRETS['bearer']}' https://api.example".encode(),
+    f"Authorization: Basic {SECRETS['basic']}".encode(),
+    SECRETS["gho"].encode(),
+    SECRETS["ghu"].encode(),
+    f"x {SECRETS['ghr']} y".encode(),
+    SECRETS["pat"].encode(),
+    f"OPENAI_API_KEY={SECRETS['openai']}".encode(),
+    SECRETS["anthropic"].encode(),
+    SECRETS["slack"].encode(),
+    f"aws_access_key_id={SECRETS['aws']}".encode(),
+    SECRETS["aws-sts"].encode(),
+    SECRETS["gitlab"].encode(),
+    f"//registry.npmjs.org/:_authToken={SECRETS['npm']}".encode(),
+    f"key={SECRETS['google']}".encode(),
+    SECRETS["jwt"].encode(),
+    f"https://user:{SECRETS['password']}@db.example:5432/app".encode(),
+    b"--password",
+    SECRETS["password"].encode(),
+    f"--token={SECRETS['password']}".encode(),
+    b"--api-key",
+    b"k-" + SECRETS["password"].encode(),
+    f"--secret={SECRETS['password']}".encode(),
+    f"sh -c 'git push https://u:{SECRETS['password']}@h/r; echo {GH}'".encode(),
+    # look-alikes that must stay untouched
+    b"task-list-abcdefghijklmnopqrstuvwxyz",
+    b"disk-usage",
+    b"ghp_short",
+    b"https://example.com:8443/path@v1",
+    b"--tokenizer=fast",
+    b"npm_config_cache",
+]
+
+
+def _secret_values() -> list[bytes]:
+    vals = [v.encode() for v in SECRETS.values()]
+    # the parts after a known prefix are what must never appear
+    vals += [GH[4:].encode(), SECRETS["openai"][8:].encode()]
+    return vals
+
+
+def test_python_redaction_removes_every_secret() -> None:
+    red = redact.redact_argv(CORPUS)
+    blob = b"\n".join(red.argv)
+    for secret in _secret_values():
+        assert secret not in blob, secret
+    for lookalike in CORPUS[-6:]:
+        assert lookalike in red.argv
+
+
+def test_shim_log_bytes_hold_no_secret_and_match_python(home: Home, interpreter: str) -> None:
+    install(home, ["true"], interpreter)
+    subprocess.run(
+        [os.fsencode(home.loc.shim_dir / "true"), *CORPUS], env=home.env, check=True, timeout=60
+    )
+    raw = home.loc.log_file.read_bytes()
+    for secret in _secret_values():
+        assert secret not in raw, secret
+    [rec] = home.execs()
+    expected = redact.redact_argv(CORPUS)
+    assert rec.args == expected.argv
+    assert set(rec.redactions) == set(expected.rules)
+    assert {"github-token", "api-key", "url-password", "option-value", "authorization"} <= set(
+        rec.redactions
+    )
+
+
+def test_scrubber_missing_redacts_whole_arguments(home: Home, interpreter: str) -> None:
+    install(home, ["true"], interpreter)
+    (home.loc.shim_dir / ".mcpshim-scrub.sh").unlink()
+    subprocess.run(
+        [os.fsencode(home.loc.shim_dir / "true"), b"ok", GH.encode()],
+        env=home.env,
+        check=True,
+        timeout=30,
+    )
+    raw = home.loc.log_file.read_bytes()
+    assert GH.encode() not in raw
+    [rec] = home.execs()
+    assert rec.redactions == ("scrubber-missing",)

@@ -1,0 +1,58 @@
+"""The generated scripts themselves: shellcheck-clean POSIX sh, values only via shlex.quote."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mcpshim import shims
+from mcpshim.errors import UsageError
+
+ODD = '/opt/it\'s a "dir" $(touch /tmp/pwned) `x`/bin/git'
+
+
+def test_values_enter_the_script_only_quoted(tmp_path: Path) -> None:
+    text = shims.render_shim("git", ODD, str(tmp_path / "log dir;rm -rf x"), "refuse", "/bin/sh")
+    assert text.startswith("#!/bin/sh\n")
+    assert shims.MARKER in text.splitlines()[1]
+    assert 'exec \'/opt/it\'"\'"\'s a "dir" $(touch /tmp/pwned) `x`/bin/git\' "$@"' in text
+    # the script parses, and nothing in the values ran
+    subprocess.run(["dash", "-n"], input=text.encode(), check=True)
+    assert not Path("/tmp/pwned").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "log"),
+    [
+        ("../x", "/bin/true", "/l"),
+        ("git", "relative", "/l"),
+        ("git", "/bin/true", "rel"),
+        ("-x", "/bin/true", "/l"),
+        ("git", "/bin/true\n", "/l"),
+    ],
+)
+def test_bad_values_are_refused(name: str, target: str, log: str) -> None:
+    with pytest.raises(UsageError):
+        shims.render_shim(name, target, log)
+
+
+def test_shellcheck_clean(tmp_path: Path) -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (CI installs it: scripts/system-deps.sh)")
+    shim = tmp_path / "git"
+    shim.write_text(shims.render_shim("git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/sh"))
+    scrub = tmp_path / "scrub.sh"
+    scrub.write_text(shims.render_scrub())
+    # SC2059: the format string is built from fixed pieces only (the values go to %s);
+    # SC1090/SC1091/SC2034/SC2154: the scrubber is sourced from a path fixed at install
+    # time and shares variables with the shim.
+    for f, extra in ((shim, []), (scrub, ["-e", "SC2034,SC2154"])):
+        out = subprocess.run(
+            ["shellcheck", "-s", "sh", "-e", "SC2059,SC1090,SC1091", *extra, str(f)],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stdout
