@@ -188,7 +188,7 @@ def record_text(rec: Record) -> str:
     return (
         f"{t:24} {rec.pid:>7} {rec.ppid if rec.ppid is not None else '?':>7} "
         f"{escape(rec.shim):10} {sess:10} {escape(rec.cwd)}  "
-        f"{quote_argv([rec.invoked_as, *rec.args])}"
+        f"{quote_argv([os.path.basename(rec.invoked_as) or rec.invoked_as, *rec.args])}"
     )
 
 
