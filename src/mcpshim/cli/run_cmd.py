@@ -1,0 +1,123 @@
+"""mcpshim run, mcpshim snapshot."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mcpshim import snapshot as snapshot_mod
+from mcpshim.cli.common import location_options, locations
+from mcpshim.display import escape
+from mcpshim.supervisor import OnExit, RunOptions, Supervisor
+
+__all__ = ["COMMANDS"]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@location_options
+@click.option("--name", default="", help="A label for this session, kept in its records.")
+@click.option(
+    "--sample-ms",
+    type=click.IntRange(min=10),
+    default=100,
+    show_default=True,
+    help="How often the family is sampled for processes no shim saw and for sockets.",
+)
+@click.option(
+    "--on-exit",
+    type=click.Choice(["report", "terminate"]),
+    default="report",
+    show_default=True,
+    help="What to do with descendants still alive when COMMAND exits.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL for --on-exit terminate.",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    shim_dir: Path | None,
+    log_dir: Path | None,
+    name: str,
+    sample_ms: int,
+    on_exit: OnExit,
+    grace: float,
+    command: tuple[str, ...],
+) -> int:
+    """Run COMMAND as a supervised session and record its whole execution family.
+
+    \b
+    Use it as the `command` of an MCP client config:
+      "command": "mcpshim", "args": ["run", "--", "npx", "-y", "some-server"]
+
+    COMMAND gets a new session id in MCPSHIM_SESSION and the shim directory first on PATH;
+    stdin, stdout and stderr are passed through untouched; SIGINT, SIGTERM and SIGHUP are
+    forwarded; the exit status is COMMAND's (128+N when a signal N ended it).
+
+    Into the exec log go: session-start (command, cwd, user, PATH, names but never values
+    of credential-like variables), one `observed` record per descendant no shim recorded
+    (e.g. /bin/sh started by absolute path), `socket` records for LISTEN/ESTABLISHED
+    sockets, `reaped` for orphans the supervisor collected, `survivor` for each descendant
+    alive when COMMAND exits, and session-end.
+
+    On Linux the supervisor is a child subreaper: descendants that double-fork or call
+    setsid stay in the family. Elsewhere it falls back to COMMAND's process group plus
+    sampling, which loses a descendant that leaves the group between two samples.
+    """
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise click.UsageError("no COMMAND given (mcpshim run [OPTIONS] -- COMMAND [ARG...])")
+    loc = locations(shim_dir, log_dir)
+    if not (loc.shim_dir / "manifest.toml").exists():
+        click.echo(
+            f"mcpshim: warning: no shims installed in {escape(str(loc.shim_dir))} "
+            "(mcpshim install); only sampling will see the family",
+            err=True,
+        )
+    opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
+    return Supervisor(loc, list(command), opts).run()
+
+
+@click.command()
+@click.argument("pid", type=click.IntRange(min=1))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path, allow_dash=True),
+    help="Write here ('-' for stdout). Default: a new file under the state directory.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for reading; json (schema mcpshim.snapshot/1) for tools.",
+)
+def snapshot(pid: int, output: Path | None, fmt: str) -> int:
+    """Save the process family of PID: the ps / pgrep -P / lsof procedure in one step.
+
+    For PID and every descendant: pid, ppid, user, UTC start, elapsed time, status, exe,
+    the full command line (credentials redacted), cwd, the names of credential-like
+    environment variables, open files and inet sockets. By default the snapshot goes to a
+    new file in the state directory (outside any workspace) and its path is printed.
+    """
+    snap = snapshot_mod.take(pid)
+    text = snapshot_mod.render_json(snap) if fmt == "json" else snapshot_mod.render_text(snap)
+    if output is not None and str(output) == "-":
+        sys.stdout.write(text)
+        return 0
+    path = output or snapshot_mod.default_path(snap, fmt)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(text)
+    click.echo(escape(str(path)))
+    return 0
+
+
+COMMANDS = [run, snapshot]

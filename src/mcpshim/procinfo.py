@@ -1,0 +1,250 @@
+"""One process read from the OS: identity (stat), evidence (ProcInfo) and inet sockets.
+
+On Linux everything comes from /proc as exact bytes (a command line that is not UTF-8
+stays what it was); elsewhere from psutil. Environment *values* are never kept: only the
+names of credential-like variables, which is what the session records may hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from mcpshim.display import b64_fields, json_text
+from mcpshim.execlog import CLK_TCK
+from mcpshim.redact import credential_env_names
+from mcpshim.session import argv_fields
+
+__all__ = [
+    "LINUX",
+    "Conn",
+    "ProcInfo",
+    "Stat",
+    "linux_info",
+    "proc_fields",
+    "proc_info",
+    "psutil_conns",
+    "psutil_info",
+    "read_stat",
+    "socket_inodes",
+    "socket_table",
+    "start_ticks",
+]
+
+LINUX = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    pid: int
+    comm: bytes
+    state: str
+    ppid: int
+    pgid: int
+    start: int | None
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _psutil_start(p: psutil.Process) -> int | None:
+    try:
+        return round((p.create_time() - psutil.boot_time()) * CLK_TCK)
+    except (psutil.Error, OSError):
+        return None
+
+
+def read_stat(pid: int) -> Stat | None:
+    """One process's identity and parent; None when it is gone."""
+    if LINUX:
+        data = _read(f"/proc/{pid}/stat")
+        if not data:
+            return None
+        close = data.rfind(b")")
+        f = data[close + 2 :].split()
+        if len(f) < 20:
+            return None
+        return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
+                    int(f[19]))  # fmt: skip
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            return Stat(pid, p.name().encode(), p.status()[:1].upper(), p.ppid(), os.getpgid(pid),
+                        _psutil_start(p))  # fmt: skip
+    except (psutil.Error, OSError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    st = read_stat(pid)
+    return st.start if st else None
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """Evidence about one process, read while it lived. Bytes are exactly the OS's."""
+
+    pid: int
+    ppid: int
+    start: int | None
+    parent_start: int | None
+    exe: bytes
+    cmdline: tuple[bytes, ...]
+    cwd: bytes
+    uid: int | None
+    env_names: tuple[str, ...]  # credential-like names only; never values
+
+
+def _readlink(path: str) -> bytes:
+    try:
+        return os.readlink(path.encode())
+    except OSError:
+        return b""
+
+
+def linux_info(st: Stat, parent_start: int | None) -> ProcInfo:
+    base = f"/proc/{st.pid}"
+    raw = _read(base + "/cmdline") or b""
+    cmdline = tuple(raw[:-1].split(b"\0")) if raw.endswith(b"\0") else (raw,) if raw else ()
+    uid = None
+    for line in (_read(base + "/status") or b"").splitlines():
+        if line.startswith(b"Uid:"):
+            with contextlib.suppress(IndexError, ValueError):
+                uid = int(line.split()[1])
+            break
+    env = _read(base + "/environ") or b""
+    names = (item.split(b"=", 1)[0].decode("utf-8", "replace") for item in env.split(b"\0"))
+    return ProcInfo(
+        st.pid, st.ppid, st.start, parent_start, _readlink(base + "/exe"), cmdline,
+        _readlink(base + "/cwd"), uid, credential_env_names(n for n in names if n),
+    )  # fmt: skip
+
+
+def psutil_info(st: Stat, parent_start: int | None) -> ProcInfo:
+    p = psutil.Process(st.pid)
+
+    def get(fn: Callable[[], Any], default: Any) -> Any:
+        try:
+            return fn()
+        except (psutil.Error, OSError):
+            return default
+
+    uids = get(p.uids, None)
+    return ProcInfo(
+        st.pid, st.ppid, st.start, parent_start, os.fsencode(get(p.exe, "")),
+        tuple(os.fsencode(a) for a in get(p.cmdline, [])), os.fsencode(get(p.cwd, "")),
+        uids.real if uids else None, credential_env_names(get(p.environ, {}).keys()),
+    )  # fmt: skip
+
+
+def proc_info(pid: int, parent_start: int | None = None) -> ProcInfo | None:
+    st = read_stat(pid)
+    if st is None:
+        return None
+    if parent_start is None:
+        parent_start = start_ticks(st.ppid)
+    return linux_info(st, parent_start) if LINUX else psutil_info(st, parent_start)
+
+
+def proc_fields(info: ProcInfo) -> dict[str, Any]:
+    """The process part of observed and survivor payloads (argv redacted, bytes exact)."""
+    out: dict[str, Any] = {
+        "pid": info.pid,
+        "ppid": info.ppid,
+        "start": info.start,
+        "parent_start": info.parent_start,
+        "exe": json_text(info.exe),
+        "cwd": json_text(info.cwd),
+        "uid": info.uid,
+        "credential_env": list(info.env_names),
+    }
+    out.update(argv_fields("cmdline", info.cmdline))
+    out.update(b64_fields({"exe": info.exe, "cwd": info.cwd}))
+    return out
+
+
+# ---- sockets ----------------------------------------------------------------------------
+
+_TCP_STATES = {"0A": "LISTEN", "01": "ESTABLISHED"}
+_UDP_STATES = {"07": "LISTEN", "01": "ESTABLISHED"}  # bound and receiving / connected
+
+
+@dataclass(frozen=True, slots=True)
+class Conn:
+    proto: str
+    laddr: str
+    raddr: str | None
+    status: str
+
+
+def _addr(text: str, v6: bool) -> tuple[str, int]:
+    host, port = text.split(":")
+    raw = bytes.fromhex(host)
+    # The kernel prints each 32-bit word in host order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.IPv6Address(words) if v6 else ipaddress.IPv4Address(words)
+    return (f"[{ip}]" if v6 else str(ip)), int(port, 16)
+
+
+def socket_table(pid: int | str = "self") -> dict[int, Conn]:
+    """LISTEN and ESTABLISHED inet sockets of `pid`'s network namespace, by inode."""
+    out: dict[int, Conn] = {}
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        states = _TCP_STATES if proto.startswith("tcp") else _UDP_STATES
+        for line in (_read(f"/proc/{pid}/net/{proto}") or b"").decode().splitlines()[1:]:
+            f = line.split()
+            if len(f) < 10 or f[3] not in states or f[9] == "0":
+                continue
+            v6 = proto.endswith("6")
+            lhost, lport = _addr(f[1], v6)
+            if states is _UDP_STATES and f[3] == "07" and lport == 0:
+                continue
+            rhost, rport = _addr(f[2], v6)
+            raddr = None if rport == 0 else f"{rhost}:{rport}"
+            out[int(f[9])] = Conn(proto, f"{lhost}:{lport}", raddr, states[f[3]])
+    return out
+
+
+def socket_inodes(pid: int) -> set[int]:
+    base = f"/proc/{pid}/fd"
+    found: set[int] = set()
+    try:
+        fds = os.listdir(base)
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            link = os.readlink(f"{base}/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            found.add(int(link[8:-1]))
+    return found
+
+
+def psutil_conns(pid: int) -> list[Conn]:
+    try:
+        conns = psutil.Process(pid).net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return []
+    out = []
+    for c in conns:
+        if c.status not in ("LISTEN", "ESTABLISHED", "NONE") or not c.laddr:
+            continue
+        status = "LISTEN" if c.status == "NONE" else c.status
+        proto = ("tcp" if c.type == 1 else "udp") + ("6" if c.family == 10 else "")
+        raddr = f"{c.raddr.ip}:{c.raddr.port}" if c.raddr else None
+        out.append(Conn(proto, f"{c.laddr.ip}:{c.laddr.port}", raddr, status))
+    return out

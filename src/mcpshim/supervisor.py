@@ -1,0 +1,439 @@
+"""`mcpshim run`: start a command, hold its whole family, and account for it at the end.
+
+The command is started with posix_spawn in a process group of its own, with stdin, stdout
+and stderr inherited as they are: the supervisor never reads, wraps or buffers them, so an
+MCP stdio client and server see each other's bytes exactly. On Linux the supervisor is a
+child subreaper, so descendants that double-fork or call setsid are re-parented to it
+instead of to init: they stay in the family, it reaps them and records their exit.
+
+One thread runs one loop: a selector waits on the signal wakeup pipe (SIGCHLD and the
+forwarded SIGINT/SIGTERM/SIGHUP arrive as bytes there, never as work inside a handler) and
+on any extra readers (`add_reader`: a later stdio relay or a trace reader), with the sample
+interval as its timeout. When the command ends, every live descendant is a survivor: its
+evidence is read first, then it is reported or terminated (SIGTERM, SIGKILL after the
+grace period, and a check that it is gone, through a pidfd where the OS has them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import selectors
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psutil
+
+from mcpshim import execlog
+from mcpshim.errors import McpshimError
+from mcpshim.paths import Locations
+from mcpshim.procinfo import (
+    LINUX,
+    ProcInfo,
+    Stat,
+    proc_fields,
+    proc_info,
+    read_stat,
+    start_ticks,
+)
+from mcpshim.sampler import Sampler
+from mcpshim.session import (
+    LogTail,
+    SessionStart,
+    child_environment,
+    end_payload,
+    new_session_id,
+    start_payload,
+    utc_now,
+)
+
+__all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set_child_subreaper"]
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+OnExit = Literal["report", "terminate"]
+_PR_SET_CHILD_SUBREAPER = 36
+_KILL_DEADLINE = 10.0  # seconds of SIGKILL rounds before a survivor is declared unkillable
+
+
+class SpawnError(McpshimError):
+    """The command could not be started; exit codes follow the shell (127, 126)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    name: str = ""
+    sample_ms: int = 100
+    on_exit: OnExit = "report"
+    grace: float = 5.0
+
+
+def set_child_subreaper() -> bool:
+    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported."""
+    if not LINUX:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _noop(signum: int, frame: Any) -> None:
+    """A handler at all is what makes the signal reach the wakeup pipe."""
+
+
+class Supervisor:
+    """One session: spawn, loop, account for survivors, write the records."""
+
+    def __init__(
+        self,
+        loc: Locations,
+        argv: Sequence[str],
+        options: RunOptions,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if not argv:
+            raise McpshimError("no command given (mcpshim run -- COMMAND [ARG...])")
+        self.loc = loc
+        self.argv = list(argv)
+        self.options = options
+        self.session = new_session_id()
+        self.boot_id = execlog.current_boot_id()
+        self.env, self.path = child_environment(
+            os.environ if environ is None else environ, loc.shim_dir, self.session
+        )
+        self.child_pid = 0
+        self.child_pgid = 0
+        self.status: int | None = None
+        self.subreaper = False
+        self._sel = selectors.DefaultSelector()
+        self._tick_hooks: list[Callable[[], None]] = []
+        self._old: dict[int, Any] = {}
+        self._pending: list[int] = []
+        self._tty_pgrp: int | None = None
+        tail = LogTail(loc) if loc.log_file.exists() else None
+        self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail)
+
+    # -- extension points -------------------------------------------------------------------
+
+    def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
+        execlog.append_event(self.loc, kind, payload)
+
+    def add_reader(self, fd: int, callback: Callable[[int], None]) -> None:
+        """Call `callback(fd)` from the loop whenever fd is readable (relays, trace readers)."""
+        self._sel.register(fd, selectors.EVENT_READ, callback)
+
+    def remove_reader(self, fd: int) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(fd)
+
+    def on_tick(self, hook: Callable[[], None]) -> None:
+        self._tick_hooks.append(hook)
+
+    # -- the session ----------------------------------------------------------------------
+
+    def run(self, file_actions: Sequence[tuple[Any, ...]] = ()) -> int:
+        started = time.monotonic()
+        self.subreaper = set_child_subreaper()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        self._install_signals(wake_w)
+        try:
+            self.add_reader(wake_r, self._on_wakeup)
+            self._spawn(file_actions)
+            self.emit("session-start", start_payload(self._start_record()))
+            self._loop()
+            self.sampler.finish()
+            survivors, terminated = self._at_exit()
+            assert self.status is not None
+            self.emit(
+                "session-end",
+                end_payload(
+                    self.session, self.status, time.monotonic() - started, survivors, terminated
+                ),
+            )
+            return self.status
+        finally:
+            self._give_back_terminal()
+            self._restore_signals()
+            self.remove_reader(wake_r)
+            os.close(wake_r)
+            os.close(wake_w)
+
+    def _start_record(self) -> SessionStart:
+        return SessionStart(
+            session=self.session,
+            name=self.options.name,
+            command=tuple(os.fsencode(a) for a in self.argv),
+            cwd=os.getcwdb(),
+            child_pid=self.child_pid,
+            child_start=start_ticks(self.child_pid),
+            boot_id=self.boot_id,
+            path=self.path,
+            env_names=tuple(self.env),
+            subreaper=self.subreaper,
+        )
+
+    def _install_signals(self, wake_w: int) -> None:
+        for sig in (*FORWARDED, signal.SIGCHLD):
+            old = signal.getsignal(sig)
+            self._old[sig] = old
+            if old is signal.SIG_IGN and sig != signal.SIGCHLD:
+                continue  # ignored by whoever started us: the command inherits that
+            signal.signal(sig, _noop)
+        self._old[-1] = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+
+    def _restore_signals(self) -> None:
+        old_fd = self._old.pop(-1, -1)
+        signal.set_wakeup_fd(old_fd)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+    def _spawn(self, file_actions: Sequence[tuple[Any, ...]]) -> None:
+        cmd = self.argv[0]
+        path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
+        if path is None:
+            raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        try:
+            self.child_pid = os.posix_spawn(
+                path,
+                self.argv,
+                self.env,
+                file_actions=list(file_actions),
+                setpgroup=0,
+                # Python ignores these for itself; the command gets the default (as Popen does).
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )
+        except FileNotFoundError as exc:
+            raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
+        except OSError as exc:
+            raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
+        self.child_pgid = self.child_pid
+        self._hand_terminal(self.child_pgid)
+
+    def _hand_terminal(self, pgid: int) -> None:
+        """Interactive use: the command's group becomes the terminal's foreground group."""
+        try:
+            if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
+                return
+            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            try:
+                os.tcsetpgrp(0, pgid)
+                self._tty_pgrp = os.getpgrp()
+            finally:
+                signal.signal(signal.SIGTTOU, old)
+            os.killpg(pgid, signal.SIGCONT)  # in case it read the terminal before the handover
+        except OSError:
+            return
+
+    def _give_back_terminal(self) -> None:
+        if self._tty_pgrp is None:
+            return
+        old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(0, self._tty_pgrp)
+        finally:
+            signal.signal(signal.SIGTTOU, old)
+            self._tty_pgrp = None
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        interval = self.options.sample_ms / 1000
+        next_tick = time.monotonic()
+        while self.status is None:
+            now = time.monotonic()
+            if now >= next_tick:
+                self._tick()
+                next_tick = max(next_tick + interval, time.monotonic())
+                continue
+            for key, _ in self._sel.select(next_tick - now):
+                key.data(key.fd)
+            self._reap()
+
+    def _tick(self) -> None:
+        self.sampler.tick()
+        for hook in self._tick_hooks:
+            hook()
+
+    def _on_wakeup(self, fd: int) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while data := os.read(fd, 512):
+                for signum in data:
+                    if signum != signal.SIGCHLD:
+                        self._forward(signum)
+        self._reap()
+
+    def _forward(self, signum: int) -> None:
+        if self.status is None and self.child_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child_pid, signum)
+
+    def _reap(self) -> None:
+        """Collect every exited child; the command's status ends the loop, others are recorded."""
+        peek = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")
+        while True:
+            try:
+                if peek:
+                    info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                    if info is None:
+                        return
+                    pid = info.si_pid
+                    start = start_ticks(pid)  # a zombie's stat is still there
+                    _, status = os.waitpid(pid, 0)
+                else:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        return
+                    m = self.sampler.members.get(pid)
+                    start = m.stat.start if m else None
+            except ChildProcessError:
+                return
+            code = _exit_code(status)
+            if pid == self.child_pid:
+                self.status = code
+            else:
+                self.emit("reaped", {"session": self.session, "time": utc_now(),
+                                     "boot_id": self.boot_id, "pid": pid, "start": start,
+                                     "status": code})  # fmt: skip
+
+    # -- at exit --------------------------------------------------------------------------
+
+    def _live_family(self) -> dict[int, Stat]:
+        self._reap()
+        family = self.sampler.survey()
+        if not self.subreaper:
+            family.update(_group_members(self.child_pgid, exclude=os.getpid()))
+        return {p: st for p, st in family.items() if st.state != "Z"}
+
+    def _at_exit(self) -> tuple[int, bool]:
+        """Record every survivor (evidence first), then terminate them if asked."""
+        survivors: dict[int, tuple[Stat, ProcInfo | None]] = {}
+
+        def collect() -> dict[int, Stat]:
+            live = self._live_family()
+            for pid, st in live.items():
+                if pid not in survivors:
+                    survivors[pid] = (st, proc_info(pid))
+            return live
+
+        live = collect()
+        actions = {pid: "reported" for pid in survivors}
+        terminated = False
+        if self.options.on_exit == "terminate" and live:
+            actions, terminated = self._contain(collect)
+        for pid, (st, seen) in survivors.items():
+            info = seen
+            if info is None or info.start != st.start:
+                info = ProcInfo(pid, st.ppid, st.start, None, b"", (), b"", None, ())
+            self.emit(
+                "survivor",
+                {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
+                 **proc_fields(info), "action": actions.get(pid, "terminated")},
+            )  # fmt: skip
+        return len(survivors), terminated
+
+    def _contain(self, collect: Callable[[], dict[int, Stat]]) -> tuple[dict[int, str], bool]:
+        """SIGTERM, SIGKILL after the grace period, until the family is verifiably empty."""
+        termed: set[int] = set()
+        killed: set[int] = set()
+        pidfds: dict[int, int] = {}
+        deadline = time.monotonic() + self.options.grace
+        sig = signal.SIGTERM
+        try:
+            live = collect()
+            while live:
+                for pid, st in live.items():
+                    if sig == signal.SIGKILL:
+                        killed.add(pid)
+                    elif pid in termed:
+                        continue
+                    termed.add(pid)
+                    self._signal(pid, st.start, sig, pidfds)
+                if not self.subreaper:
+                    with contextlib.suppress(OSError):
+                        os.killpg(self.child_pgid, sig)
+                self._wait_any(pidfds, 0.05)
+                live = collect()
+                for pid in [p for p in pidfds if p not in live]:
+                    os.close(pidfds.pop(pid))  # exited: its pidfd would stay readable
+                now = time.monotonic()
+                if sig == signal.SIGTERM and now >= deadline:
+                    sig = signal.SIGKILL
+                elif now >= deadline + _KILL_DEADLINE:
+                    break
+        finally:
+            for fd in pidfds.values():
+                os.close(fd)
+        actions = {pid: "killed" if pid in killed else "terminated" for pid in termed}
+        return actions, not live
+
+    def _signal(self, pid: int, start: int | None, sig: int, pidfds: dict[int, int]) -> None:
+        """Signal the process itself, never a reuser of its pid (a pidfd pins the process)."""
+        if pid not in pidfds and hasattr(os, "pidfd_open"):
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                return
+            if start_ticks(pid) != start:
+                os.close(fd)
+                return
+            pidfds[pid] = fd
+        try:
+            if pid in pidfds:
+                signal.pidfd_send_signal(pidfds[pid], sig)
+            elif start_ticks(pid) == start:
+                os.kill(pid, sig)
+        except OSError:
+            return
+
+    def _wait_any(self, pidfds: Mapping[int, int], timeout: float) -> None:
+        """Sleep until a signalled process exits (its pidfd turns readable) or timeout."""
+        sel = selectors.DefaultSelector()
+        try:
+            for fd in pidfds.values():
+                sel.register(fd, selectors.EVENT_READ)
+            if pidfds:
+                sel.select(timeout)
+            else:
+                time.sleep(timeout)
+        finally:
+            sel.close()
+        self._reap()
+
+
+def _group_members(pgid: int, exclude: int) -> dict[int, Stat]:
+    """Processes still in the command's process group (the fallback without a subreaper)."""
+    out: dict[int, Stat] = {}
+    for p in psutil.process_iter():
+        try:
+            if p.pid != exclude and os.getpgid(p.pid) == pgid:
+                st = read_stat(p.pid)
+                if st is not None:
+                    out[p.pid] = st
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
+if sys.platform == "win32":  # pragma: no cover
+    raise ImportError("mcpshim run needs a POSIX system")
