@@ -1,0 +1,274 @@
+"""tree, review, rules, policy init, baseline save."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from mcpshim import baseline as baseline_mod
+from mcpshim import execlog, policy, rules, shims, tree
+from mcpshim.cli.common import location_options, locations
+from mcpshim.display import escape
+from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from mcpshim.findings import RULES, Severity, at_or_above
+from mcpshim.paths import Locations
+from mcpshim.report import RENDERERS, Report
+from mcpshim.review import review as run_review
+from mcpshim.tree_view import TREE_RENDERERS
+
+__all__ = ["COMMANDS"]
+
+_ = rules  # importing the package registers the MCS1xx rules
+
+
+def _problems_to_stderr(problems: list[execlog.LogProblem]) -> None:
+    for p in problems:
+        click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
+
+
+class _Progress:
+    """A one-line progress indicator on stderr, only when stderr is a terminal."""
+
+    def __init__(self, loc: Locations) -> None:
+        self.sizes = {p.name: p.stat().st_size for p in execlog.segments(loc)}
+        self.total = sum(self.sizes.values()) or 1
+        names = list(self.sizes)
+        self.before = {n: sum(self.sizes[m] for m in names[:i]) for i, n in enumerate(names)}
+
+    def __call__(self, count: int, where: str) -> None:
+        if not where:
+            click.echo("\r\x1b[K", nl=False, err=True)
+            return
+        name, _, off = where.partition("@")
+        off = off.split(" ", 1)[0]
+        done = self.before.get(name, 0) + (int(off) if off.isdigit() else 0)
+        pct = min(100, 100 * done // self.total)
+        click.echo(f"\rmcpshim: {count:,} records, {pct}%", nl=False, err=True)
+
+
+def _progress(loc: Locations) -> _Progress | None:
+    return _Progress(loc) if sys.stderr.isatty() else None
+
+
+@contextlib.contextmanager
+def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[execlog.LogProblem]]]:
+    problems: list[execlog.LogProblem] = []
+    yield execlog.iter_records(loc, problems), problems
+    _problems_to_stderr(problems)
+
+
+@click.command("tree")
+@location_options
+@click.option("--session", help="Only records of this session id (MCPSHIM_SESSION).")
+@click.option("--root", "root_pid", type=int, help="Only the subtrees of processes with this pid.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "dot"]),
+    default="text",
+    show_default=True,
+    help="text: pstree-like; json: nested, versioned (mcpshim.tree/1); dot: Graphviz.",
+)
+def tree_(
+    shim_dir: Path | None, log_dir: Path | None, session: str | None, root_pid: int | None, fmt: str
+) -> None:
+    """Rebuild process families from the exec log.
+
+    A process is (boot id, pid, start time), so a reused pid never links unrelated
+    processes; a child links to the latest process with its ppid that started before it.
+    Several images of one process (sh, then `exec git`) show on one node. A record whose
+    parent is not in the log hangs under a "? PID (parent not in log)" node. Each image is
+    marked with its source: [shim] (a shim's record) or [observed] (seen by `mcpshim run`).
+    Times are UTC; cwd shows where it changes; argv is escaped.
+    """
+    loc = locations(shim_dir, log_dir)
+    with _records(loc) as (records, _problems):
+        forest = tree.build_forest(tree.images(records, session))
+    if root_pid is not None:
+        forest = forest.select_pid(root_pid)
+    subject = {"log": str(loc.log_file), "session": session or "(all)"}
+    if root_pid is not None:
+        subject["root"] = str(root_pid)
+    click.echo(TREE_RENDERERS[fmt](forest, subject), nl=False)
+
+
+@click.command()
+@location_options
+@click.option("--session", help="Only records of this session id (MCPSHIM_SESSION).")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML policy (see policy.example.toml; `mcpshim policy init` writes a starter).",
+)
+@click.option(
+    "--baseline",
+    "baseline_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Report drift against this baseline (`mcpshim baseline save`).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="text: grouped by family with evidence; json: versioned envelope "
+    "(mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["info", "low", "medium", "high"]),
+    default="medium",
+    show_default=True,
+    help="Exit 1 when a finding is at or above this severity.",
+)
+def review(
+    shim_dir: Path | None,
+    log_dir: Path | None,
+    session: str | None,
+    policy_file: Path | None,
+    baseline_file: Path | None,
+    fmt: str,
+    fail_on: str,
+) -> int:
+    """Review the exec log: findings per process family, with the records that prove them.
+
+    Rules (see `mcpshim rules`): PATH-resolved commands, executables and scripts in temporary
+    or writable directories, composed `sh -c` lines, package runners running project
+    scripts, network helpers and their destinations, credentials in arguments, targets whose
+    hash changed since install, and whatever the policy or baseline does not allow.
+
+    Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 on a usage or
+    input error (a malformed policy names its file, line and key). The default threshold is
+    medium, so routine PATH lookups of non-sensitive commands (low) and plain `sh -c`
+    commands (info) are reported without failing a CI job.
+    """
+    loc = locations(shim_dir, log_dir)
+    pol = policy.load_policy(policy_file)
+    base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
+    manifest = shims.load_manifest(loc.shim_dir)
+    with _records(loc) as (records, problems):
+        result = run_review(
+            records,
+            policy=pol,
+            session=session,
+            shim_dir=str(loc.shim_dir),
+            manifest=manifest,
+            baseline=base,
+            progress=_progress(loc),
+        )
+    subject = {
+        "log": str(loc.log_file),
+        "session": session or "(all)",
+        "policy": pol.source or "(defaults)",
+        "baseline": str(baseline_file) if baseline_file else "(none)",
+        "records": result.records,
+        "processes": result.processes,
+        "families": result.families,
+    }
+    notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
+    report = Report("review", subject, result.findings, notes)
+    click.echo(RENDERERS[fmt](report), nl=False)
+    failing = at_or_above(result.findings, Severity.parse(fail_on))
+    return EXIT_FINDINGS if failing else EXIT_CLEAN
+
+
+@click.command("rules")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def rules_(fmt: str) -> None:
+    """List every rule: stable id, default severity, summary and remediation."""
+    with contextlib.suppress(ImportError):
+        importlib.import_module("mcpshim.pathlint")  # registers the MCS2xx rules when present
+    ordered = [RULES[k] for k in sorted(RULES) if not k.startswith("MCS9")]
+    if fmt == "json":
+        doc = [
+            {
+                "id": r.id,
+                "name": r.name,
+                "severity": r.severity.label,
+                "summary": r.summary,
+                "remediation": r.remediation,
+                "cwe": list(r.cwe),
+            }
+            for r in ordered
+        ]
+        click.echo(json.dumps({"schema": "mcpshim.rules/1", "rules": doc}, indent=2))
+        return
+    for r in ordered:
+        cwe = f" ({', '.join(r.cwe)})" if r.cwe else ""
+        click.echo(f"{r.id} {r.name} [{r.severity.label}]{cwe}")
+        click.echo(f"    {r.summary}")
+        click.echo(f"    fix: {r.remediation}")
+
+
+@click.group("policy")
+def policy_group() -> None:
+    """Review policies (TOML; every key is documented in policy.example.toml)."""
+
+
+@policy_group.command("init")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here instead of stdout.",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def policy_init(output: Path | None, force: bool) -> None:
+    """Write a starter policy: today's defaults made explicit, with one example command."""
+    text = policy.dumps_starter()
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists (use --force to overwrite)")
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot write: {exc.strerror}") from None
+    click.echo(f"wrote {escape(str(output))}")
+
+
+@click.group("baseline")
+def baseline_group() -> None:
+    """Baselines of routine, approved sessions, for drift findings in review."""
+
+
+@baseline_group.command("save")
+@location_options
+@click.option("--session", help="Only records of this session id (MCPSHIM_SESSION).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The baseline file to write (TOML).",
+)
+def baseline_save(
+    shim_dir: Path | None, log_dir: Path | None, session: str | None, output: Path
+) -> None:
+    """Save the executables, subcommands/argument shapes and cwd roots a session used."""
+    loc = locations(shim_dir, log_dir)
+    with _records(loc) as (records, _problems):
+        base = baseline_mod.collect(tree.images(records, session), session or "")
+    if base.records == 0:
+        raise UsageError(
+            "no records to make a baseline from" + (f" in session {session}" if session else "")
+        )
+    baseline_mod.save_baseline(base, output)
+    click.echo(
+        f"wrote {escape(str(output))}: {len(base.executables)} command(s), "
+        f"{len(base.cwd_roots)} cwd root(s) from {base.records} record(s)"
+    )
+
+
+COMMANDS = [tree_, review, rules_, policy_group, baseline_group]

@@ -1,0 +1,338 @@
+"""Process families from log records, keyed by (boot id, pid, start time).
+
+A PID alone is ancestry, not identity: pids are reused. Shim records carry the child's ppid
+and its own start but rarely the parent's start, so a child is linked to the *latest* process
+with pid == ppid in the same boot that started no later than the child; with none, it hangs
+under an "unknown" node for that ppid. Records with one identity are one process that exec'd
+several images (a shim for sh, then `exec git`): one node, its images in order.
+
+Every record source becomes an `Image` through `SOURCES` (shim exec records, and "observed"
+events sampled by the supervisor); later sources register a converter there.
+`Linker` does the linking while streaming, in memory bounded by the pid space, so review can
+walk a million records; `build_forest` keeps the nodes for the views in `tree_view`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from mcpshim.execlog import EventRecord, ExecRecord, Record
+
+__all__ = [
+    "SOURCES",
+    "Forest",
+    "Image",
+    "Linker",
+    "Node",
+    "build_forest",
+    "image_of",
+    "images",
+]
+
+_RECENT = 4  # processes remembered per (boot, pid): pid reuse needs only the latest few
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """One program image a process ran, whatever recorded it."""
+
+    source: str  # "shim" | "observed" | later sources
+    where: str
+    time: datetime | None
+    boot_id: str
+    pid: int
+    ppid: int | None
+    start: int | None
+    parent_start: int | None
+    cwd: bytes
+    command: str  # the shim's name, or the executable's base name
+    target: bytes  # the executable that ran
+    argv0: bytes  # shim: the path the caller exec'd; observed: cmdline[0]
+    args: tuple[bytes, ...]
+    session: str
+    redactions: tuple[str, ...] = ()
+    uid: int | None = None
+
+
+def _from_exec(rec: ExecRecord) -> Image:
+    return Image(
+        "shim",
+        rec.where,
+        rec.time,
+        rec.boot_id,
+        rec.pid,
+        rec.ppid,
+        rec.start,
+        rec.parent_start,
+        rec.cwd,
+        rec.shim,
+        rec.target,
+        rec.invoked_as,
+        rec.args,
+        rec.session,
+        rec.redactions,
+    )
+
+
+def _bytes_field(data: Any, name: str) -> bytes:
+    b64 = data.get(f"{name}_b64")
+    if isinstance(b64, str):
+        return base64.b64decode(b64)
+    value = data.get(name)
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else b""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _from_observed(rec: EventRecord) -> Image | None:
+    """A process the supervisor saw (issue 5): cmdline items that were not UTF-8 are exact
+    in cmdline_b64 {index: base64}."""
+    d = rec.data
+    pid = _int(d.get("pid"))
+    if pid is None:
+        return None
+    raw = d.get("cmdline")
+    cmdline = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []
+    argv = [c.encode("utf-8", "surrogateescape") for c in cmdline]
+    b64 = d.get("cmdline_b64")
+    if isinstance(b64, dict):
+        for k, v in b64.items():
+            if str(k).isdigit() and int(k) < len(argv) and isinstance(v, str):
+                argv[int(k)] = base64.b64decode(v)
+    exe = _bytes_field(d, "exe")
+    name = os.path.basename(exe or (argv[0] if argv else b"")).decode("utf-8", "replace")
+    session = d.get("session")
+    return Image(
+        "observed",
+        rec.where,
+        _time(d.get("time")),
+        str(d.get("boot_id") or ""),
+        pid,
+        _int(d.get("ppid")),
+        _int(d.get("start")),
+        _int(d.get("parent_start")),
+        _bytes_field(d, "cwd"),
+        name,
+        exe,
+        argv[0] if argv else exe,
+        tuple(argv[1:]),
+        session if isinstance(session, str) else "",
+        (),
+        _int(d.get("uid")),
+    )
+
+
+SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
+
+
+def image_of(rec: Record) -> Image | None:
+    if isinstance(rec, ExecRecord):
+        return _from_exec(rec)
+    conv = SOURCES.get(rec.kind)
+    return conv(rec) if conv else None
+
+
+def images(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:
+    for rec in records:
+        img = image_of(rec)
+        if img is not None and (session is None or img.session == session):
+            yield img
+
+
+# ---- linking -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    node: int
+    new: bool  # the first image of this process
+    parent: int | None  # the parent node (maybe an unknown node) when new
+    unknown_parent: bool  # parent is an "unknown" node created for this ppid
+    adopted: int | None  # an unknown node this new node turned out to be (merged into it)
+
+
+class Linker:
+    """Streaming identity and family assignment.
+
+    Remembers the latest few processes per (boot, pid) as packed ints ((start+1) << 32 | node),
+    and per node its family (union-find, so adopting an unknown parent merges families).
+    """
+
+    def __init__(self) -> None:
+        self._procs: dict[str, dict[int, list[int]]] = {}
+        self._unknown: dict[tuple[str, int], list[int]] = {}  # -> [node, min child start]
+        self._node_fam = array("q")
+        self._fam_parent = array("q")
+        self.unknown_pid: dict[int, int] = {}  # unknown node -> the ppid it stands for
+
+    @property
+    def nodes(self) -> int:
+        return len(self._node_fam)
+
+    def family(self, node: int) -> int:
+        return self.family_of_family(self._node_fam[node])
+
+    def family_of_family(self, fam: int) -> int:
+        """The family a (possibly merged) family id now belongs to."""
+        parent = self._fam_parent
+        while parent[fam] != fam:
+            parent[fam] = parent[parent[fam]]
+            fam = parent[fam]
+        return fam
+
+    def _new_node(self, fam: int | None) -> int:
+        if fam is None:
+            fam = len(self._fam_parent)
+            self._fam_parent.append(fam)
+        self._node_fam.append(fam)
+        return len(self._node_fam) - 1
+
+    def _find_parent(self, boot: str, ppid: int, start: int | None, pstart: int | None) -> int:
+        slots = self._procs.get(boot, {}).get(ppid)
+        if not slots:
+            return -1
+        best, best_start = -1, -2
+        for packed in slots:
+            s = (packed >> 32) - 1
+            if pstart is not None:
+                if s == pstart:
+                    return packed & 0xFFFFFFFF
+                continue
+            if (start is None or s < 0 or s <= start) and s >= best_start:
+                best, best_start = packed & 0xFFFFFFFF, s
+        return best
+
+    def add(
+        self, boot: str, pid: int, ppid: int | None, start: int | None, pstart: int | None
+    ) -> Link:
+        by_pid = self._procs.setdefault(boot, {})
+        slots = by_pid.get(pid)
+        tag = (start + 1) if start is not None and start >= 0 else 0
+        if slots:
+            for packed in slots:
+                if packed >> 32 == tag:
+                    return Link(packed & 0xFFFFFFFF, False, None, False, None)
+        parent = unknown = None
+        if ppid is not None and ppid != pid:
+            found = self._find_parent(boot, ppid, start, pstart)
+            if found >= 0:
+                parent = found
+            else:
+                u = self._unknown.get((boot, ppid))
+                if u is None:
+                    u = [self._new_node(None), start if start is not None else -1]
+                    self._unknown[(boot, ppid)] = u
+                    self.unknown_pid[u[0]] = ppid
+                elif start is not None and (u[1] < 0 or start < u[1]):
+                    u[1] = start
+                parent, unknown = u[0], True
+        node = self._new_node(self.family(parent) if parent is not None else None)
+        adopted = None
+        u = self._unknown.get((boot, pid))
+        if u is not None and start is not None and u[1] >= start:
+            # The parent that was missing turns up: its children started after it did.
+            del self._unknown[(boot, pid)]
+            ufam, mine = self.family(u[0]), self.family(node)
+            if ufam != mine:
+                self._fam_parent[ufam] = mine
+            adopted = u[0]
+        packed = (tag << 32) | node
+        if slots is None:
+            by_pid[pid] = [packed]
+        else:
+            slots.append(packed)
+            if len(slots) > _RECENT:
+                del slots[0]
+        return Link(node, True, parent, bool(unknown), adopted)
+
+
+# ---- the forest --------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Node:
+    id: int
+    boot_id: str
+    pid: int  # for an unknown node: the ppid it stands for
+    start: int | None
+    known: bool
+    images: list[Image] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
+    parent: Node | None = None
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(i.source for i in self.images))
+
+    @property
+    def first_time(self) -> datetime | None:
+        return next((i.time for i in self.images if i.time is not None), None)
+
+    def walk(self) -> Iterator[Node]:
+        stack: list[Node] = [self]
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(reversed(n.children))
+
+
+@dataclass
+class Forest:
+    roots: list[Node]
+    count: int  # processes (known nodes)
+    images: int
+
+    def select_pid(self, pid: int) -> Forest:
+        roots = [n for r in self.roots for n in r.walk() if n.pid == pid]
+        known = [m for r in roots for m in r.walk() if m.known]
+        return Forest(roots, len(known), sum(len(m.images) for m in known))
+
+
+def build_forest(imgs: Iterable[Image]) -> Forest:
+    linker = Linker()
+    nodes: list[Node] = []
+    count = 0
+    total = 0
+    for img in imgs:
+        link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start)
+        total += 1
+        if not link.new:
+            nodes[link.node].images.append(img)
+            continue
+        if link.unknown_parent and link.parent == len(nodes):
+            assert link.parent is not None
+            nodes.append(
+                Node(link.parent, img.boot_id, linker.unknown_pid[link.parent], None, False)
+            )
+        node = Node(link.node, img.boot_id, img.pid, img.start, True, [img])
+        nodes.append(node)
+        count += 1
+        if link.parent is not None:
+            node.parent = nodes[link.parent]
+            node.parent.children.append(node)
+        if link.adopted is not None:
+            orphanage = nodes[link.adopted]
+            for child in orphanage.children:
+                child.parent = node
+            node.children.extend(orphanage.children)
+            orphanage.children = []
+    roots = [n for n in nodes if n.parent is None and (n.known or n.children)]
+    return Forest(roots, count, total)
