@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import Home, install
+from conftest import Home
 from mcpshim import execlog, policy, review, shims, tree
 from mcpshim.findings import Finding
 from mcpshim.paths import Locations
@@ -28,8 +28,20 @@ class Lab:
         env.pop("MCPSHIM_SESSION", None)
         return env
 
-    def install(self, *names: str, interpreter: str | None = None, **kw: object) -> None:
-        install(self.home, list(names), interpreter, **kw)
+    def install(
+        self,
+        *names: str,
+        interpreter: str | None = None,
+        targets: dict[str, str] | None = None,
+        allow_unsafe: bool = False,
+    ) -> None:
+        shims.install(
+            self.home.loc,
+            list(names),
+            targets or {},
+            interpreter=interpreter,
+            allow_unsafe=allow_unsafe,
+        )
 
     def run(
         self,
@@ -115,9 +127,10 @@ def fake_exec(
         session.encode(),
         b"/usr/bin:/bin",
         b"",
-        str(len(args)).encode(),
-        *(a.encode() for a in args),
     ]
+    # Fields added after the redactions (and before argc) stay empty, like a shim's would.
+    fields += [b""] * (int(getattr(execlog, "_EXEC_FIELDS", 15)) - 1 - len(fields))
+    fields += [str(len(args)).encode(), *(a.encode() for a in args)]
     loc.log_dir.mkdir(parents=True, exist_ok=True)
     with open(loc.log_file, "ab") as fh:
         fh.write(execlog.encode_record("exec", fields))

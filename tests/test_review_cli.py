@@ -1,0 +1,201 @@
+"""review/rules/policy CLI: exit codes, the pinned JSON envelope, SARIF against the schema,
+and policy.example.toml driving a real review."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import jsonschema
+import pytest
+
+from conftest import REPO, SHARED, Home
+from mcpshim import __version__, policy
+from mcpshim.cli import cli, main
+from mcpshim.findings import RULES
+from test_review_kit import Lab, ids, of
+
+SARIF_SCHEMA = SHARED / "data" / "sarif-schema-2.1.0.json"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    code = exit_.value.code
+    return (code if isinstance(code, int) else 0), out, err
+
+
+@pytest.fixture
+def composed(home: Home) -> Lab:
+    """A real log: a composed sh -c line running git, in a temporary cwd."""
+    lab = Lab(home)
+    lab.install("sh", "git")
+    lab.run(["sh", "-c", "git --version; git --version | cat"], check=True)
+    return lab
+
+
+def test_exit_codes_follow_fail_on(composed: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "review")
+    assert code == 1 and "MCS105" in out  # medium finding, default --fail-on medium
+    code, _, _ = _run(capsys, "review", "--fail-on", "high")
+    assert code == 0
+    code, _, _ = _run(capsys, "review", "--fail-on", "info")
+    assert code == 1
+    code, _, err = _run(capsys, "review", "--fail-on", "urgent")
+    assert code == 2 and "urgent" in err
+
+
+def test_malformed_policy_exits_2_naming_file_line_key(
+    composed: Lab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("version = 1\n[commands.git]\nsubcommands = 'status'\n")
+    code, out, err = _run(capsys, "review", "--policy", str(bad))
+    assert code == 2 and out == ""
+    assert f"{bad}:3: policy key commands.git.subcommands" in err
+    assert "Traceback" not in err
+
+
+def test_text_groups_by_family_with_evidence(
+    composed: Lab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = _run(capsys, "review", "--fail-on", "high")
+    lines = out.splitlines()
+    [head] = [ln for ln in lines if ln.startswith("== ")]
+    assert "family under pid" in head
+    i = next(i for i, ln in enumerate(lines) if "MCS105" in ln)
+    assert "exec.log@" in lines[i + 1] and "sh -c" in lines[i + 1]
+    assert lines[-1].endswith("medium, 2 low") and "finding(s)" in lines[-1]
+
+
+def test_json_envelope_is_pinned(composed: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _run(capsys, "review", "--format", "json")
+    doc = json.loads(out)
+    assert list(doc) == [
+        "schema",
+        "tool",
+        "command",
+        "subject",
+        "notes",
+        "summary",
+        "findings",
+    ]
+    assert doc["schema"] == "mcpshim.findings/1"
+    assert doc["tool"] == {"name": "mcpshim", "version": __version__}
+    assert doc["command"] == "review"
+    assert list(doc["subject"]) == [
+        "log",
+        "session",
+        "policy",
+        "baseline",
+        "records",
+        "processes",
+        "families",
+    ]
+    assert doc["subject"]["records"] == 3 and doc["subject"]["families"] == 1
+    assert list(doc["summary"]) == ["total", "by_severity"]
+    assert list(doc["summary"]["by_severity"]) == ["info", "low", "medium", "high"]
+    f = next(f for f in doc["findings"] if f["rule"] == "MCS105")
+    assert list(f) == [
+        "rule",
+        "name",
+        "severity",
+        "message",
+        "group",
+        "fingerprint",
+        "evidence",
+    ]
+    ev = f["evidence"][0]
+    assert {"where", "text", "command", "path", "pid", "ppid", "start_ticks", "boot_id"} <= set(ev)
+    assert ev["command"] == "sh" and ev["inner"] == "git --version; git --version | cat"
+    assert doc["summary"]["total"] == len(doc["findings"])
+
+
+def test_sarif_validates_and_carries_rule_metadata(
+    composed: Lab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = _run(capsys, "review", "--format", "sarif")
+    doc = json.loads(out)
+    schema = json.loads(SARIF_SCHEMA.read_text())
+    jsonschema.validators.validator_for(schema)(schema).validate(doc)
+    driver = doc["runs"][0]["tool"]["driver"]
+    rules = {r["id"]: r for r in driver["rules"]}
+    assert {"MCS101", "MCS105", "MCS110", "MCS117"} <= set(rules)
+    r = rules["MCS105"]
+    assert r["name"] == "shell-composed-line"
+    assert r["shortDescription"]["text"] and "Remediation" in r["help"]["text"]
+    assert r["defaultConfiguration"]["level"] == "warning"
+    results = doc["runs"][0]["results"]
+    assert {x["ruleId"] for x in results} >= {"MCS101", "MCS105"}
+    for x in results:
+        assert driver["rules"][x["ruleIndex"]]["id"] == x["ruleId"]
+
+
+def test_rules_lists_every_review_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "rules", "--format", "json")
+    assert code == 0
+    listed = {r["id"]: r for r in json.loads(out)["rules"]}
+    review_ids = {k for k in RULES if k.startswith("MCS1")}
+    assert review_ids <= set(listed) and len(review_ids) >= 17
+    for rid in review_ids:
+        assert listed[rid]["summary"] and listed[rid]["remediation"]
+    _, text, _ = _run(capsys, "rules")
+    assert "MCS101 path-resolved-exec [low] (CWE-426, CWE-427)" in text
+
+
+def test_policy_init_writes_a_loadable_starter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "p.toml"
+    code, _, _ = _run(capsys, "policy", "init", "-o", str(out_file))
+    assert code == 0
+    p = policy.load_policy(out_file)
+    assert p.commands["git"].subcommands
+    code, _, err = _run(capsys, "policy", "init", "-o", str(out_file))
+    assert code == 2 and "exists" in err
+    code, out, _ = _run(capsys, "policy", "init")
+    assert out == out_file.read_text()
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (
+        ["tree"],
+        ["review"],
+        ["rules"],
+        ["policy"],
+        ["policy", "init"],
+        ["baseline"],
+        ["baseline", "save"],
+    ):
+        code, out, _ = _run(capsys, *argv, "--help")
+        assert code == 0 and "Usage: mcpshim" in out
+    assert isinstance(cli, click.Group)
+
+
+def test_example_policy_drives_a_review(home: Home, tmp_path: Path) -> None:
+    example = policy.load_policy(REPO / "policy.example.toml")
+    # documented keys all present in the example
+    text = (REPO / "policy.example.toml").read_text()
+    for key in ("trusted_dirs", "temp_dirs", "sensitive_commands", "cwd_roots", "strict_commands"):
+        assert f"\n{key} = " in text
+    for key in ("targets", "subcommands", "args", "destinations", "[severity]", "[[ignore]]"):
+        assert key in text
+    lab = Lab(home)
+    lab.install("git", "ssh")
+    lab.run(["git", "--version"], check=True)  # allowed by args = ["--version"]
+    lab.run(["git", "ls-remote", "https://127.0.0.1:1/x"])  # allowed destination
+    lab.run(["git", "ls-remote", "origin"], cwd=tmp_path)  # MCS109 is "off" in the example
+    lab.run(["git", "push", "https://127.0.0.1:1/x"])  # push: not an allowed subcommand
+    lab.run(["ssh", "-G", "git@github.com"])  # github.com is listed
+    lab.run(["ssh", "-G", "git@198.51.100.7"])  # not listed
+    default = lab.review()
+    found = lab.review(example)
+    assert "MCS109" in ids(default) and "MCS109" not in ids(found)
+    assert [f.evidence[0].data["destination"] for f in of(found, "MCS108")] == ["198.51.100.7"]
+    [args] = of(found, "MCS113")
+    assert args.evidence[0].data["subcommand"] == "push"
+    # git's target is listed, so its PATH lookups drop to info; ssh's stay medium
+    levels = {f.evidence[0].data["command"]: f.level.label for f in of(found, "MCS101")}
+    assert levels == {"git": "info", "ssh": "medium"}
