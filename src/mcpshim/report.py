@@ -122,7 +122,8 @@ def render_sarif(report: Report) -> str:
         loc: dict[str, Any] = {
             "physicalLocation": {
                 "artifactLocation": {
-                    "uri": f.location or str(report.subject.get("log", "exec.log"))
+                    "uri": f.location
+                    or str(report.subject.get("artifact") or report.subject.get("log", "exec.log"))
                 },
             }
         }

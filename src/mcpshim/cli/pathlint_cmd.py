@@ -1,0 +1,234 @@
+"""mcpshim lint-path, mcpshim wrap-config."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from mcpshim import pathfacts, wrapconfig
+from mcpshim.display import escape
+from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from mcpshim.findings import Finding, Severity, at_or_above
+from mcpshim.launchlint import launch_line, lint_config
+from mcpshim.mcpconfig import load_config, parse_config
+from mcpshim.pathlint import LintSettings, Scope, lint_path, shadows
+from mcpshim.paths import default_shim_dir
+from mcpshim.policy import apply_policy, load_policy
+from mcpshim.report import RENDERERS, Report
+from mcpshim.shims import load_manifest
+
+__all__ = ["COMMANDS"]
+
+_DIR_HELP = "Shim directory expected first on PATH. Default: shims/ under the user data directory."
+
+
+def _shim_dir(shim_dir: Path | None) -> tuple[str, str]:
+    if shim_dir is not None:
+        return os.path.abspath(shim_dir), "from --dir"
+    return str(default_shim_dir()), "the default; pass --dir to name another"
+
+
+@click.command("lint-path")
+@click.argument("path_value", metavar="[PATH]", required=False)
+@click.option("--env", "from_env", is_flag=True, help="Check this process's own PATH.")
+@click.option("--pid", type=int, help="Check the PATH of a running process (Linux /proc).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Check every server in an MCP client config (Claude Desktop, Claude Code, Cursor, "
+    "VS Code): launch lines and each server's effective PATH.",
+)
+@click.option("--server", "servers", multiple=True, help="With --config: only this server.")
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path), help=_DIR_HELP)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML policy: trusted_dirs, temp_dirs, sensitive_commands, severity, ignore.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["info", "low", "medium", "high"]),
+    default="low",
+    show_default=True,
+    help="Exit 1 when a finding is at or above this severity.",
+)
+def lint_path_cmd(
+    path_value: str | None,
+    from_env: bool,
+    pid: int | None,
+    config_file: Path | None,
+    servers: tuple[str, ...],
+    shim_dir: Path | None,
+    policy_file: Path | None,
+    fmt: str,
+    fail_on: str,
+) -> int:
+    """Check a PATH: what each bare command name would run, and who can change that.
+
+    Give exactly one of: a PATH string, --env, --pid N, or --config FILE. Findings (MCS2xx):
+    empty, '.' or relative entries; missing entries; temporary, group/world-writable or
+    foreign-owned directories (symlinks followed, every component checked); project
+    directories (node_modules/.bin, a virtualenv, a checkout's bin) before the system ones;
+    the shim dir not first; duplicates; and sensitive commands won by an untrusted
+    directory. With --config, also each server's launch line: bare command names,
+    programs in unsafe directories, launchers that fetch code at start (npx, uvx, pipx
+    run, bunx, docker run with a mutable tag), `sh -c` launch lines and credentials
+    written literally (named, never printed). A server's PATH is its env.PATH, else the
+    PATH its client passes on; the output says which.
+
+    Exit 0 when nothing is at or above --fail-on, 1 when something is, 2 on bad input.
+    """
+    given = [path_value is not None, from_env, pid is not None, config_file is not None]
+    if sum(given) != 1:
+        raise UsageError("give exactly one of: a PATH string, --env, --pid N, --config FILE")
+    if servers and config_file is None:
+        raise UsageError("--server only goes with --config")
+    policy = load_policy(policy_file)
+    shim, shim_source = _shim_dir(shim_dir)
+    owners = frozenset({0, os.geteuid()})
+    notes: list[str] = []
+    subject: dict[str, object] = {}
+    if pid is not None:
+        proc = pathfacts.process_path(pid)
+        owners = frozenset({0, proc.uid})
+        subject = {"source": f"pid {pid}", "artifact": f"/proc/{pid}/environ"}
+        value = proc.path
+        if value is None:
+            value = "/bin:/usr/bin"
+            notes.append(f"process {pid} has no PATH; execvp falls back to {value}")
+        cwd = proc.cwd or "/"
+    elif config_file is not None:
+        value, cwd = "", ""
+    else:
+        value = os.environ.get("PATH", "") if from_env else (path_value or "")
+        subject = {"source": "this process's environment" if from_env else "argument"}
+        cwd = os.getcwd()
+    settings = LintSettings(
+        trusted_dirs=policy.trusted_dirs,
+        temp_dirs=policy.temp_dirs,
+        sensitive_commands=policy.sensitive_commands,
+        shim_dir=shim,
+        shim_source=shim_source,
+        owners=owners,
+    )
+    findings: list[Finding]
+    if config_file is not None:
+        config = load_config(config_file)
+        result = lint_config(config, servers, settings, os.environ)
+        findings, notes = result.findings, result.notes
+        subject = {
+            "source": "config",
+            "config": str(config_file),
+            "client": config.label,
+            "servers": len(servers) if servers else len(config.servers),
+        }
+    else:
+        scope = Scope(str(subject["source"]), source=str(subject["source"]))
+        findings, facts = lint_path(value, settings, scope, cwd)
+        subject["PATH"] = value
+        for sh in shadows(facts, settings.sensitive_commands):
+            hides = f" (hides {', '.join(sh.hidden)})" if sh.hidden else ""
+            notes.append(f"{sh.command} -> {sh.path}{hides}")
+    subject["shim_dir"] = f"{shim} ({shim_source})"
+    subject["policy"] = str(policy_file) if policy_file else "defaults"
+    findings = apply_policy(findings, policy)
+    click.echo(RENDERERS[fmt](Report("lint-path", subject, findings, notes)), nl=False)
+    return EXIT_FINDINGS if at_or_above(findings, Severity.parse(fail_on)) else EXIT_CLEAN
+
+
+def _mcpshim_exe() -> str:
+    """The absolute path of the running mcpshim executable."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name.startswith("mcpshim") and argv0.is_file():
+        return str(argv0.resolve())
+    found = shutil.which("mcpshim")
+    if found:
+        return os.path.abspath(found)
+    beside = Path(sys.executable).parent / "mcpshim"
+    if beside.is_file():
+        return str(beside)
+    raise UsageError("cannot find the mcpshim executable (not argv[0], not on PATH)")
+
+
+@click.command("wrap-config")
+@click.argument("config_file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--server", "servers", multiple=True, help="Wrap this server (repeatable).")
+@click.option("--all", "everything", is_flag=True, help="Wrap every stdio server in FILE.")
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path), help=_DIR_HELP)
+@click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
+@click.option("--undo", is_flag=True, help="Restore the exact original bytes from the backup.")
+def wrap_config(
+    config_file: Path,
+    servers: tuple[str, ...],
+    everything: bool,
+    shim_dir: Path | None,
+    dry_run: bool,
+    undo: bool,
+) -> None:
+    """Rewrite MCP client config entries to run under `mcpshim run --` with shims first.
+
+    Each chosen server's command becomes this mcpshim executable, its args
+    `run -- <old command> <old args>`, and its env.PATH `<shim dir>:<its PATH>` (its own
+    env.PATH if set, else this process's PATH, which the client is assumed to pass on).
+    Every other key, value, comment and indentation is kept: the file is edited only at
+    those values and the result is re-parsed and compared before anything is written.
+    The first run keeps the original in FILE.mcpshim-backup (never overwritten), the file
+    is replaced atomically with its mode kept, and running again changes nothing.
+    --undo restores the original bytes exactly and removes the backup.
+    """
+    config = load_config(config_file)
+    if undo:
+        if servers or everything:
+            raise UsageError("--undo restores the whole file; drop --server/--all")
+        original = wrapconfig.plan_undo(config)
+        if dry_run:
+            click.echo(
+                wrapconfig.render_diff(config_file, config.raw, original, "restored"), nl=False
+            )
+            return
+        wrapconfig.undo(config)
+        click.echo(f"restored {escape(str(config_file))} from its backup; backup removed")
+        return
+    if bool(servers) == everything:
+        raise UsageError("name the servers to wrap with --server NAME, or pass --all")
+    shim, shim_source = _shim_dir(shim_dir)
+    plan = wrapconfig.plan_wrap(
+        config,
+        servers or None,
+        shim,
+        _mcpshim_exe(),
+        os.environ.get("PATH", ""),
+        explicit_dir=shim_dir is not None,
+    )
+    if dry_run:
+        click.echo(
+            wrapconfig.render_diff(config_file, plan.original, plan.new, "wrapped"), nl=False
+        )
+    wrote = None if dry_run else wrapconfig.apply_plan(plan, config)
+    after = parse_config(config_file, plan.new)
+    for name in plan.wrapped:
+        verb = "would wrap" if dry_run else "wrapped"
+        click.echo(f"{verb} {escape(name)}: {launch_line(after.server(name))}")
+    for name in plan.already:
+        click.echo(f"already wrapped {escape(name)}")
+    for name, why in plan.skipped.items():
+        click.echo(f"skipped {escape(name)}: {escape(why)}")
+    click.echo(f"shim dir: {escape(shim)} ({shim_source})")
+    if load_manifest(Path(shim)) is None:
+        click.echo(f"note: no shims installed in {escape(shim)} yet; run `mcpshim install`")
+    if wrote is not None:
+        click.echo(f"backup: {escape(str(wrote))} (restore with --undo)")
+    elif not plan.changed:
+        click.echo("nothing to change")
+
+
+COMMANDS = [lint_path_cmd, wrap_config]
