@@ -60,3 +60,21 @@ _mcpshim_scrub1() {
 	case $_mcpshim_r in *://*:*@*) _mcpshim_url "$_mcpshim_r" ;; esac
 }
 
+
+# A parent's command line read with its NUL separators lost: token rules as for an argument,
+# and everything after a secret-bearing option name is dropped (its value cannot be told
+# apart from the name any more).
+_mcpshim_scrubtext() {
+	_mcpshim_nx=
+	_mcpshim_scrub1 "$1"
+	_mcpshim_nx=
+	for _mcpshim_a in @@OPTION_NAMES@@; do
+		case $_mcpshim_r in
+		*"$_mcpshim_a"*)
+			_mcpshim_r=${_mcpshim_r%%"$_mcpshim_a"*}$_mcpshim_a'[REDACTED:option-value]'
+			_mcpshim_rr=$_mcpshim_rr,option-value
+			;;
+		esac
+	done
+	return 0
+}

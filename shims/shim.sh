@@ -25,10 +25,10 @@ _mcpshim_emit() {
 		_mcpshim_u=$_mcpshim_u$_mcpshim_u
 		_mcpshim_k=$((_mcpshim_k / 2))
 	done
-	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
+	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
 	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
 		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" @@NAME@@ "$_mcpshim_tgt" "$0" \
-		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$#" "$@"
+		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$_mcpshim_pc" "$#" "$@"
 	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
 	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
 	_mcpshim_z=0
@@ -76,20 +76,24 @@ _mcpshim_cwd=
 	read -r _mcpshim_s </proc/self/stat
 	cd -P . && _mcpshim_cwd=$PWD
 } 2>/dev/null
-# Start time is stat field 22: the 20th field after the last ") " (a crafted comm cannot shift it).
-case $_mcpshim_s in
-*') '[A-Za-z]' '*' '*)
+# Start time is stat field 22: the 20th field after the last ") " (a crafted comm cannot
+# shift it). Sets _mcpshim_pp (field 4) and _mcpshim_st (field 22) from _mcpshim_s.
+_mcpshim_st22() {
+	_mcpshim_pp=
+	_mcpshim_st=
+	case $_mcpshim_s in *') '[A-Za-z]' '*' '*) ;; *) return 1 ;; esac
 	_mcpshim_s=${_mcpshim_s##*) }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_ppid=${_mcpshim_s%% *}
+	_mcpshim_s=${_mcpshim_s#* } _mcpshim_pp=${_mcpshim_s%% *}
 	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
 	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
 	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
 	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
 	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
 	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_start=${_mcpshim_s%% *}
-	;;
-esac
+	_mcpshim_st=${_mcpshim_s%% *}
+}
+_mcpshim_st22 && _mcpshim_ppid=$_mcpshim_pp _mcpshim_start=$_mcpshim_st
+_mcpshim_pc=
 if [ -n "$_mcpshim_boot" ]; then
 	# boot/<boot id> anchors uptime to UTC for the reader; made once a boot, from /proc/stat,
 	# if mcpshim itself has not written a finer one.
@@ -101,6 +105,31 @@ if [ -n "$_mcpshim_boot" ]; then
 		[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" 2>/dev/null >"$_mcpshim_log/boot/$_mcpshim_boot"
 		_mcpshim_bt=
 	}
+	# Parent evidence: a shell that no shim recorded (`/bin/sh -c '...'` started by absolute
+	# path) would leave its composed line nowhere. The first shimmed child of each shell
+	# process keeps the shell's start time and command line (NUL separators are lost: dash
+	# reads them as nothing); a marker not older than /proc/PPID (whose inode is made anew
+	# when a pid is reused) says it was kept already.
+	# (test -ef and -nt are not in POSIX but in dash, bash, ksh, zsh, busybox and BSD sh.)
+	for _mcpshim_a in @@SHELLS@@; do
+		# shellcheck disable=SC3013
+		[ "/proc/$_mcpshim_ppid/exe" -ef "$_mcpshim_a" ] || continue
+		_mcpshim_a=$_mcpshim_log/parents/$_mcpshim_boot.$_mcpshim_ppid
+		# shellcheck disable=SC3013
+		[ -e "$_mcpshim_a" ] && ! [ "$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] && break
+		{
+			read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
+				_mcpshim_pst=$_mcpshim_st
+			_mcpshim_s=
+			while IFS= read -r _mcpshim_k || [ -n "$_mcpshim_k" ]; do
+				_mcpshim_pc=$_mcpshim_pc$_mcpshim_s$_mcpshim_k
+				_mcpshim_s='
+'
+			done <"/proc/$_mcpshim_ppid/cmdline"
+			: >"$_mcpshim_a"
+		} 2>/dev/null
+		break
+	done
 else
 	# No procfs (macOS): the one subprocess this script may start.
 	_mcpshim_bt=$(date -u +%s)
@@ -118,6 +147,7 @@ for _mcpshim_a; do
 done
 # A file-size limit must fail the write, not kill the shim (the trap is undone before exec).
 trap '' XFSZ
+[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
 if [ -z "$_mcpshim_hit" ]; then
 	_mcpshim_emit "$@"
 else
@@ -126,7 +156,9 @@ else
 		. @@SCRUBLIB@@
 	else
 		_mcpshim_scrub1() { _mcpshim_r='[REDACTED:scrubber-missing]' _mcpshim_rr=,scrubber-missing; }
+		_mcpshim_scrubtext() { _mcpshim_scrub1; }
 	fi
+	[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
 	_mcpshim_redact() {
 		_mcpshim_c=$#
 		for _mcpshim_a; do
@@ -154,5 +186,5 @@ fi
 unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_log _mcpshim_tgt _mcpshim_fail _mcpshim_s \
 	_mcpshim_o _mcpshim_v _mcpshim_b _mcpshim_t _mcpshim_k _mcpshim_r _mcpshim_rr _mcpshim_nx \
 	_mcpshim_z _mcpshim_w _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp _mcpshim_up _mcpshim_bt _mcpshim_boot \
-	_mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok
+	_mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_pc _mcpshim_pp _mcpshim_st _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok
 exec @@TARGET@@ "$@"

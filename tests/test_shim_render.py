@@ -43,7 +43,11 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck not installed (CI installs it: scripts/system-deps.sh)")
     shim = tmp_path / "git"
-    shim.write_text(shims.render_shim("git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/sh"))
+    shim.write_text(
+        shims.render_shim(
+            "git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/sh", None, ["/bin/bash"]
+        )
+    )
     scrub = tmp_path / "scrub.sh"
     scrub.write_text(shims.render_scrub())
     # SC2059: the format string is built from fixed pieces only (the values go to %s);

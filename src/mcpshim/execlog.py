@@ -49,7 +49,7 @@ __all__ = [
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CHUNK = 1 << 22
-_EXEC_FIELDS = 15  # positional fields before the arguments
+_EXEC_FIELDS = 16  # positional fields before the arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,8 @@ class ExecRecord:
     redactions: tuple[str, ...]
     args: tuple[bytes, ...]
     where: str = ""
+    #: a shell parent's command line, NUL separators lost (kept by its first shimmed child)
+    parent_cmdline: bytes = b""
     kind: str = "exec"
 
     @property
@@ -230,8 +232,8 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
     f = fields[2:]
     if len(f) < _EXEC_FIELDS:
         raise ValueError("exec record too short")
-    argc = _int(f[14])
-    args = tuple(f[15:])
+    argc = _int(f[15])
+    args = tuple(f[16:])
     if argc is None or argc != len(args):
         raise ValueError("exec record argument count does not match")
     pid = _int(f[3])
@@ -254,6 +256,7 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         session=f[11].decode("utf-8", "replace"),
         path=f[12],
         redactions=tuple(sorted(set(red.split(",")))) if red else (),
+        parent_cmdline=f[14],
         args=args,
         where=where,
     )
@@ -378,6 +381,17 @@ def _spills_named(path: Path) -> list[str]:
     return names
 
 
+def _prune_parent_markers(loc: Locations) -> None:
+    """Drop markers of shells that are gone (they only spare a re-read; see the shim)."""
+    boot = current_boot_id()
+    with contextlib.suppress(FileNotFoundError):
+        for m in loc.parents_dir.iterdir():
+            marker_boot, _, pid = m.name.rpartition(".")
+            if marker_boot != boot or not pid.isdigit() or not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(FileNotFoundError):
+                    m.unlink()
+
+
 def rotate(loc: Locations, keep: int | None = None) -> tuple[Path | None, list[Path]]:
     """Rename the live log to the next segment under the lock; drop segments beyond `keep`.
 
@@ -394,6 +408,7 @@ def rotate(loc: Locations, keep: int | None = None) -> tuple[Path | None, list[P
             os.rename(loc.log_file, new)
             os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
             rotated.append(new)
+        _prune_parent_markers(loc)
         if keep is not None and len(rotated) > keep:
             for old in rotated[: len(rotated) - keep]:
                 for name in _spills_named(old):

@@ -54,3 +54,8 @@ class Locations:
     @property
     def boot_dir(self) -> Path:
         return self.log_dir / "boot"
+
+    @property
+    def parents_dir(self) -> Path:
+        """Markers: this shell parent's command line is on record already."""
+        return self.log_dir / "parents"

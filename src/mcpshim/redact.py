@@ -24,8 +24,10 @@ __all__ = [
     "is_credential_name",
     "marker",
     "redact_argv",
+    "redact_joined",
     "redact_text",
     "sh_option_cases",
+    "sh_option_names",
     "sh_token_calls",
     "sh_triggers",
 ]
@@ -182,6 +184,31 @@ def redact_argv(args: Sequence[bytes]) -> Redacted:
             continue
         out.append(redact_text(arg, hits))
     return Redacted(tuple(out), tuple(hits))
+
+
+def redact_joined(value: bytes) -> tuple[bytes, tuple[str, ...]]:
+    """A command line whose NUL separators were lost (the shim's view of a parent shell).
+
+    Same steps as the shim's `_mcpshim_scrubtext`: the argument rules, then everything after
+    a secret-bearing option name is dropped, since its value is glued to the name.
+    """
+    hits: list[str] = []
+    names = tuple(n.encode() for n in OPTION_NAMES)
+    eq = next((n for n in names if value.startswith(n + b"=")), None)
+    if eq is not None:
+        value = eq + b"=" + marker("option-value")
+        hits.append("option-value")
+    elif value not in names:
+        value = redact_text(value, hits)
+    for n in names:
+        if n in value:
+            value = value[: value.index(n)] + n + marker("option-value")
+            hits.append("option-value")
+    return value, tuple(hits)
+
+
+def sh_option_names() -> str:
+    return " ".join(shlex.quote(n) for n in OPTION_NAMES)
 
 
 _CRED_NAME_RE = re.compile(

@@ -78,6 +78,7 @@ def render_scrub() -> str:
     """The scrubber the shims source when an argument may hold a credential."""
     text = _template("scrub.sh")
     text = text.replace("@@OPTION_CASES@@", redact.sh_option_cases())
+    text = text.replace("@@OPTION_NAMES@@", redact.sh_option_names())
     return text.replace("@@TOKEN_CALLS@@", redact.sh_token_calls())
 
 
@@ -88,6 +89,7 @@ def render_shim(
     on_failure: OnFailure = "run",
     interpreter: str = "/bin/sh",
     scrub_lib: str | None = None,
+    shells: Iterable[str] = ("/bin/sh",),
 ) -> str:
     """The shim's text. Every value enters the script through shlex.quote only."""
     check_name(name)
@@ -113,6 +115,7 @@ def render_shim(
         "@@ONFAIL@@": on_failure,
         "@@SCRUBLIB@@": shlex.quote(scrub),
         "@@TRIGGERS@@": redact.sh_triggers(),
+        "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
     }
     for key, value in subs.items():
         text = text.replace(key, value)
@@ -274,6 +277,20 @@ class InstallResult:
     skipped: Mapping[str, str]
 
 
+SHELL_NAMES = ("sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox")
+
+
+def known_shells() -> list[str]:
+    """Shell executables on the trusted path: a child of one may carry its parent's line."""
+    found: dict[str, str] = {}
+    for d in trusted_search_path():
+        for name in SHELL_NAMES:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                found.setdefault(os.path.realpath(p), p)
+    return sorted(found.values())
+
+
 def default_interpreter() -> str:
     """dash when present (fastest to start), else /bin/sh."""
     for cand in ("/usr/bin/dash", "/bin/dash"):
@@ -313,7 +330,7 @@ def install(
     for n in requested:
         check_name(n)
     loc.shim_dir.mkdir(parents=True, exist_ok=True)
-    for d in (loc.log_dir, loc.spill_dir, loc.boot_dir):
+    for d in (loc.log_dir, loc.spill_dir, loc.boot_dir, loc.parents_dir):
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_boot_anchor(loc)
     os.close(os.open(loc.lock_file, os.O_WRONLY | os.O_CREAT, 0o600))
@@ -330,6 +347,7 @@ def install(
     interp = interpreter or (old.interpreter if old else default_interpreter())
     entries = dict(old.shims) if old else {}
     search = trusted_search_path()
+    shells = known_shells()
     done: list[ShimEntry] = []
     unchanged: list[str] = []
     skipped: dict[str, str] = {}
@@ -347,7 +365,9 @@ def install(
         reason = unsafe_reason(target)
         if reason and not allow_unsafe:
             raise InputError(f"{name}: refusing target {target}: {reason} (--allow-unsafe-target)")
-        text = render_shim(name, target, str(loc.log_dir), on_failure, interp, str(scrub_path))
+        text = render_shim(
+            name, target, str(loc.log_dir), on_failure, interp, str(scrub_path), shells
+        )
         shim_path = loc.shim_dir / name
         digest, size = _sha256(target)
         shim_digest = hashlib.sha256(text.encode()).hexdigest()
