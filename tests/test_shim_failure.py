@@ -102,6 +102,25 @@ def test_file_size_limit_fails_the_write_not_the_shim(
     assert len(home.execs()) == 1
 
 
+@pytest.mark.parametrize("mode", ["run", "refuse"])
+def test_a_large_record_whose_spill_cannot_be_written(
+    home: Home, interpreter: str, tmp_path: Path, mode: str
+) -> None:
+    install(home, ["sh"], interpreter, on_failure=mode)
+    shutil.rmtree(home.loc.spill_dir)
+    marker = tmp_path / "ran"
+    out = subprocess.run(
+        [str(home.loc.shim_dir / "sh"), "-c", f"touch '{marker}'", "x" * 20_000],
+        env=home.env,
+        capture_output=True,
+        timeout=30,
+    )
+    assert out.returncode == (0 if mode == "run" else 126)
+    assert marker.exists() == (mode == "run")
+    assert out.stderr.count(b"\n") == 1
+    assert home.execs() == []  # no pointer to a record that does not exist
+
+
 def test_a_record_cut_short_is_reported_and_the_rest_still_read(
     home: Home, interpreter: str, tmp_path: Path
 ) -> None:
