@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,45 @@ def test_expand_vars_per_client(tmp_path: Path) -> None:
     assert expand_vars("${env:TOKEN}:${userHome}:${TOKEN}", vs, env)[0] == "t:/h:${TOKEN}"
     desk = parse_config(tmp_path / "claude_desktop_config.json", b'{"mcpServers": {}}')
     assert expand_vars("${TOKEN}", desk, env) == ("${TOKEN}", ())
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> object:
+    kind = rng.choice(["obj", "arr", "str", "num", "lit"] if depth < 4 else ["str", "num", "lit"])
+    if kind == "obj":
+        return {_random_str(rng): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    if kind == "arr":
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if kind == "str":
+        return _random_str(rng)
+    if kind == "num":
+        return rng.choice([0, -1, 17, 3.25, -1e-7, 12345678901234567890])
+    return rng.choice([True, False, None])
+
+
+def _random_str(rng: random.Random) -> str:
+    alphabet = 'ab "\\/\n\t\u00e9\u2028\U0001f600{}[],:'
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_documents_parse_like_stdlib(seed: int) -> None:
+    rng = random.Random(seed)
+    value = _random_value(rng)
+    for text in (
+        json.dumps(value),
+        json.dumps(value, indent=2, ensure_ascii=False),
+        json.dumps(value, indent="\t", separators=(" ,", " : ")),
+    ):
+        doc = jsonc.parse(text)
+        assert doc.root.value == json.loads(text)
+        for node in _nodes(doc.root):  # every span holds exactly that value's text
+            assert json.loads(text[node.start : node.end]) == node.value
+
+
+def _nodes(node: jsonc.Node) -> list[jsonc.Node]:
+    out = [node]
+    for m in node.members:
+        out += _nodes(m.value)
+    for i in node.items:
+        out += _nodes(i)
+    return out

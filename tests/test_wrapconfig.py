@@ -13,7 +13,7 @@ import pytest
 from mcpshim import jsonc
 from mcpshim.errors import InputError, UsageError
 from mcpshim.mcpconfig import load_config
-from mcpshim.wrapconfig import apply_plan, backup_path, plan_undo, plan_wrap, undo
+from mcpshim.wrapconfig import _verify, apply_plan, backup_path, plan_undo, plan_wrap, undo
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 RELS = [
@@ -209,3 +209,42 @@ def test_duplicate_keys_edit_the_member_json_readers_use(tmp_path: Path) -> None
     plan = plan_wrap(cfg, None, SHIM, EXE, INHERITED)
     doc = jsonc.parse(plan.new.decode())
     assert doc.root.value["mcpServers"]["s"]["args"] == ["run", "--", "b"]
+
+
+@pytest.mark.parametrize("style", ["compact", "indent4", "tabs", "spaced"])
+@pytest.mark.parametrize("rel", RELS[:3], ids=[r.parts[0] for r in RELS[:3]])
+def test_any_formatting_wraps_and_undoes(tmp_path: Path, rel: Path, style: str) -> None:
+    value = json.loads((FIXTURES / rel).read_text())
+    text = {
+        "compact": json.dumps(value, separators=(",", ":")),
+        "indent4": json.dumps(value, indent=4),
+        "tabs": json.dumps(value, indent="\t"),
+        "spaced": json.dumps(value, indent=1, separators=(" , ", " : ")),
+    }[style]
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    wrap(path)
+    wrapped = json.loads(path.read_text())  # still plain JSON
+    for name, entry in value["mcpServers"].items():
+        got = wrapped["mcpServers"][name]
+        if "command" in entry:
+            assert got["args"][2:] == [entry["command"], *entry.get("args", [])]
+        else:
+            assert got == entry
+    undo(load_config(path))
+    assert path.read_text() == text
+
+
+def test_edit_check_refuses_to_drop_a_comment(tmp_path: Path) -> None:
+    """The safety net under every edit: re-parse, compare values and comments, or refuse."""
+    path = tmp_path / ".vscode" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text('{"servers": {"s": {"command": "a"}}} // keep me\n')
+    cfg = load_config(path)
+    value = cfg.document.root.value
+    with pytest.raises(InputError, match="drop or move comments"):
+        _verify(cfg, '{"servers": {"s": {"command": "a"}}}\n', value)
+    with pytest.raises(InputError, match="change other values"):
+        _verify(cfg, '{"servers": {"s": {"command": "b"}}} // keep me\n', value)
+    _verify(cfg, cfg.document.text, value)  # the unchanged text passes

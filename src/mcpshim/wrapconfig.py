@@ -14,14 +14,12 @@ import difflib
 import json
 import os
 import re
-import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpshim import jsonc, redact
+from mcpshim import jsonc, redact, safewrite
 from mcpshim.display import escape
 from mcpshim.errors import InputError, UsageError
 from mcpshim.mcpconfig import McpConfig, ServerEntry, parse_config
@@ -281,39 +279,6 @@ def plan_wrap(
 # ---- backup, atomic writes, undo ------------------------------------------------------------
 
 
-def _atomic_write(path: Path, data: bytes, mode_from: os.stat_result) -> None:
-    real = Path(os.path.realpath(path))
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(mode_from.st_mode))
-        if os.geteuid() == 0:
-            os.chown(tmp, mode_from.st_uid, mode_from.st_gid)
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _create_backup(path: Path, data: bytes, mode_from: os.stat_result) -> None:
-    """Write the backup next to the file; never replace one that exists (link is exclusive)."""
-    target = backup_path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(mode_from.st_mode))
-        os.link(tmp, target)
-    finally:
-        os.unlink(tmp)
-
-
 def _strip(entry: Any) -> Any:
     """An entry as it was before wrapping (PATH aside, which wrapping sets)."""
     if not isinstance(entry, dict):
@@ -371,8 +336,11 @@ def apply_plan(plan: WrapPlan, config: McpConfig) -> Path | None:
                 "`mcpshim wrap-config --undo` or move the backup away first."
             )
     else:
-        _create_backup(plan.path, plan.original, st)
-    _atomic_write(plan.path, plan.new, st)
+        try:
+            safewrite.create_exclusive(backup, plan.original, st)
+        except FileExistsError:
+            raise InputError(f"{backup} appeared while wrapping; run the command again") from None
+    safewrite.replace_atomically(plan.path, plan.new, st)
     return backup
 
 
@@ -394,7 +362,7 @@ def plan_undo(config: McpConfig) -> bytes:
 
 def undo(config: McpConfig) -> bytes:
     original = plan_undo(config)
-    _atomic_write(config.path, original, os.stat(config.path))
+    safewrite.replace_atomically(config.path, original, os.stat(config.path))
     os.unlink(backup_path(config.path))
     return original
 

@@ -177,8 +177,9 @@ def wrap_config(
     """Rewrite MCP client config entries to run under `mcpshim run --` with shims first.
 
     Each chosen server's command becomes this mcpshim executable, its args
-    `run -- <old command> <old args>`, and its env.PATH `<shim dir>:<its PATH>` (its own
-    env.PATH if set, else this process's PATH, which the client is assumed to pass on).
+    `run -- <old command> <old args>` (`run --dir DIR --` when --dir is given), and its
+    env.PATH `<shim dir>:<its PATH>` (its own env.PATH if set, else this process's PATH,
+    which the client is assumed to pass on). Remote (url) servers are skipped.
     Every other key, value, comment and indentation is kept: the file is edited only at
     those values and the result is re-parsed and compared before anything is written.
     The first run keeps the original in FILE.mcpshim-backup (never overwritten), the file
@@ -223,6 +224,11 @@ def wrap_config(
     for name, why in plan.skipped.items():
         click.echo(f"skipped {escape(name)}: {escape(why)}")
     click.echo(f"shim dir: {escape(shim)} ({shim_source})")
+    if plan.wrapped:
+        click.echo(
+            "note: an entry without env.PATH gets this process's PATH after the shim dir "
+            "(the PATH its client is assumed to pass on)"
+        )
     if load_manifest(Path(shim)) is None:
         click.echo(f"note: no shims installed in {escape(shim)} yet; run `mcpshim install`")
     if wrote is not None:
