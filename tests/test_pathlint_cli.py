@@ -57,13 +57,14 @@ def test_clean_path_exits_0(home: Home, tmp_path: Path, policy: Path) -> None:
     assert f"shim_dir: {shim} (from --dir)" in r.stdout
 
 
-def test_bad_path_exits_1_and_fail_on(home: Home, tmp_path: Path, policy: Path) -> None:
+def test_fail_on_threshold(home: Home, tmp_path: Path, policy: Path) -> None:
     shim = tmp_path / "shims"
     shim.mkdir()
     args = ["lint-path", f"{shim}:/usr/bin:/usr/bin", "--dir", str(shim), "--policy", str(policy)]
     r = mcpshim(home, *args)
-    assert r.returncode == 1 and "MCS208 path-duplicate-entry" in r.stdout
-    assert mcpshim(home, *args, "--fail-on", "medium").returncode == 0
+    assert r.returncode == 0 and "[LOW] MCS208 path-duplicate-entry" in r.stdout
+    assert mcpshim(home, *args, "--fail-on", "low").returncode == 1
+    assert mcpshim(home, "lint-path", f".:{shim}", "--dir", str(shim)).returncode == 1
 
 
 def test_default_shim_dir_is_said(home: Home) -> None:
@@ -278,3 +279,21 @@ def test_wrapped_entry_really_starts_with_shims_first(home: Home, tmp_path: Path
     assert run.returncode == 0, run.stderr
     assert out.read_text().split(":")[0] == str(home.loc.shim_dir)
     assert out.read_text().endswith("/usr/bin:/bin")
+
+
+def test_pid_without_path_lints_the_execvp_default(home: Home) -> None:
+    child = subprocess.Popen(["/bin/sleep", "60"], env={})
+    try:
+        r = mcpshim(home, "lint-path", "--pid", str(child.pid), "--format", "json")
+    finally:
+        child.kill()
+        child.wait()
+    doc = json.loads(r.stdout)
+    assert doc["subject"]["PATH"] == "/bin:/usr/bin"
+    assert f"process {child.pid} has no PATH; execvp falls back to /bin:/usr/bin" in doc["notes"]
+
+
+def test_crafted_entries_are_terminal_safe(home: Home) -> None:
+    r = mcpshim(home, "lint-path", "/usr/bin:rel\x1b[31mred\u202e:/usr/bin")
+    assert "\x1b" not in r.stdout and "\u202e" not in r.stdout
+    assert "rel\\e[31mred\\u202e" in r.stdout

@@ -57,7 +57,7 @@ def _shim_dir(shim_dir: Path | None) -> tuple[str, str]:
 @click.option(
     "--fail-on",
     type=click.Choice(["info", "low", "medium", "high"]),
-    default="low",
+    default="medium",
     show_default=True,
     help="Exit 1 when a finding is at or above this severity.",
 )
@@ -85,7 +85,8 @@ def lint_path_cmd(
     written literally (named, never printed). A server's PATH is its env.PATH, else the
     PATH its client passes on; the output says which.
 
-    Exit 0 when nothing is at or above --fail-on, 1 when something is, 2 on bad input.
+    Exit 0 when nothing is at or above --fail-on (default medium, as review), 1 when
+    something is, 2 on bad input.
     """
     given = [path_value is not None, from_env, pid is not None, config_file is not None]
     if sum(given) != 1:
