@@ -332,3 +332,15 @@ def test_every_finding_carries_command_and_path(world: World) -> None:
     for x in f:
         for ev in x.evidence:
             assert {"command", "path"} <= set(ev.data)
+
+
+def test_dotdot_after_a_symlink_resolves_like_the_kernel(world: World) -> None:
+    """`link/..` is the parent of the link's target, not the link's own directory."""
+    deep = mkdir(world.root / "far" / "away" / "bin")
+    exe(deep.parent / "tools" / "git")
+    link = world.root / "lnk"
+    link.symlink_to(deep)
+    f = world.lint(world.shim, f"{link}/../tools", world.sysbin)
+    (sh,) = hits(f, "MCS209")
+    assert f"hiding {world.sysbin}/git" in sh.message
+    assert os.path.realpath(f"{link}/../tools") == str(deep.parent / "tools")

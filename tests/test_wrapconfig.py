@@ -248,3 +248,9 @@ def test_edit_check_refuses_to_drop_a_comment(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="change other values"):
         _verify(cfg, '{"servers": {"s": {"command": "b"}}} // keep me\n', value)
     _verify(cfg, cfg.document.text, value)  # the unchanged text passes
+
+
+def test_a_server_named_twice_is_wrapped_once(tmp_path: Path) -> None:
+    path = copy(tmp_path, RELS[0])
+    assert wrap(path, ["sqlite", "sqlite"])
+    assert load_config(path).server("sqlite").args[:3] == ("run", "--", "/usr/local/bin/uvx")

@@ -108,7 +108,7 @@ def launch_line(server: ServerEntry) -> str:
 
 def _finding(rule: Rule, ctx: LaunchContext, s: ServerEntry, msg: str, path: str = "") -> Finding:
     where = f"{ctx.config.path}:{s.line}"
-    data = {"command": s.command or "", "path": path, "server": s.name}
+    data = {"command": s.command or "", "path": path or s.command or "", "server": s.name}
     shown = launch_line(s) if s.command else redact.redact_text((s.url or "").encode()).decode()
     ev = (Evidence(where, shown, data),)
     key = f"{s.name}\0{msg}"
@@ -298,7 +298,7 @@ def lint_config(
     environ: Mapping[str, str],
 ) -> ConfigLint:
     """Each chosen server's launch line, then each distinct PATH the servers start with."""
-    chosen = [config.server(n) for n in names] if names else list(config.servers)
+    chosen = [config.server(n) for n in dict.fromkeys(names)] if names else list(config.servers)
     ws = config.workspace()
     cwd = str(ws) if ws else os.path.dirname(os.path.abspath(config.path))
     findings: list[Finding] = []

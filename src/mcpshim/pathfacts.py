@@ -182,7 +182,9 @@ def probe(
     names = tuple(commands)
     out: list[EntryFacts] = []
     for i, entry in enumerate(entries):
-        absolute = os.path.normpath(os.path.join(cwd, entry or "."))
+        # Drop "." and "//" but keep "..": "link/.." means the link's target's parent.
+        parts = [c for c in os.path.join(cwd, entry).split("/") if c not in ("", ".")]
+        absolute = "/" + "/".join(parts)
         chain = walk(absolute)
         real = chain.real
         is_dir = real is not None and os.path.isdir(real)

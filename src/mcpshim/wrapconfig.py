@@ -251,7 +251,10 @@ def plan_wrap(
     """What wrapping the named servers (None: all) would write; nothing is written here."""
     if not os.path.isabs(exe) or not os.path.isabs(shim_dir):
         raise UsageError("the mcpshim executable and the shim dir must be absolute paths")
-    chosen = [config.server(n) for n in names] if names is not None else list(config.servers)
+    if names is None:
+        chosen = list(config.servers)
+    else:
+        chosen = [config.server(n) for n in dict.fromkeys(names)]
     ed = _Editor(config)
     expected = copy.deepcopy(config.document.root.value)
     entries = expected[config.servers_key]
