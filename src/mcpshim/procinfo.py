@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import socket
+import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,11 +54,20 @@ class Stat:
 
 
 def _read(path: str) -> bytes | None:
+    """A whole small file in as few syscalls as Python allows (this runs 10 times a second)."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _psutil_start(p: psutil.Process) -> int | None:
@@ -69,11 +80,18 @@ def _psutil_start(p: psutil.Process) -> int | None:
 def read_stat(pid: int) -> Stat | None:
     """One process's identity and parent; None when it is gone."""
     if LINUX:
-        data = _read(f"/proc/{pid}/stat")
-        if not data:
+        try:
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
             return None
+        try:
+            data = os.read(fd, 4096)  # one read: a stat line is well under 1 KiB
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         close = data.rfind(b")")
-        f = data[close + 2 :].split()
+        f = data[close + 2 :].split(maxsplit=20)
         if len(f) < 20:
             return None
         return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
@@ -198,12 +216,12 @@ def _addr(text: str, v6: bool) -> tuple[str, int]:
     return (f"[{ip}]" if v6 else str(ip)), int(port, 16)
 
 
-def socket_table(pid: int | str = "self") -> dict[int, Conn]:
-    """LISTEN and ESTABLISHED inet sockets of `pid`'s network namespace, by inode."""
+def _proc_net_table() -> dict[int, Conn]:
+    """The same table from /proc/net/* (slower: the kernel formats every hash bucket)."""
     out: dict[int, Conn] = {}
     for proto in ("tcp", "tcp6", "udp", "udp6"):
         states = _TCP_STATES if proto.startswith("tcp") else _UDP_STATES
-        for line in (_read(f"/proc/{pid}/net/{proto}") or b"").decode().splitlines()[1:]:
+        for line in (_read(f"/proc/self/net/{proto}") or b"").decode().splitlines()[1:]:
             f = line.split()
             if len(f) < 10 or f[3] not in states or f[9] == "0":
                 continue
@@ -215,6 +233,70 @@ def socket_table(pid: int | str = "self") -> dict[int, Conn]:
             raddr = None if rport == 0 else f"{rhost}:{rport}"
             out[int(f[9])] = Conn(proto, f"{lhost}:{lport}", raddr, states[f[3]])
     return out
+
+
+# sock_diag (netlink): the kernel filters by state, so a dump costs tens of microseconds
+# where reading /proc/net/tcp costs milliseconds on a machine with large hash tables.
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST_DUMP = 0x301
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_TCP_LISTEN, _TCP_ESTABLISHED, _TCP_CLOSE = 10, 1, 7
+_HDR = struct.Struct("=IHHII")
+_REQ = struct.Struct("=BBBBI48x")
+_MSG = struct.Struct("=BBBB2H16s16s8x20xI")  # family, state, timer, retrans, id, ..., inode
+
+
+def _ip(family: int, raw: bytes) -> str:
+    if family == socket.AF_INET6:
+        return f"[{ipaddress.IPv6Address(raw)}]"
+    return str(ipaddress.IPv4Address(raw[:4]))
+
+
+def _diag_dump(sock: socket.socket, family: int, proto: int, out: dict[int, Conn]) -> None:
+    states = (1 << _TCP_LISTEN) | (1 << _TCP_ESTABLISHED)
+    if proto == socket.IPPROTO_UDP:
+        states |= 1 << _TCP_CLOSE  # an unconnected UDP socket: bound, receiving
+    req = _REQ.pack(family, proto, 0, 0, states)
+    sock.send(
+        _HDR.pack(_HDR.size + len(req), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST_DUMP, 1, 0) + req
+    )
+    name = ("tcp" if proto == socket.IPPROTO_TCP else "udp") + (
+        "6" if family == socket.AF_INET6 else ""
+    )
+    while True:
+        data = sock.recv(1 << 16)
+        off = 0
+        while off + _HDR.size <= len(data):
+            length, kind = _HDR.unpack_from(data, off)[:2]
+            if kind == _NLMSG_DONE:
+                return
+            if kind == _NLMSG_ERROR or length < _HDR.size:
+                raise OSError("sock_diag refused the request")
+            fam, state, _, _, sport, dport, src, dst, inode = _MSG.unpack_from(
+                data, off + _HDR.size
+            )
+            sport, dport = socket.ntohs(sport), socket.ntohs(dport)
+            if inode and not (state == _TCP_CLOSE and sport == 0):
+                status = "ESTABLISHED" if state == _TCP_ESTABLISHED else "LISTEN"
+                raddr = f"{_ip(fam, dst)}:{dport}" if dport else None
+                out[inode] = Conn(name, f"{_ip(fam, src)}:{sport}", raddr, status)
+            off += (length + 3) & ~3
+        if not data:
+            return
+
+
+def socket_table() -> dict[int, Conn]:
+    """LISTEN and ESTABLISHED inet sockets of this network namespace, by inode."""
+    out: dict[int, Conn] = {}
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as sock:
+            for family in (socket.AF_INET, socket.AF_INET6):
+                for proto in (socket.IPPROTO_TCP, socket.IPPROTO_UDP):
+                    _diag_dump(sock, family, proto, out)
+        return out
+    except OSError:
+        return _proc_net_table()
 
 
 def socket_inodes(pid: int) -> set[int]:

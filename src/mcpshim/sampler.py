@@ -10,9 +10,11 @@ names, sockets) are read once per process, when it is first seen, and again only
 
 A new member is decided one tick later: a shim writes its record before it execs the
 target, so by the next tick the log says whether a shim saw it; if none did, it is
-"observed". Sockets are found by reading the socket tables of the family's network
-namespace each tick and, only when a new LISTEN/ESTABLISHED socket appears, mapping socket
-inodes to family members through their fd tables.
+"observed". Sockets are found by asking the kernel (sock_diag) for the LISTEN/ESTABLISHED
+sockets of the family's network namespace and, only when a new one appears, mapping socket
+inodes to family members through their fd tables. That pass runs on every tick that finds
+a new member and otherwise every `socket_every` ticks (the supervisor makes it 500 ms): a
+connection that an old member opens and closes between two passes is not seen.
 """
 
 from __future__ import annotations
@@ -65,8 +67,17 @@ class Member:
 class Sampler:
     """The family below `root` (the supervisor), sampled one tick at a time."""
 
-    def __init__(self, session: str, boot_id: str, root: int, emit: Emit, tail: LogTail | None):
+    def __init__(
+        self,
+        session: str,
+        boot_id: str,
+        root: int,
+        emit: Emit,
+        tail: LogTail | None,
+        socket_every: int = 1,
+    ) -> None:
         self.session = session
+        self.socket_every = max(1, socket_every)
         self.boot_id = boot_id
         self.root = root
         self._emit = emit
@@ -209,6 +220,8 @@ class Sampler:
     # -- sockets --------------------------------------------------------------------------
 
     def _sockets(self, fresh: list[Member]) -> None:
+        if not fresh and self._ticks % self.socket_every:
+            return
         live = [m for m in self._members.values() if m.stat.state != "Z"]
         if not LINUX:
             scan = live if self._ticks % 10 == 1 else [m for m in fresh if m.stat.state != "Z"]
@@ -216,7 +229,7 @@ class Sampler:
                 for c in psutil_conns(m.stat.pid):
                     self._socket_event(m, hash((c.laddr, c.raddr)), c)
             return
-        table = socket_table(self.root)
+        table = socket_table()
         keys = {(ino, c.status) for ino, c in table.items()}
         scan = live if keys - self._sock_keys else [m for m in fresh if m.stat.state != "Z"]
         self._sock_keys = keys

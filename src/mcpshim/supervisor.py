@@ -59,6 +59,7 @@ __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 OnExit = Literal["report", "terminate"]
 _PR_SET_CHILD_SUBREAPER = 36
+SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
 _KILL_DEADLINE = 10.0  # seconds of SIGKILL rounds before a survivor is declared unkillable
 
 
@@ -128,7 +129,8 @@ class Supervisor:
         self._pending: list[int] = []
         self._tty_pgrp: int | None = None
         tail = LogTail(loc) if loc.log_file.exists() else None
-        self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail)
+        every = round(SOCKET_PASS_MS / options.sample_ms)
+        self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
 
     # -- extension points -------------------------------------------------------------------
 
