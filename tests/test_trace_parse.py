@@ -1,0 +1,201 @@
+"""The strace parser on real strace output of real processes (no canned strace text)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcpshim import execlog
+from mcpshim.trace_run import exec_payloads, is_gone, trace_unavailable, tracer_of
+from mcpshim.tracer import MAX_ARG_STRLEN, ExecAttempt, Trace, build_trace, read_files, strace_argv
+
+STRACE = shutil.which("strace")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or STRACE is None or trace_unavailable(None)[0] is None,
+    reason="needs Linux with strace allowed to trace its children",
+)
+GIT = shutil.which("git", path="/usr/bin:/bin")
+SH = "/bin/sh"
+
+
+def traced(
+    tmp_path: Path, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[Trace, int, int]:
+    """Run argv under the session's exact strace command line; parse what it wrote."""
+    assert STRACE is not None
+    out = tmp_path / "trace"
+    out.mkdir(exist_ok=True)
+    prefix = out / "t"
+    wd = cwd or tmp_path
+    proc = subprocess.Popen(strace_argv(STRACE, str(prefix), argv), env=env, cwd=wd)
+    tracer = 0
+    deadline = time.monotonic() + 10
+    while not tracer and time.monotonic() < deadline:
+        tracer = tracer_of(proc.pid) or 0
+    status = proc.wait(timeout=60)
+    # -D: the tracer is a grandchild that may still be writing; it ends with the last tracee.
+    deadline = time.monotonic() + 10
+    while tracer and not is_gone(tracer) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    trace = build_trace(
+        read_files(prefix),
+        proc.pid,
+        os.fsencode(wd),
+        None,
+        os.getpid(),
+        execlog.now_anchor(),
+        execlog.CLK_TCK,
+    )
+    return trace, proc.pid, status
+
+
+def ok(trace: Trace) -> list[ExecAttempt]:
+    return [e for e in trace.execs if e.result == "ok"]
+
+
+@pytest.mark.skipif(GIT is None, reason="needs git")
+def test_sh_cd_and_git(tmp_path: Path) -> None:
+    line = "cd /tmp; git --version"
+    trace, root, status = traced(tmp_path, [SH, "-c", line])
+    assert status == 0
+    execs = ok(trace)
+    assert [e.argv for e in execs] == [
+        (SH.encode(), b"-c", line.encode()),
+        (b"git", b"--version"),
+    ]
+    sh, git = execs
+    assert sh.pid == root and sh.filename == SH.encode() and sh.cwd == os.fsencode(tmp_path)
+    assert git.cwd == b"/tmp"
+    assert git.filename.endswith(b"/git")
+    gp = trace.processes[git.pid]
+    assert gp.ppid == root and gp.status == 0
+    assert trace.processes[root].status == 0
+    # The exec records carry the exit status on the last image of each process.
+    payloads = [p for k, p in exec_payloads(trace, "S", "B", {}) if k == "trace-exec"]
+    assert [p["exit_status"] for p in payloads] == [0, 0]
+    assert payloads[1]["cwd"] == "/tmp" and payloads[1]["ppid"] == root
+
+
+@pytest.mark.skipif(GIT is None, reason="needs git")
+def test_path_search_attempts_in_order(tmp_path: Path) -> None:
+    empty = tmp_path / "nogit"
+    empty.mkdir()
+    tmp_dir = Path(os.environ.get("TMPDIR", "/tmp"))
+    assert GIT is not None
+    path = f"{empty}:{tmp_dir}/mcpshim-no-such-dir:{os.path.dirname(GIT)}:/usr/bin:/bin"
+    env = {"PATH": path}
+    # env(1) finds git with execvp, which tries each PATH directory in turn.
+    trace, _root, status = traced(tmp_path, ["/usr/bin/env", "git", "--version"], env=env)
+    assert status == 0
+    attempts = [e for e in trace.execs if e.argv == (b"git", b"--version")]
+    assert [(e.filename, e.result, e.search_step) for e in attempts] == [
+        (f"{empty}/git".encode(), "ENOENT", True),
+        (f"{tmp_dir}/mcpshim-no-such-dir/git".encode(), "ENOENT", True),
+        (GIT.encode(), "ok", False),
+    ]
+    assert len({e.pid for e in attempts}) == 1
+
+
+def test_failed_exec_for_good(tmp_path: Path) -> None:
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    trace, _root, status = traced(tmp_path, ["/usr/bin/env", "no-such-program-xyz"], env=env)
+    assert status == 127
+    attempts = [e for e in trace.execs if e.argv == (b"no-such-program-xyz",)]
+    assert [e.result for e in attempts] == ["ENOENT"] * 3
+    assert [e.search_step for e in attempts] == [True, True, False]
+    kinds = [p["result"] for k, p in exec_payloads(trace, "S", "B", {}) if k == "trace-exec"]
+    assert kinds == ["ok", "ENOENT", "ENOENT", "ENOENT"]
+
+
+def test_argv_round_trips_exactly(tmp_path: Path) -> None:
+    big = [bytes([65 + i]) * (MAX_ARG_STRLEN - 1) for i in range(8)]
+    total = sum(map(len, big))
+    weird = [b"line one\nline two", b"\xff\xfe not utf-8 \x80", b'quote " and \\ and \t', b""]
+    rest = (1 << 20) - total
+    args = [b"/bin/true", *weird, *big, b"z" * rest]
+    assert sum(map(len, big)) + rest == 1 << 20
+    code = (
+        "import os, sys, base64\n"
+        "args = [base64.b64decode(a) for a in sys.argv[1].split(',')]\n"
+        "os.execv(args[0], args)\n"
+    )
+    import base64
+
+    packed = ",".join(base64.b64encode(a).decode() for a in args)
+    # The packed form is ~1.4 MiB as one argument: too long for execve, so pass it in a file.
+    f = tmp_path / "args"
+    f.write_text(packed)
+    code = code.replace("sys.argv[1]", f"open({str(f)!r}).read()")
+    trace, _root, status = traced(tmp_path, [sys.executable, "-c", code])
+    assert status == 0
+    got = [e for e in ok(trace) if e.filename == b"/bin/true"]
+    assert len(got) == 1
+    assert got[0].argv == tuple(args)
+    assert not got[0].truncated
+    payload = next(
+        p for k, p in exec_payloads(trace, "S", "B", {}) if p.get("filename") == "/bin/true"
+    )
+    assert payload["argv"][1] == "line one\nline two"
+    assert base64.b64decode(payload["argv_b64"]["2"]) == weird[1]
+
+
+def test_exit_status_and_signal(tmp_path: Path) -> None:
+    trace, root, status = traced(tmp_path, [SH, "-c", "/bin/sh -c 'kill -9 $$'; exit 3"])
+    assert status == 3
+    assert trace.processes[root].status == 3
+    child = next(p for p in trace.processes.values() if p.pid != root)
+    assert child.signal == "SIGKILL" and child.status == 137
+
+
+def test_fchdir_execveat_and_threads(tmp_path: Path) -> None:
+    odd = tmp_path / "we ird\ndir"
+    odd.mkdir()
+    code = f"""
+import ctypes, os, subprocess, threading
+fd = os.open({str(odd)!r}, os.O_RDONLY)
+os.fchdir(fd)
+def run():
+    subprocess.run(["/bin/true", "from-thread"], check=True)
+t = threading.Thread(target=run); t.start(); t.join()
+bindir = os.open("/bin", os.O_RDONLY | os.O_DIRECTORY)
+pid = os.fork()
+if pid == 0:
+    libc = ctypes.CDLL(None, use_errno=True)
+    argv = (ctypes.c_char_p * 3)(b"true", b"via-execveat", None)
+    envp = (ctypes.c_char_p * 1)(None)
+    libc.syscall(322, bindir, b"true", argv, envp, 0)
+    os._exit(9)
+os.waitpid(pid, 0)
+"""
+    if os.uname().machine != "x86_64":
+        pytest.skip("execveat syscall number used here is x86_64's")
+    trace, root, status = traced(tmp_path, [sys.executable, "-c", code])
+    assert status == 0
+    execs = {e.argv[1] if e.argv and len(e.argv) > 1 else b"": e for e in ok(trace)}
+    thread_exec = execs[b"from-thread"]
+    assert thread_exec.cwd == os.fsencode(odd)
+    assert trace.processes[thread_exec.pid].ppid == root  # spawned by a thread of root
+    at = execs[b"via-execveat"]
+    assert at.filename == os.fsencode(os.path.realpath("/bin")) + b"/true"  # -y: the real path
+    assert at.cwd == os.fsencode(odd)
+
+
+def test_derived_start_matches_proc(tmp_path: Path) -> None:
+    out = tmp_path / "stat"
+    code = f"open({str(out)!r}, 'w').write(open('/proc/self/stat').read())"
+    trace, _root, _ = traced(tmp_path, [SH, "-c", f'{sys.executable} -c "{code}"; true'])
+    data = out.read_text()
+    pid = int(data.split()[0])
+    real = int(data[data.rfind(")") + 2 :].split()[19])
+    derived = trace.processes[pid].start
+    assert derived is not None and abs(derived - real) <= 1
+    payload = next(
+        p for k, p in exec_payloads(trace, "S", "B", {pid: [real]}) if p.get("pid") == pid
+    )
+    assert payload["start"] == real
