@@ -17,6 +17,7 @@ from mcpshim.execlog import Record
 from mcpshim.findings import Evidence, Finding
 from mcpshim.policy import Policy, apply_policy
 from mcpshim.rules import Context, Hit, run_checks
+from mcpshim.rules.session_rules import SessionEvidence
 from mcpshim.shims import Manifest
 from mcpshim.tree import Image, Linker, image_of
 from mcpshim.tree_view import argv_of
@@ -89,6 +90,7 @@ def review(
     if shim_dir:
         shim_dirs = tuple(dict.fromkeys([shim_dir, os.path.realpath(shim_dir)]))
     ctx = Context(policy, shim_dirs, manifest, baseline)
+    session_ev = SessionEvidence(policy, manifest.shims if manifest else (), session)
     linker = Linker()
     labels: dict[int, str] = {}
     acc: dict[tuple[int, str, str], _Acc] = {}
@@ -97,6 +99,7 @@ def review(
         n_records += 1
         if progress is not None and n_records % every == 0:
             progress(n_records, rec.where)
+        session_ev.feed(rec)
         img = image_of(rec)
         if img is None or (session is not None and img.session != session):
             continue
@@ -145,4 +148,5 @@ def review(
             )
         )
     families = len({linker.family_of_family(f) for f in labels})
+    findings += session_ev.findings()
     return ReviewResult(apply_policy(findings, policy), n_records, n_images, n_procs, families)

@@ -161,5 +161,7 @@ from mcpshim.rules import (  # noqa: E402
     secrets,
     shell,
 )
+from mcpshim.rules import session_rules  # noqa: E402  (MCS3xx: fed by review, not per image)
 
 __all__ += ["drift", "execpaths", "network", "policy_rules", "runners", "secrets", "shell"]
+__all__ += ["session_rules"]
