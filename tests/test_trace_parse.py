@@ -13,7 +13,7 @@ import pytest
 
 from mcpshim import execlog
 from mcpshim.trace_run import exec_payloads, is_gone, trace_unavailable, tracer_of
-from mcpshim.tracer import MAX_ARG_STRLEN, ExecAttempt, Trace, build_trace, read_files, strace_argv
+from mcpshim.tracer import MAX_ARG_STRLEN, ExecAttempt, Trace, build_trace, read_output, strace_argv
 
 STRACE = shutil.which("strace")
 pytestmark = pytest.mark.skipif(
@@ -29,11 +29,9 @@ def traced(
 ) -> tuple[Trace, int, int]:
     """Run argv under the session's exact strace command line; parse what it wrote."""
     assert STRACE is not None
-    out = tmp_path / "trace"
-    out.mkdir(exist_ok=True)
-    prefix = out / "t"
+    output = tmp_path / "strace.out"
     wd = cwd or tmp_path
-    proc = subprocess.Popen(strace_argv(STRACE, str(prefix), argv), env=env, cwd=wd)
+    proc = subprocess.Popen(strace_argv(STRACE, str(output), argv), env=env, cwd=wd)
     tracer = 0
     deadline = time.monotonic() + 10
     while not tracer and time.monotonic() < deadline:
@@ -44,7 +42,7 @@ def traced(
     while tracer and not is_gone(tracer) and time.monotonic() < deadline:
         time.sleep(0.002)
     trace = build_trace(
-        read_files(prefix),
+        read_output(output),
         proc.pid,
         os.fsencode(wd),
         None,
@@ -75,6 +73,10 @@ def test_sh_cd_and_git(tmp_path: Path) -> None:
     assert git.filename.endswith(b"/git")
     gp = trace.processes[git.pid]
     assert gp.ppid == root and gp.status == 0
+    # dash's vfork blocks until git execs: strace splits both calls into two halves each.
+    raw = (tmp_path / "strace.out").read_bytes()
+    assert raw.count(b"<unfinished ...>") >= 2
+    assert raw.count(b"resumed>") == raw.count(b"<unfinished ...>")
     assert trace.processes[root].status == 0
     # The exec records carry the exit status on the last image of each process.
     payloads = [p for k, p in exec_payloads(trace, "S", "B", {}) if k == "trace-exec"]

@@ -40,7 +40,7 @@ from mcpshim.paths import Locations
 from mcpshim.procinfo import start_ticks
 from mcpshim.redact import redact_argv
 from mcpshim.shims import unsafe_reason
-from mcpshim.tracer import ExecAttempt, Process, Trace, build_trace, read_files, strace_argv
+from mcpshim.tracer import ExecAttempt, Process, Trace, build_trace, read_output, strace_argv
 
 __all__ = [
     "TraceRun",
@@ -79,10 +79,10 @@ def probe(strace: str, timeout: float = 20.0) -> str:
     """'' when strace can trace a child here, else why not (its own words)."""
     true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
     with tempfile.TemporaryDirectory(prefix="mcpshim-probe-") as d:
-        prefix = Path(d) / "t"
+        output = Path(d) / "trace"
         try:
             proc = subprocess.run(
-                strace_argv(strace, str(prefix), [true]),
+                strace_argv(strace, str(output), [true]),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -92,7 +92,7 @@ def probe(strace: str, timeout: float = 20.0) -> str:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{strace} could not run: {exc}"
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        traced = any(ev.kind == "exec" for evs in read_files(prefix).values() for ev in evs)
+        traced = any(ev.kind == "exec" for evs in read_output(output).values() for ev in evs)
         if proc.returncode == 0 and traced:
             return ""
         why = err[0] if err else f"exit status {proc.returncode}, no exec traced"
@@ -218,15 +218,15 @@ class TraceRun:
         base = loc.log_dir / "trace"
         base.mkdir(mode=0o700, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=base))
-        self.prefix = self.dir / "t"
+        self.output = self.dir / "strace.out"
         self.tracer_pid = 0
         self.root_pid = 0
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
-        self._seen: set[str] = set()
+        self._offset = 0
         self._log_mark = _log_mark(loc)
 
     def wrap(self, command: Sequence[str]) -> list[str]:
-        return strace_argv(self.strace, str(self.prefix), command)
+        return strace_argv(self.strace, str(self.output), command)
 
     def attached(self, child_pid: int, timeout: float = 10.0) -> int:
         """The tracer's pid (from the child's TracerPid), once strace holds the child."""
@@ -242,21 +242,23 @@ class TraceRun:
             time.sleep(0.001)
         return 0
 
-    def tick(self) -> None:
-        """Read the exact start of every process whose file appeared since the last tick."""
+    def tick(self, budget: int = 1 << 22) -> None:
+        """Read the exact start of every process that appeared in the output since the last
+        tick and is still alive (a derived start can be one tick off)."""
         try:
-            names = os.listdir(self.dir)
+            with self.output.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read(budget)
         except OSError:
             return
-        for name in names:
-            if name in self._seen:
-                continue
-            self._seen.add(name)
-            tid = name.rpartition(".")[2]
-            if tid.isdigit():
-                st = start_ticks(int(tid))
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        for line in data[:end].splitlines():
+            pid = line[: line.find(b" ")]
+            if pid.isdigit() and int(pid) not in self._live:
+                st = start_ticks(int(pid))
                 if st is not None:
-                    self._live[int(tid)] = st
+                    self._live[int(pid)] = st
 
     def _tracer_gone(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -277,10 +279,10 @@ class TraceRun:
         complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
         if not complete:
             # Tracees still alive (survivors): wait longer only if none of them are.
-            files = read_files(self.prefix, final=False)
+            files = read_output(self.output, final=False)
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
-        files = read_files(self.prefix, final=complete)
+        files = read_output(self.output, final=complete)
         trace = build_trace(
             files, self.root_pid, root_cwd, root_start, os.getpid(),
             execlog.now_anchor(), execlog.CLK_TCK,

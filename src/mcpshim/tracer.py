@@ -1,14 +1,16 @@
 """strace as the exec event engine of `mcpshim run --trace`: its command line and a parser.
 
-Everything here is pure: it builds strace's argv and turns the files strace wrote into
+Everything here is pure: it builds strace's argv and turns the output strace wrote into
 processes and exec attempts. Running strace, probing for it and writing the log live in
 `trace_run`.
 
 Why this command line. `-D` keeps the traced command the supervisor's own child (same pid,
 same exit status, signals reach it directly; the tracer runs as a detached grandchild).
 `--seccomp-bpf` with a syscall list of process events only (exec, fork/clone, exit, chdir)
-means no other syscall stops the tracee: about 0.2 ms per fork+exec. `-ff -o PREFIX` gives
-every thread its own file, so no line is ever split by `<unfinished ...>`; `-xx` prints
+means no other syscall stops the tracee: about 0.2 ms per fork+exec. One output file
+(`-o FILE`, each line prefixed by the thread id) and not one per thread (`-ff`): creating a
+file per process cost about 1 ms per exec on ext4 here; the `<unfinished ...>` /
+`<... resumed>` halves a single file has are joined back by the parser. `-xx` prints
 every byte of every string as `\\xHH` (newlines, invalid UTF-8 and quotes round-trip
 exactly and nothing needs unquoting); `-s 131072` is Linux's MAX_ARG_STRLEN, the largest
 string execve accepts, so no argument is cut; `-y` shows the path behind the fd of
@@ -16,7 +18,7 @@ fchdir/execveat; `-ttt` stamps each line with UTC seconds and microseconds. Sign
 stay on (`-e signal=none` would also hide `+++ killed by SIG... +++`, the only record of a
 process's death by a signal); the parser skips them.
 
-A process (thread group) is built from the per-thread files merged by time: a clone with
+A process (thread group) is built from the per-thread events merged by time: a clone with
 CLONE_THREAD adds a thread to its caller's process, anything else starts a process whose
 cwd is a copy of the parent's. Exec attempts keep the path passed to execve, the argv, the
 cwd and the result; a failed attempt followed, in the same process, by another attempt with
@@ -42,9 +44,9 @@ __all__ = [
     "Process",
     "Trace",
     "build_trace",
-    "parse_file",
     "parse_line",
-    "read_files",
+    "parse_output",
+    "read_output",
     "start_ticks_at",
     "strace_argv",
 ]
@@ -64,7 +66,7 @@ SYSCALLS = (
 )
 
 
-def strace_argv(strace: str, prefix: str, command: Sequence[str]) -> list[str]:
+def strace_argv(strace: str, output: str, command: Sequence[str]) -> list[str]:
     """The full command line: strace with its options, then COMMAND exactly as given."""
     return [
         strace,
@@ -72,9 +74,8 @@ def strace_argv(strace: str, prefix: str, command: Sequence[str]) -> list[str]:
         "-q",
         "-f",
         "--seccomp-bpf",
-        "-ff",
         "-o",
-        prefix,
+        output,
         "-ttt",
         "-xx",
         "-y",
@@ -181,7 +182,8 @@ def _signal_number(name: str) -> int | None:
 
 
 def parse_line(tid: int, line: bytes) -> Event | None:
-    """One line of a per-thread file (`-ff -ttt -xx -y`), or None for lines we do not use."""
+    """One line of one thread (`-ttt -xx -y`, pid prefix removed, splits joined), or None
+    for lines we do not use."""
     m = _TS.match(line)
     if m is None:
         return None
@@ -238,30 +240,63 @@ def parse_line(tid: int, line: bytes) -> Event | None:
     return None
 
 
-def parse_file(tid: int, lines: Iterable[bytes], final: bool = True) -> list[Event]:
-    """Events of one thread's file. strace ends a line only when the thread's next line
-    starts, so once strace has exited the last line is whole without its newline; while
-    it runs (`final=False`) that line may still be growing and is left for later."""
-    out: list[Event] = []
-    for line in lines:
-        if not final and not line.endswith(b"\n"):
-            break
-        ev = parse_line(tid, line.rstrip(b"\n"))
-        if ev is not None:
-            out.append(ev)
-    return out
+_PID = re.compile(rb"(\d+) +")  # strace pads the pid column
+_UNFINISHED = b" <unfinished ...>"
+_RESUMED = re.compile(rb"(\d+\.\d+ )<\.\.\. [a-z0-9_]+ resumed>")
 
 
-def read_files(prefix: Path, final: bool = True) -> dict[int, list[Event]]:
-    """Every `PREFIX.TID` file strace wrote, parsed (`final`: strace has exited)."""
+def parse_output(lines: Iterable[bytes], final: bool = True) -> dict[int, list[Event]]:
+    """Events per thread from strace's single `-f -o FILE` output, in file order.
+
+    A syscall that blocks while another thread is printed is split in two lines,
+    `PID TS call(args <unfinished ...>` and later `PID TS <... call resumed>rest`; every
+    split is joined back (the entry's time, both halves' text), so no line is lost to it.
+    A split never resumed (the thread died in the call) keeps its entry half, result "?".
+    strace ends a line only when it starts the next one: once strace has exited the last
+    line is whole without its newline; while it runs (`final=False`) it is left for later.
+    """
     out: dict[int, list[Event]] = {}
-    stem = prefix.name + "."
-    for p in prefix.parent.iterdir():
-        if p.name.startswith(stem) and p.name[len(stem) :].isdigit():
-            with p.open("rb") as fh:
-                tid = int(p.name[len(stem) :])
-                out[tid] = parse_file(tid, fh, final)
+    pending: dict[int, bytes] = {}
+    for raw in lines:
+        if not raw.endswith(b"\n") and not final:
+            break
+        m = _PID.match(raw)
+        if m is None:
+            continue
+        tid = int(m.group(1))
+        line = raw[m.end() :].rstrip(b"\n")
+        r = _RESUMED.match(line)
+        if r is not None:
+            head = pending.pop(tid, None)
+            if head is None:
+                continue
+            line = head + line[r.end() :]
+        elif line.endswith(_UNFINISHED):
+            if tid in pending:  # an earlier split that never resumed
+                _add(out, tid, pending.pop(tid) + _UNFINISHED)
+            pending[tid] = line[: -len(_UNFINISHED)]
+            continue
+        elif tid in pending and line[:1].isdigit() and b" +++ " in line[:40]:
+            _add(out, tid, pending.pop(tid) + _UNFINISHED)
+        _add(out, tid, line)
+    for tid, head in pending.items():
+        _add(out, tid, head + _UNFINISHED)
     return out
+
+
+def _add(out: dict[int, list[Event]], tid: int, line: bytes) -> None:
+    ev = parse_line(tid, line)
+    if ev is not None:
+        out.setdefault(tid, []).append(ev)
+
+
+def read_output(path: Path, final: bool = True) -> dict[int, list[Event]]:
+    """The events of strace's output file (`final`: strace has exited); {} if none yet."""
+    try:
+        with path.open("rb") as fh:
+            return parse_output(fh, final)
+    except FileNotFoundError:
+        return {}
 
 
 # ---- processes -----------------------------------------------------------------------------
@@ -333,7 +368,7 @@ def build_trace(
     boot_anchor: float,
     clk_tck: int,
 ) -> Trace:
-    """Processes and exec attempts of the family from the per-thread event files."""
+    """Processes and exec attempts of the family from the per-thread events."""
     tgid: dict[int, int] = {root_pid: root_pid}
     procs: dict[int, Process] = {}
     execs: list[ExecAttempt] = []
