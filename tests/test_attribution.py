@@ -16,6 +16,7 @@ from mcpshim.attribution import Attribution
 from mcpshim.policy import default_policy, parse_policy
 from mcpshim.report_md import render_calls_text
 from mcpshim.rules.mcp_rules import explained, session_findings
+from mcpshim.tree import Node
 
 
 def _owners(att: Attribution) -> dict[str, list[Any]]:
@@ -68,7 +69,7 @@ def test_overlapping_calls_are_ambiguous_not_guessed(home: Home) -> None:
     run_session(home, "S-overlap", _overlapping)
     att = attribution_of(home, "S-overlap")
     assert [c.name for c in att.calls] == ["pause_git", "pause_git", "git_version"]
-    first, second, last = att.calls
+    first, second, _ = att.calls
     assert first.response and second.request < first.response  # they did overlap
     assert _owners(att) == {"git": [(0, 1), (0, 1), 2]}
     amb = [f for f in session_findings(att, default_policy()) if f.rule.id == "MCS503"]
@@ -95,7 +96,7 @@ def test_helper_outlives_its_call(home: Home, tmp_path: Path) -> None:
         # run_test -> npm -> sh -> node -> test script -> helper, all under the call.
         [npm] = att.processes(0)
         chain = []
-        node = npm
+        node: Node | None = npm
         while node is not None:
             chain.append([i.command for i in node.images])
             node = node.children[0] if node.children else None
