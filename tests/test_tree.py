@@ -161,3 +161,15 @@ def test_tree_cli_formats_and_root(home: Home, capsys: pytest.CaptureFixture[str
     doc = json.loads(capsys.readouterr().out)
     assert [r["pid"] for r in doc["roots"]] == [sh.pid]
     assert doc["summary"]["processes"] == 2
+
+
+def test_a_reused_pid_in_another_session_is_not_the_parent(home: Home) -> None:
+    loc = home.loc
+    # pid 600 ran git in session A; later an unlogged server got pid 600 in session B
+    fake_exec(loc, boot=BOOT_A, pid=600, ppid=1, start=100, args=["status"], session="A")
+    fake_exec(loc, boot=BOOT_A, pid=650, ppid=600, start=500, args=["log"], session="B")
+    fake_exec(loc, boot=BOOT_A, pid=651, ppid=600, start=510, args=["diff"], session="B")
+    forest = tree.build_forest(tree.images(home.records()))
+    [b_root] = [r for r in forest.roots if not r.known and r.pid == 600]
+    assert [c.images[0].args for c in b_root.children] == [(b"log",), (b"diff",)]
+    assert {c.images[0].session for c in b_root.children} == {"B"}

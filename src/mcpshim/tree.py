@@ -178,8 +178,11 @@ class Linker:
 
     def __init__(self) -> None:
         self._procs: dict[str, dict[int, list[int]]] = {}
-        self._unknown: dict[tuple[str, int], list[int]] = {}  # -> [node, min child start]
+        # (boot, ppid, session) -> [node, min child start]
+        self._unknown: dict[tuple[str, int, int], list[int]] = {}
         self._node_fam = array("q")
+        self._node_sess = array("l")  # index into _sessions
+        self._sessions: dict[str, int] = {"": 0}
         self._fam_parent = array("q")
         self.unknown_pid: dict[int, int] = {}  # unknown node -> the ppid it stands for
 
@@ -198,20 +201,27 @@ class Linker:
             fam = parent[fam]
         return fam
 
-    def _new_node(self, fam: int | None) -> int:
+    def _new_node(self, fam: int | None, sess: int = 0) -> int:
         if fam is None:
             fam = len(self._fam_parent)
             self._fam_parent.append(fam)
         self._node_fam.append(fam)
+        self._node_sess.append(sess)
         return len(self._node_fam) - 1
 
-    def _find_parent(self, boot: str, ppid: int, start: int | None, pstart: int | None) -> int:
+    def _find_parent(
+        self, boot: str, ppid: int, start: int | None, pstart: int | None, sess: int
+    ) -> int:
         slots = self._procs.get(boot, {}).get(ppid)
         if not slots:
             return -1
         best, best_start = -1, -2
         for packed in slots:
             s = (packed >> 32) - 1
+            # A session id is inherited: a process of another session is not the parent.
+            other = self._node_sess[packed & 0xFFFFFFFF]
+            if sess and other and other != sess:
+                continue
             if pstart is not None:
                 if s == pstart:
                     return packed & 0xFFFFFFFF
@@ -221,8 +231,15 @@ class Linker:
         return best
 
     def add(
-        self, boot: str, pid: int, ppid: int | None, start: int | None, pstart: int | None
+        self,
+        boot: str,
+        pid: int,
+        ppid: int | None,
+        start: int | None,
+        pstart: int | None,
+        session: str = "",
     ) -> Link:
+        sess = self._sessions.setdefault(session, len(self._sessions)) if session else 0
         by_pid = self._procs.setdefault(boot, {})
         slots = by_pid.get(pid)
         tag = (start + 1) if start is not None and start >= 0 else 0
@@ -232,24 +249,24 @@ class Linker:
                     return Link(packed & 0xFFFFFFFF, False, None, False, None)
         parent = unknown = None
         if ppid is not None and ppid != pid:
-            found = self._find_parent(boot, ppid, start, pstart)
+            found = self._find_parent(boot, ppid, start, pstart, sess)
             if found >= 0:
                 parent = found
             else:
-                u = self._unknown.get((boot, ppid))
+                u = self._unknown.get((boot, ppid, sess))
                 if u is None:
                     u = [self._new_node(None), start if start is not None else -1]
-                    self._unknown[(boot, ppid)] = u
+                    self._unknown[(boot, ppid, sess)] = u
                     self.unknown_pid[u[0]] = ppid
                 elif start is not None and (u[1] < 0 or start < u[1]):
                     u[1] = start
                 parent, unknown = u[0], True
-        node = self._new_node(self.family(parent) if parent is not None else None)
+        node = self._new_node(self.family(parent) if parent is not None else None, sess)
         adopted = None
-        u = self._unknown.get((boot, pid))
+        u = self._unknown.get((boot, pid, sess))
         if u is not None and start is not None and u[1] >= start:
             # The parent that was missing turns up: its children started after it did.
-            del self._unknown[(boot, pid)]
+            del self._unknown[(boot, pid, sess)]
             ufam, mine = self.family(u[0]), self.family(node)
             if ufam != mine:
                 self._fam_parent[ufam] = mine
@@ -262,6 +279,43 @@ class Linker:
             if len(slots) > _RECENT:
                 del slots[0]
         return Link(node, True, parent, bool(unknown), adopted)
+
+    def absorb(self, later: Linker) -> int:
+        """Append the state of a linker that read the records right after ours.
+
+        Its unknown parents are looked up among our processes (the parent was in our part
+        of the log); its processes become the latest of their pids. Returns the offset
+        added to its family ids. (An unknown parent of ours that turns up in its part is
+        not adopted: the window for that is the few records around the split.)
+        """
+        node_off, fam_off = len(self._node_fam), len(self._fam_parent)
+        sess_map = array("l", [0] * len(later._sessions))
+        for name, idx in later._sessions.items():
+            sess_map[idx] = self._sessions.setdefault(name, len(self._sessions)) if name else 0
+        self._node_fam.extend(f + fam_off for f in later._node_fam)
+        self._node_sess.extend(sess_map[x] for x in later._node_sess)
+        self._fam_parent.extend(p + fam_off for p in later._fam_parent)
+        for unode, ppid in later.unknown_pid.items():
+            self.unknown_pid[unode + node_off] = ppid
+        for (boot, ppid, lsess), (unode, first) in later._unknown.items():
+            sess = sess_map[lsess]
+            mine = self.family(unode + node_off)
+            found = self._find_parent(boot, ppid, first if first >= 0 else None, None, sess)
+            if found < 0:
+                u = self._unknown.get((boot, ppid, sess))
+                if u is None:
+                    self._unknown[(boot, ppid, sess)] = [unode + node_off, first]
+                    continue
+                found = u[0]
+            theirs = self.family(found)
+            if theirs != mine:
+                self._fam_parent[mine] = theirs
+        for boot, by_pid in later._procs.items():
+            ours = self._procs.setdefault(boot, {})
+            for pid, slots in by_pid.items():
+                moved = [((p >> 32) << 32) | ((p & 0xFFFFFFFF) + node_off) for p in slots]
+                ours[pid] = (ours.get(pid, []) + moved)[-_RECENT:]
+        return fam_off
 
 
 # ---- the forest --------------------------------------------------------------------------
@@ -312,7 +366,7 @@ def build_forest(imgs: Iterable[Image]) -> Forest:
     count = 0
     total = 0
     for img in imgs:
-        link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start)
+        link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
         total += 1
         if not link.new:
             nodes[link.node].images.append(img)

@@ -19,7 +19,7 @@ from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from mcpshim.findings import RULES, Severity, at_or_above
 from mcpshim.paths import Locations
 from mcpshim.report import RENDERERS, Report
-from mcpshim.review import review as run_review
+from mcpshim.review_split import review_log
 from mcpshim.tree_view import TREE_RENDERERS
 
 __all__ = ["COMMANDS"]
@@ -154,16 +154,18 @@ def review(
     pol = policy.load_policy(policy_file)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
     manifest = shims.load_manifest(loc.shim_dir)
-    with _records(loc) as (records, problems):
-        result = run_review(
-            records,
-            policy=pol,
-            session=session,
-            shim_dir=str(loc.shim_dir),
-            manifest=manifest,
-            baseline=base,
-            progress=_progress(loc),
-        )
+    problems: list[execlog.LogProblem] = []
+    result = review_log(
+        loc,
+        problems,
+        policy=pol,
+        session=session,
+        shim_dir=str(loc.shim_dir),
+        manifest=manifest,
+        baseline=base,
+        progress=_progress(loc),
+    )
+    _problems_to_stderr(problems)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all)",

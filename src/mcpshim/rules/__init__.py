@@ -159,9 +159,9 @@ from mcpshim.rules import (  # noqa: E402
     policy_rules,
     runners,
     secrets,
+    session_rules,
     shell,
 )
-from mcpshim.rules import session_rules  # noqa: E402  (MCS3xx: fed by review, not per image)
 
 __all__ += ["drift", "execpaths", "network", "policy_rules", "runners", "secrets", "shell"]
 __all__ += ["session_rules"]

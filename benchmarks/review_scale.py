@@ -1,0 +1,215 @@
+"""Scale of `mcpshim review` and `mcpshim tree` over a large exec log.
+
+Writes an N-record log (default 1,000,000) framed exactly as the shims frame it, made of
+realistic families: MCP server sessions whose tool calls run git directly, composed `sh -c`
+lines, `npm test` (npm then node in one process, a test script, git), git fetch over ssh,
+curl, `sh -c 'exec git log'`; pids wrap at 32768, two boots, a few credentials and temp
+cwds. Then runs each command in a child process and prints wall time, records/s and peak
+RSS (from wait4). Target on the project's 2-core machine: review <= 10 s and <= 300 MB.
+
+    python benchmarks/review_scale.py [--records N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from mcpshim import execlog
+
+PID_MAX = 32768
+HZ = execlog.CLK_TCK
+PATH = b"/home/dev/.local/share/mcpshim/shims:/home/dev/.nvm/versions/node/v20/bin:" + (
+    b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+TARGETS = {
+    "git": b"/usr/bin/git",
+    "sh": b"/usr/bin/sh",
+    "npm": b"/usr/bin/npm",
+    "node": b"/usr/bin/node",
+    "ssh": b"/usr/bin/ssh",
+    "curl": b"/usr/bin/curl",
+}
+
+
+class Gen:
+    def __init__(self, shim_dir: Path, seed: int = 1) -> None:
+        self.rnd = random.Random(seed)
+        self.shim_dir = str(shim_dir).encode()
+        self.pid = 3000
+        self.ticks = 50_000
+        self.boot = "5f1c0de0-0000-4000-8000-00000000000a"
+        self.btime = b"1735689600"
+        n_extra = int(getattr(execlog, "_EXEC_FIELDS", 15)) - 15
+        self.extra = [b""] * n_extra
+
+    def next_pid(self) -> int:
+        self.pid += self.rnd.randint(1, 3)
+        if self.pid >= PID_MAX:
+            self.pid = 300 + self.pid % PID_MAX
+        return self.pid
+
+    def rec(
+        self, pid: int, ppid: int, start: int, shim: str, args: list[bytes], cwd: bytes, sess: str
+    ) -> bytes:
+        red = b""
+        if self.rnd.random() < 0.002:
+            args = [*args, b"--token=[REDACTED:option-value]"]
+            red = b"option-value"
+        self.ticks += self.rnd.randint(0, 2)
+        fields = [
+            self.btime,
+            f"{self.ticks / HZ:.2f}".encode(),
+            self.boot.encode(),
+            str(pid).encode(),
+            str(ppid).encode(),
+            str(start).encode(),
+            b"",
+            cwd,
+            shim.encode(),
+            TARGETS[shim],
+            self.shim_dir + b"/" + shim.encode(),
+            sess.encode(),
+            PATH,
+            red,
+            *self.extra,
+            str(len(args)).encode(),
+            *args,
+        ]
+        return execlog.encode_record("exec", fields)
+
+    def child(self) -> tuple[int, int]:
+        self.ticks += self.rnd.randint(1, 5)
+        return self.next_pid(), self.ticks
+
+    def tool_call(self, server: int, cwd: bytes, sess: str) -> Iterator[bytes]:
+        kind = self.rnd.random()
+        pid, start = self.child()
+        if kind < 0.30:
+            sub = self.rnd.choice([b"status", b"diff", b"log", b"rev-parse", b"show"])
+            yield self.rec(pid, server, start, "git", [sub], cwd, sess)
+        elif kind < 0.50:
+            line = self.rnd.choice([b"git diff | head -50", b"git status --short; git log -3"])
+            yield self.rec(pid, server, start, "sh", [b"-c", line], cwd, sess)
+            for _ in range(2 if b";" in line else 1):
+                c, s = self.child()
+                yield self.rec(c, pid, s, "git", [b"--no-pager", b"log"], cwd, sess)
+        elif kind < 0.70:
+            yield self.rec(pid, server, start, "npm", [b"test"], cwd, sess)
+            yield self.rec(pid, server, start, "node", [b"/usr/bin/npm", b"test"], cwd, sess)
+            c, s = self.child()
+            yield self.rec(c, pid, s, "sh", [b"-c", b"node test/run.js && echo ok"], cwd, sess)
+            g, gs = self.child()
+            yield self.rec(g, c, gs, "node", [b"test/run.js"], cwd, sess)
+            for _ in range(self.rnd.randint(1, 3)):
+                h, hs = self.child()
+                yield self.rec(h, g, hs, "git", [b"rev-parse", b"HEAD"], cwd, sess)
+        elif kind < 0.82:
+            yield self.rec(pid, server, start, "git", [b"fetch", b"origin"], cwd, sess)
+            c, s = self.child()
+            dest = b"git@github.com"
+            args = [dest, b"git-upload-pack 'org/repo.git'"]
+            yield self.rec(c, pid, s, "ssh", args, cwd, sess)
+        elif kind < 0.90:
+            url = self.rnd.choice(
+                [b"https://registry.npmjs.org/left-pad", b"https://example.org/x"]
+            )
+            yield self.rec(pid, server, start, "curl", [b"-fsSL", url], cwd, sess)
+        else:
+            yield self.rec(pid, server, start, "sh", [b"-c", b"exec git log -1"], cwd, sess)
+            yield self.rec(pid, server, start, "git", [b"log", b"-1"], cwd, sess)
+
+    def records(self, total: int) -> Iterator[bytes]:
+        n = 0
+        sess_no = 0
+        while n < total:
+            sess_no += 1
+            if sess_no == 150:
+                self.boot = "5f1c0de0-0000-4000-8000-00000000000b"
+                self.ticks = 40_000
+            sess = f"s{sess_no:05d}"
+            server, _ = self.child()
+            proj = self.rnd.randint(1, 40)
+            cwd = f"/home/dev/src/proj-{proj}".encode()
+            if self.rnd.random() < 0.05:
+                cwd = f"/tmp/checkout-{proj}".encode()
+            for _ in range(self.rnd.randint(200, 2000)):
+                for r in self.tool_call(server, cwd, sess):
+                    yield r
+                    n += 1
+                    if n >= total:
+                        return
+
+
+def generate(log_dir: Path, shim_dir: Path, total: int) -> int:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "boot").mkdir(exist_ok=True)
+    shim_dir.mkdir(parents=True, exist_ok=True)
+    size = 0
+    buf: list[bytes] = []
+    with open(log_dir / "exec.log", "wb") as fh:
+        for r in Gen(shim_dir).records(total):
+            buf.append(r)
+            if len(buf) >= 50_000:
+                size += fh.write(b"".join(buf))
+                buf.clear()
+        size += fh.write(b"".join(buf))
+    return size
+
+
+def measure(argv: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MB, exit code) of one child process."""
+    t0 = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        proc = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(err.decode(errors="replace"))
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, help="Write the log here and keep it.")
+    ap.add_argument("--skip-tree", action="store_true")
+    args = ap.parse_args()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="mcpshim-scale-"))
+    log_dir, shim_dir = base / "log", base / "shims"
+    t0 = time.perf_counter()
+    size = generate(log_dir, shim_dir, args.records)
+    print(
+        f"generated {args.records:,} records, {size / 1e6:.1f} MB "
+        f"in {time.perf_counter() - t0:.1f} s ({log_dir / 'exec.log'})"
+    )
+    loc = ["--dir", str(shim_dir), "--log-dir", str(log_dir)]
+    cli = [sys.executable, "-m", "mcpshim"]
+    runs = {"review": [*cli, "review", *loc, "--format", "json"]}
+    if not args.skip_tree:
+        runs["tree"] = [*cli, "tree", *loc, "--format", "text"]
+    for name, argv in runs.items():
+        wall, rss, code = measure(argv)
+        target = "  (target <= 10 s, <= 300 MB)" if name == "review" else ""
+        print(
+            f"{name:6} {wall:6.2f} s  {args.records / wall:10,.0f} records/s  "
+            f"peak RSS {rss:6.0f} MB  exit {code}{target}"
+        )
+    if args.keep is None:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
