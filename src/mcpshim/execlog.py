@@ -188,6 +188,10 @@ def append_event(loc: Locations, kind: str, payload: Mapping[str, Any]) -> None:
 
 
 def _int(b: bytes) -> int | None:
+    if b.isdigit():  # the common cases first, without raising for the usual empty field
+        return int(b)
+    if not b:
+        return None
     try:
         return int(b)
     except ValueError:
@@ -268,7 +272,8 @@ def _parse_one(
     """Decode `\\0R...` or `\\0P...` (without the end marker); returns (record, problem)."""
     tag = body[1:2]
     parts = body[2:].split(b"\0=")
-    if parts[0] != b"" or any(b"\0" in p for p in parts):
+    # body holds one NUL per separator plus the tag's: any other NUL is inside a field.
+    if parts[0] != b"" or body.count(b"\0") != len(parts):
         return None, "malformed record"
     fields = parts[1:]
     if tag == b"P":
