@@ -8,6 +8,7 @@ command -v dash >/dev/null || need+=(dash)
 command -v strace >/dev/null || need+=(strace)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v lsof >/dev/null || need+=(lsof)
+command -v chromium >/dev/null || need+=(chromium)
 if [ "${#need[@]}" -eq 0 ]; then exit 0; fi
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	echo "installing: ${need[*]}"

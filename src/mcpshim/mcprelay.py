@@ -1,16 +1,17 @@
 """The stdio MCP relay of `mcpshim run --mcp`: bytes through unchanged, a copy parsed aside.
 
 Two pump threads move bytes (client -> server, server -> client) with blocking read() and
-write() and nothing else on that path: each chunk is written on before anything looks at
-it, so the relay neither reorders, alters nor holds back a byte. The pumps hand each chunk
-(and the time it was passed on) to a queue; a third thread cuts the copy into
+write() and nothing else on that path: a chunk read is written on whole, before anything
+looks at it, so the relay neither reorders, alters nor holds back a byte. Each pump first
+drops a reference to the chunk (and the time it arrived) into one shared queue, so a
+request is queued before the response it causes; a third thread cuts the copy into
 newline-delimited JSON-RPC messages and records the calls that can start processes
 (`tools/call`, `resources/read`, `prompts/get`) and their responses in the exec log. A
 message that does not parse is noted, never dropped from the stream. Recording can fail
 (a full disk) without touching the relay.
 
-Right after each recorded response the recorder lists the family's live processes
-(pid, start ticks): evidence that a process outlived the call that started it.
+Right after each recorded response the recorder calls a probe that lists the family's live
+processes (pid, start ticks; see mcpsession): evidence that a process outlived its call.
 """
 
 from __future__ import annotations
@@ -27,9 +28,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import psutil
-
-from mcpshim.procinfo import LINUX, read_stat, start_ticks
 from mcpshim.redact import is_credential_name, marker, redact_text
 
 __all__ = [
@@ -40,7 +38,6 @@ __all__ = [
     "Recorder",
     "Relay",
     "announce",
-    "descendants",
     "iso",
     "redact_json",
 ]
@@ -266,37 +263,6 @@ class Recorder:
         self._event("mcp-request", t, payload)
 
 
-# ---- the family probe --------------------------------------------------------------------
-
-
-def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[tuple[int, int | None]]:
-    """(pid, start ticks) of every live descendant of `root` now, zombies left out."""
-    if not LINUX:
-        try:
-            kids = psutil.Process(root).children(recursive=True)
-        except psutil.Error:
-            return []
-        return [(k.pid, start_ticks(k.pid)) for k in kids if k.pid not in exclude]
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int | None] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        st = read_stat(int(name))
-        if st is None or st.state == "Z":
-            continue
-        children.setdefault(st.ppid, []).append(st.pid)
-        starts[st.pid] = st.start
-    out: list[tuple[int, int | None]] = []
-    todo = [root]
-    while todo:
-        for kid in children.get(todo.pop(), ()):
-            if kid not in exclude:
-                out.append((kid, starts[kid]))
-            todo.append(kid)
-    return sorted(out)
-
-
 def _parses(data: bytes) -> bool:
     try:
         json.loads(data)
@@ -362,6 +328,10 @@ class Relay:
                 data = b""
             if not data:
                 break
+            # Queue the copy (a reference, no work) before passing the bytes on: then a
+            # request is always queued before the response it causes, whatever the
+            # threads' scheduling. Parsing happens later, on the recorder thread.
+            put((direction, time.time(), data))
             if write:
                 try:
                     _write_all(dst, data)
@@ -370,7 +340,6 @@ class Relay:
                     write = False
                     self.broken[direction] = exc.strerror or str(exc)
                     _close(dst)
-            put((direction, time.time(), data))
             self.bytes[direction] += len(data)
         if write:
             _close(dst)

@@ -11,7 +11,7 @@ import sys
 import click
 
 from mcpshim import __version__
-from mcpshim.cli import log_cmd, pathlint_cmd, review_cmd, run_cmd, shims_cmd
+from mcpshim.cli import log_cmd, pathlint_cmd, report_cmd, review_cmd, run_cmd, shims_cmd
 from mcpshim.errors import EXIT_USAGE, McpshimError
 
 __all__ = ["cli", "main"]
@@ -28,7 +28,7 @@ def cli() -> None:
     """
 
 
-for _module in (shims_cmd, log_cmd, run_cmd, pathlint_cmd, review_cmd):
+for _module in (shims_cmd, log_cmd, run_cmd, pathlint_cmd, review_cmd, report_cmd):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
