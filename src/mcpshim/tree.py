@@ -321,7 +321,7 @@ class Linker:
 # ---- the forest --------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     id: int
     boot_id: str
@@ -360,12 +360,42 @@ class Forest:
         return Forest(roots, len(known), sum(len(m.images) for m in known))
 
 
+class _Pool:
+    """Shares equal values between images: logs repeat their cwds, targets and argvs."""
+
+    def __init__(self) -> None:
+        self._d: dict[object, object] = {}
+
+    def __call__(self, img: Image) -> Image:
+        d = self._d
+        return Image(
+            img.source,
+            img.where,
+            img.time,
+            d.setdefault(img.boot_id, img.boot_id),  # type: ignore[arg-type]
+            img.pid,
+            img.ppid,
+            img.start,
+            img.parent_start,
+            d.setdefault(img.cwd, img.cwd),  # type: ignore[arg-type]
+            d.setdefault(img.command, img.command),  # type: ignore[arg-type]
+            d.setdefault(img.target, img.target),  # type: ignore[arg-type]
+            d.setdefault(img.argv0, img.argv0),  # type: ignore[arg-type]
+            d.setdefault(img.args, img.args),  # type: ignore[arg-type]
+            d.setdefault(img.session, img.session),  # type: ignore[arg-type]
+            img.redactions,
+            img.uid,
+        )
+
+
 def build_forest(imgs: Iterable[Image]) -> Forest:
     linker = Linker()
     nodes: list[Node] = []
     count = 0
     total = 0
-    for img in imgs:
+    pool = _Pool()
+    for raw in imgs:
+        img = pool(raw)
         link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
         total += 1
         if not link.new:

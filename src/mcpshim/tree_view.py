@@ -7,7 +7,7 @@ All process-derived text goes through display.escape/quote_argv; JSON keeps exac
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from mcpshim import __version__
@@ -57,28 +57,28 @@ def _node_head(node: Node) -> str:
     return f"{node.pid}"
 
 
-def render_text(forest: Forest, subject: Mapping[str, Any]) -> str:
-    lines = [f"{k}: {escape(str(v))}" for k, v in subject.items()]
-    lines.append(
-        f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
-    )
+def iter_text(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
+    """The text view line by line, so a large forest is written without one huge string."""
+    for k, v in subject.items():
+        yield f"{k}: {escape(str(v))}"
+    yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
     for root in forest.roots:
-        lines.append("")
+        yield ""
         stack: list[tuple[Node, str, str]] = [(root, "", "")]
         while stack:
             node, lead, cont = stack.pop()
             head = _node_head(node)
             if not node.images:
-                lines.append(lead + head)
+                yield (lead + head)
             else:
                 first, *rest = node.images
                 cwd = _parent_cwd(node)
                 extra = f"  cwd {escape(first.cwd)}" if first.cwd != cwd else ""
-                lines.append(f"{lead}{head} {_image_text(first)}{extra}")
+                yield (f"{lead}{head} {_image_text(first)}{extra}")
                 prev = first.cwd
                 for img in rest:
                     extra = f"  cwd {escape(img.cwd)}" if img.cwd != prev else ""
-                    lines.append(f"{cont}{' ' * len(head)} exec {_image_text(img)}{extra}")
+                    yield (f"{cont}{' ' * len(head)} exec {_image_text(img)}{extra}")
                     prev = img.cwd
             kids = node.children
             for i in range(len(kids) - 1, -1, -1):
@@ -86,7 +86,10 @@ def render_text(forest: Forest, subject: Mapping[str, Any]) -> str:
                 stack.append(
                     (kids[i], cont + ("└─ " if last else "├─ "), cont + ("   " if last else "│  "))
                 )
-    return "\n".join(lines) + "\n"
+
+
+def render_text(forest: Forest, subject: Mapping[str, Any]) -> str:
+    return "\n".join(iter_text(forest, subject)) + "\n"
 
 
 def _image_json(img: Image) -> dict[str, Any]:

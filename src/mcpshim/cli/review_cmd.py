@@ -20,7 +20,7 @@ from mcpshim.findings import RULES, Severity, at_or_above
 from mcpshim.paths import Locations
 from mcpshim.report import RENDERERS, Report
 from mcpshim.review_split import review_log
-from mcpshim.tree_view import TREE_RENDERERS
+from mcpshim.tree_view import TREE_RENDERERS, iter_text
 
 __all__ = ["COMMANDS"]
 
@@ -95,6 +95,16 @@ def tree_(
     subject = {"log": str(loc.log_file), "session": session or "(all)"}
     if root_pid is not None:
         subject["root"] = str(root_pid)
+    if fmt == "text":  # line by line: a large forest never becomes one string
+        batch: list[str] = []
+        for line in iter_text(forest, subject):
+            batch.append(line)
+            if len(batch) >= 4096:
+                click.echo("\n".join(batch))
+                batch.clear()
+        if batch:
+            click.echo("\n".join(batch))
+        return
     click.echo(TREE_RENDERERS[fmt](forest, subject), nl=False)
 
 
