@@ -92,6 +92,10 @@ class Sampler:
     def members(self) -> Mapping[int, Member]:
         return self._members
 
+    def exclude(self, pid: int) -> None:
+        """Never count pid as a member (the --trace tracer, re-parented to the supervisor)."""
+        self._outsiders.add(pid)
+
     def _event(self, kind: str, payload: dict[str, Any]) -> None:
         self._emit(kind, {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
                           **payload})  # fmt: skip

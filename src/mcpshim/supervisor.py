@@ -53,6 +53,7 @@ from mcpshim.session import (
     start_payload,
     utc_now,
 )
+from mcpshim.trace_run import TraceRun
 
 __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set_child_subreaper"]
 
@@ -108,6 +109,7 @@ class Supervisor:
         argv: Sequence[str],
         options: RunOptions,
         environ: Mapping[str, str] | None = None,
+        tracer: TraceRun | None = None,
     ) -> None:
         if not argv:
             raise McpshimError("no command given (mcpshim run -- COMMAND [ARG...])")
@@ -131,6 +133,9 @@ class Supervisor:
         tail = LogTail(loc) if loc.log_file.exists() else None
         every = round(SOCKET_PASS_MS / options.sample_ms)
         self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
+        self.tracer = tracer  # --trace: the command runs under strace (trace_run)
+        if tracer is not None:
+            self.on_tick(tracer.tick)
 
     # -- extension points -------------------------------------------------------------------
 
@@ -164,6 +169,8 @@ class Supervisor:
             self._loop()
             self.sampler.finish()
             survivors, terminated = self._at_exit()
+            if self.tracer is not None:
+                self.tracer.finish(self.session, self.boot_id, os.getcwdb())
             assert self.status is not None
             self.emit(
                 "session-end",
@@ -214,10 +221,13 @@ class Supervisor:
         path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
         if path is None:
             raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        spawn_path, spawn_argv = path, self.argv
+        if self.tracer is not None:
+            spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
         try:
             self.child_pid = os.posix_spawn(
-                path,
-                self.argv,
+                spawn_path,
+                spawn_argv,
                 self.env,
                 file_actions=list(file_actions),
                 setpgroup=0,
@@ -229,6 +239,8 @@ class Supervisor:
         except OSError as exc:
             raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
         self.child_pgid = self.child_pid
+        if self.tracer is not None and (tracer_pid := self.tracer.attached(self.child_pid)):
+            self.sampler.exclude(tracer_pid)
         self._hand_terminal(self.child_pgid)
 
     def _hand_terminal(self, pgid: int) -> None:

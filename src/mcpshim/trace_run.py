@@ -45,8 +45,10 @@ from mcpshim.tracer import ExecAttempt, Process, Trace, build_trace, read_output
 __all__ = [
     "TraceRun",
     "exec_payloads",
+    "fallback_payload",
     "find_strace",
     "is_gone",
+    "prepare",
     "probe",
     "require_trace",
     "trace_unavailable",
@@ -125,6 +127,25 @@ def require_trace(path: str | None) -> str:
     return strace
 
 
+def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | None, str]:
+    """For `mcpshim run --trace[=auto]`: (the trace run, '') or, for auto, (None, why not).
+
+    Plain --trace raises a UsageError (exit 2) before anything starts."""
+    if mode == "off":
+        return None, ""
+    strace, why = trace_unavailable(path)
+    if strace is None:
+        if mode != "auto":
+            raise UsageError(f"--trace: {why}")
+        return None, why
+    return TraceRun(loc, strace), ""
+
+
+def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
+    return {"session": session, "time": _iso(time.time()), "boot_id": boot_id,
+            "reason": reason, "using": "shims and sampling"}  # fmt: skip
+
+
 # ---- records -----------------------------------------------------------------------------
 
 
@@ -135,13 +156,32 @@ def _bytes_field(name: str, value: bytes | None) -> dict[str, Any]:
 
 
 def exec_payloads(
-    trace: Trace, session: str, boot_id: str, exact: Mapping[int, Sequence[int]]
+    trace: Trace,
+    session: str,
+    boot_id: str,
+    exact: Mapping[int, Sequence[int]],
+    shim_dirs: Sequence[bytes] = (),
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The log records of one trace: (kind, payload), in time order; argv redacted."""
+    """The log records of one trace: (kind, payload), in time order; argv redacted.
+
+    A shim's exec is two traced execs in one process: the shim script (its path is in a shim
+    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name)."""
     starts = {pid: _snap(p.start, exact.get(pid, ())) for pid, p in trace.processes.items()}
+    for pid, st in exact.items():
+        if pid not in starts and len(st) == 1:
+            starts[pid] = st[0]
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
+    prev_script: dict[int, bytes] = {}
     for e in trace.execs:
-        yield "trace-exec", _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
+        payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
+        if e.result == "ok":
+            script = prev_script.pop(e.pid, None)
+            if os.path.dirname(e.filename) in shim_dirs:
+                payload["shim_script"] = True
+                prev_script[e.pid] = e.filename
+            elif script is not None:
+                payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
+        yield "trace-exec", payload
     for p in trace.processes.values():
         if p.exec_count == 0 and not any(e.pid == p.pid for e in trace.execs):
             yield (
@@ -221,6 +261,7 @@ class TraceRun:
         self.output = self.dir / "strace.out"
         self.tracer_pid = 0
         self.root_pid = 0
+        self.root_start: int | None = None
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
         self._offset = 0
         self._log_mark = _log_mark(loc)
@@ -231,6 +272,7 @@ class TraceRun:
     def attached(self, child_pid: int, timeout: float = 10.0) -> int:
         """The tracer's pid (from the child's TracerPid), once strace holds the child."""
         self.root_pid = child_pid
+        self.root_start = start_ticks(child_pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pid = tracer_of(child_pid)
@@ -271,9 +313,7 @@ class TraceRun:
                 return pid != 0
             return not os.path.exists(f"/proc/{self.tracer_pid}") or is_gone(self.tracer_pid)
 
-    def finish(
-        self, session: str, boot_id: str, root_cwd: bytes, root_start: int | None
-    ) -> dict[str, Any]:
+    def finish(self, session: str, boot_id: str, root_cwd: bytes) -> dict[str, Any]:
         """Wait for the tracer (not for survivors it still holds), parse, write the records."""
         self.tick()
         complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
@@ -284,13 +324,17 @@ class TraceRun:
             complete = self._tracer_gone(0.1 if alive else 5.0)
         files = read_output(self.output, final=complete)
         trace = build_trace(
-            files, self.root_pid, root_cwd, root_start, os.getpid(),
+            files, self.root_pid, root_cwd, self.root_start, os.getpid(),
             execlog.now_anchor(), execlog.CLK_TCK,
         )  # fmt: skip
         records = list(_session_records(self.loc, self._log_mark, session))
         exact = _exact_starts(records, self._live)
         n_exec = 0
-        for kind, payload in exec_payloads(trace, session, boot_id, exact):
+        shim_dirs = [
+            os.fsencode(self.loc.shim_dir),
+            os.fsencode(os.path.realpath(self.loc.shim_dir)),
+        ]
+        for kind, payload in exec_payloads(trace, session, boot_id, exact, shim_dirs):
             execlog.append_event(self.loc, kind, payload)
             n_exec += kind == "trace-exec"
         gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
@@ -374,6 +418,9 @@ def _session_records(
 
 def _exact_starts(records: Iterable[Record], live: Mapping[int, int]) -> dict[int, list[int]]:
     exact: dict[int, list[int]] = {pid: [st] for pid, st in live.items()}
+    me = start_ticks(os.getpid())  # the supervisor: the root's parent
+    if me is not None:
+        exact[os.getpid()] = [me]
     for r in records:
         pid: Any
         st: Any

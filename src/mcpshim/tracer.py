@@ -4,7 +4,7 @@ Everything here is pure: it builds strace's argv and turns the output strace wro
 processes and exec attempts. Running strace, probing for it and writing the log live in
 `trace_run`.
 
-Why this command line. `-D` keeps the traced command the supervisor's own child (same pid,
+Why this command line. `-DD` keeps the traced command the supervisor's own child (same pid,
 same exit status, signals reach it directly; the tracer runs as a detached grandchild).
 `--seccomp-bpf` with a syscall list of process events only (exec, fork/clone, exit, chdir)
 means no other syscall stops the tracee: about 0.2 ms per fork+exec. One output file
@@ -70,7 +70,7 @@ def strace_argv(strace: str, output: str, command: Sequence[str]) -> list[str]:
     """The full command line: strace with its options, then COMMAND exactly as given."""
     return [
         strace,
-        "-D",
+        "-DD",  # the tracer: a grandchild in its own process group (no terminal signals)
         "-q",
         "-f",
         "--seccomp-bpf",

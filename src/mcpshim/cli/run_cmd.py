@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from mcpshim import snapshot as snapshot_mod
+from mcpshim import trace_run
 from mcpshim.cli.common import location_options, locations
 from mcpshim.display import escape
 from mcpshim.supervisor import OnExit, RunOptions, Supervisor
@@ -39,6 +41,15 @@ __all__ = ["COMMANDS"]
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL for --on-exit terminate.",
 )
+@click.option(
+    "--trace",
+    type=click.Choice(["on", "auto", "off"]),
+    default="off",
+    is_flag=False,
+    flag_value="on",
+    help="Linux: record every exec of the family with strace (--trace), or try and fall "
+    "back to shims plus sampling when strace cannot trace here (--trace=auto).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     shim_dir: Path | None,
@@ -47,6 +58,7 @@ def run(
     sample_ms: int,
     on_exit: OnExit,
     grace: float,
+    trace: str,
     command: tuple[str, ...],
 ) -> int:
     """Run COMMAND as a supervised session and record its whole execution family.
@@ -68,6 +80,14 @@ def run(
     On Linux the supervisor is a child subreaper: descendants that double-fork or call
     setsid stay in the family. Elsewhere it falls back to COMMAND's process group plus
     sampling, which loses a descendant that leaves the group between two samples.
+
+    \b
+    --trace (Linux) runs the family under strace (seccomp filter on process events only,
+    about 0.3 ms per exec) and adds one `trace-exec` record per exec attempt, failed ones
+    too (a PATH search shows each directory it tried), with UTC time, pid, start, parent,
+    cwd, argv (redacted) and exit status, plus `trace-fork`, `trace-gap` and
+    `trace-summary`. Without strace or ptrace it exits 2 before starting anything;
+    --trace=auto then continues with shims and sampling and records `trace-fallback`.
     """
     if command and command[0] == "--":
         command = command[1:]
@@ -81,7 +101,12 @@ def run(
             err=True,
         )
     opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
-    return Supervisor(loc, list(command), opts).run()
+    tracer, no_trace = trace_run.prepare(loc, trace, os.environ.get("PATH"))
+    sup = Supervisor(loc, list(command), opts, tracer=tracer)
+    if no_trace:
+        click.echo(f"mcpshim: --trace=auto: not tracing: {escape(no_trace)}", err=True)
+        sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
+    return sup.run()
 
 
 @click.command()

@@ -161,7 +161,9 @@ from mcpshim.rules import (  # noqa: E402
     secrets,
     session_rules,
     shell,
+    trace_rules,
 )
 
 __all__ += ["drift", "execpaths", "network", "policy_rules", "runners", "secrets", "shell"]
 __all__ += ["session_rules"]
+__all__ += ["trace_rules"]

@@ -1,0 +1,209 @@
+"""`mcpshim run --trace` end to end: real sessions under strace, the records, review, fallback."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Home, install
+from fixtures.runhelp import events, only_session, run, run_argv
+from mcpshim import execlog
+from mcpshim.policy import default_policy
+from mcpshim.review import review
+from mcpshim.trace_merge import collapse, pair_shim_records, trace_image
+from mcpshim.trace_run import trace_unavailable
+from mcpshim.tracer import MAX_ARG_STRLEN
+from mcpshim.tree import build_forest, images
+
+TRACEABLE = sys.platform.startswith("linux") and trace_unavailable(None)[0] is not None
+needs_trace = pytest.mark.skipif(not TRACEABLE, reason="needs Linux with strace allowed")
+GIT = shutil.which("git", path="/usr/bin:/bin")
+DENY_PTRACE_EXEC = r"""
+import ctypes, os, platform, sys
+nr = {"x86_64": 101, "aarch64": 117}[platform.machine()]
+class F(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                ("k", ctypes.c_uint)]
+class P(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(F))]
+prog = (F * 4)(F(0x20, 0, 0, 0), F(0x15, 0, 1, nr), F(0x06, 0, 0, 0x00050000 | 1),
+               F(0x06, 0, 0, 0x7FFF0000))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+fp = P(4, prog)
+assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def trace_execs(home: Home, sid: str) -> list[dict[str, object]]:
+    return events(home, "trace-exec", sid)
+
+
+@needs_trace
+@pytest.mark.skipif(GIT is None, reason="needs git")
+def test_traced_session_records_every_exec(home: Home, interpreter: str, tmp_path: Path) -> None:
+    install(home, ["git"], interpreter)
+    assert GIT is not None
+    nogit = tmp_path / "tmpbin"
+    nogit.mkdir()
+    nogit.chmod(0o777)  # a world-writable directory a PATH search walks through
+    line = f"cd /tmp; git --version; PATH={nogit}:/usr/bin:/bin env git --version; exit 7"
+    proc = run(home, ["/bin/sh", "-c", line], "--trace", capture_output=True)
+    assert proc.returncode == 7, proc.stderr
+    sid = only_session(home)
+    recs = trace_execs(home, sid)
+    ok = [r for r in recs if r["result"] == "ok"]
+    [start] = events(home, "session-start")
+    [shim_rec] = home.execs()
+    target = os.fsdecode(shim_rec.target)
+    # The root, the shim script, the shim's exec of git, env, env's git.
+    assert [r["argv"] for r in ok] == [
+        ["/bin/sh", "-c", line],
+        ["git", "--version"],
+        [target, "--version"],
+        ["env", "git", "--version"],
+        ["git", "--version"],
+    ]
+    root = ok[0]
+    assert root["pid"] == start["child_pid"] and root["start"] == start["child_start"]
+    assert root["cwd"] == os.getcwd() and root["exit_status"] == 7
+    shim_script, shim_target = ok[1], ok[2]
+    assert shim_script["filename"] == str(home.loc.shim_dir / "git")
+    assert shim_script["shim_script"] is True and shim_target["via_shim"] == "git"
+    assert shim_target["cwd"] == "/tmp" and shim_target["exit_status"] == 0
+    assert shim_target["ppid"] == root["pid"] and shim_target["parent_start"] == root["start"]
+    # The PATH search env made: the writable dir first, in order, then the hit.
+    search = [r for r in recs if r["pid"] == ok[4]["pid"] and r["argv"] == ["git", "--version"]]
+    assert [(r["filename"], r["result"], r["search"]) for r in search] == [
+        (f"{nogit}/git", "ENOENT", True),
+        ("/usr/bin/git", "ok", False),
+    ]
+    # The shim's own record and the two traced execs are one exec, with one identity.
+    [pair] = pair_shim_records(home.records())
+    assert pair.shim == shim_rec
+    assert pair.script is not None and pair.script.data["shim_script"] is True
+    assert pair.target is not None and pair.target.data["filename"] == target
+    assert shim_rec.start == shim_target["start"] and shim_rec.pid == shim_target["pid"]
+    forest = build_forest(images(home.records(), sid))
+    node = next(n for r in forest.roots for n in r.walk() if n.pid == shim_rec.pid)
+    assert [i.source for i in collapse(node.images)] == ["shim"]
+    [summary] = events(home, "trace-summary", sid)
+    assert summary["complete"] is True and summary["gaps"] == 0
+    assert summary["execs"] == 5 and summary["processes"] == 3  # sh, git, env->git
+    # Review learns from the trace.
+    result = review(home.records(), policy=default_policy(), shim_dir=str(home.loc.shim_dir))
+    by_rule = {f.rule.id: f for f in result.findings}
+    assert "MCS401" in by_rule and line in by_rule["MCS401"].message
+    assert "MCS402" in by_rule and str(nogit) in by_rule["MCS402"].message
+    assert not os.listdir(home.loc.log_dir / "trace")  # the strace output is gone
+
+
+@needs_trace
+def test_failed_exec_and_argv_round_trip(home: Home, tmp_path: Path) -> None:
+    big = [bytes([65 + i]) * (MAX_ARG_STRLEN - 1) for i in range(8)]
+    weird = [b"two\nlines", b"\xff\xfe bad utf-8 \x80", b""]
+    args = [b"/bin/true", *weird, *big, b"z" * ((1 << 20) - sum(map(len, big)))]
+    f = tmp_path / "args"
+    f.write_text(",".join(base64.b64encode(a).decode() for a in args))
+    code = (
+        "import base64, os\n"
+        f"args = [base64.b64decode(a) for a in open({str(f)!r}).read().split(',')]\n"
+        "if os.fork() == 0:\n"
+        "    try:\n"
+        "        os.execv('/nonexistent/prog', ['prog'])\n"
+        "    finally:\n"
+        "        os._exit(3)\n"
+        "os.wait()\n"
+        "os.execv(args[0], args)\n"
+    )
+    proc = run(home, [sys.executable, "-c", code], "--trace", capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    sid = only_session(home)
+    recs = {r["filename"]: r for r in trace_execs(home, sid)}
+    failed = recs["/nonexistent/prog"]
+    assert failed["result"] == "ENOENT" and failed["search"] is False
+    [true] = [
+        r
+        for r in home.records()
+        if isinstance(r, execlog.EventRecord) and r.data.get("filename") == "/bin/true"
+    ]
+    img = trace_image(true)
+    assert img is not None
+    assert (img.argv0, *img.args) == tuple(args)
+    result = review(home.records(), policy=default_policy(), shim_dir=str(home.loc.shim_dir))
+    [f403] = [f for f in result.findings if f.rule.id == "MCS403"]
+    assert "/nonexistent/prog" in f403.message and "ENOENT" in f403.message
+
+
+@needs_trace
+def test_survivor_terminated_then_trace_complete(home: Home) -> None:
+    proc = run(
+        home,
+        # Exit once the background child has exec'd sleep (read is a builtin: no extra exec).
+        [
+            "/bin/sh",
+            "-c",
+            'sleep 300 & until read c < /proc/$!/comm && [ "$c" = sleep ]; do :; done',
+        ],
+        "--trace",
+        "--on-exit",
+        "terminate",
+        "--grace",
+        "1",
+        capture_output=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sid = only_session(home)
+    argvs = [r["argv"] for r in trace_execs(home, sid)]
+    assert ["sleep", "300"] in argvs
+    [summary] = events(home, "trace-summary", sid)
+    assert summary["complete"] is True
+    [surv] = events(home, "survivor", sid)  # the sleep; the tracer is never a survivor
+    assert surv["cmdline"] == ["sleep", "300"]
+
+
+def test_trace_fails_before_start_without_strace(home: Home, tmp_path: Path) -> None:
+    env = {**home.env, "PATH": str(tmp_path)}
+    proc = run(home, ["/bin/true"], "--trace", capture_output=True, env=env)
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert "--trace" in err and "--trace=auto" in err
+    if sys.platform.startswith("linux"):
+        assert "strace is not installed or not on PATH" in err
+    assert "Traceback" not in err
+    assert not home.loc.log_file.exists() or not events(home, "session-start")
+
+
+def test_trace_auto_falls_back_and_says_why(home: Home, tmp_path: Path) -> None:
+    env = {**home.env, "PATH": str(tmp_path)}
+    proc = run(home, ["/bin/sh", "-c", "exit 5"], "--trace=auto", capture_output=True, env=env)
+    assert proc.returncode == 5
+    sid = only_session(home)
+    [fb] = events(home, "trace-fallback", sid)
+    assert "strace" in fb["reason"] and fb["using"] == "shims and sampling"
+    assert events(home, "trace-exec") == []
+    assert "not tracing" in proc.stderr.decode()
+
+
+@needs_trace
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="syscall numbers")
+@pytest.mark.parametrize("mode", ["--trace", "--trace=auto"])
+def test_ptrace_denied(home: Home, mode: str) -> None:
+    argv = [sys.executable, "-c", DENY_PTRACE_EXEC, *run_argv(home, ["/bin/true"], mode)]
+    proc = subprocess.run(argv, env=home.env, capture_output=True, timeout=120, check=False)
+    err = proc.stderr.decode()
+    if mode == "--trace":
+        assert proc.returncode == 2
+        assert "ptrace is forbidden here" in err and "Operation not permitted" in err
+        assert not home.loc.log_file.exists() or not events(home, "session-start")
+    else:
+        assert proc.returncode == 0, err
+        [fb] = events(home, "trace-fallback", only_session(home))
+        assert "Operation not permitted" in fb["reason"]
