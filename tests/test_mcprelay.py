@@ -190,3 +190,13 @@ def test_redact_json_walks_values_and_keys() -> None:
     assert out["list"][1:3] == [1, None] and out["list"][3] == {"password": None}
     assert out["token"] == {"nested": "plain"}
     assert {"github-token", "authorization", "url-password", "credential-name"} <= set(hits)
+
+
+def test_long_strings_are_cut_without_leaking_a_token() -> None:
+    for start in range(2000, 2060, 3):  # tokens before, across and after the cut
+        value = "a" * start + " " + TOKEN + " " + "b" * 5000
+        hits: list[str] = []
+        out = redact_json({"text": value}, hits)["text"]
+        assert "QQQQ" not in out, start
+        assert out.endswith("more characters not recorded]") and "truncated" in hits
+        assert len(out) < 2200

@@ -34,7 +34,9 @@ __all__ = [
     "Owner",
     "anchors_for",
     "attribute",
+    "attribute_log",
     "latest_session",
+    "log_has_relayed_sessions",
 ]
 
 TICK = 1.0 / CLK_TCK
@@ -165,6 +167,35 @@ def attribute(records: Iterable[Record], session: str, anchor: Anchor) -> Attrib
         c.feed(rec)
     s = c.sessions.get(session)
     return _attribute(session, s, anchor) if s is not None else None
+
+
+_MARK = b"\0=mcp-session\0="  # how an mcp-session record's kind is framed in the log
+
+
+def log_has_relayed_sessions(loc: Locations) -> bool:
+    """A byte scan (no decoding) for a session run with --mcp, so logs without one cost
+    review and tree nothing more than this."""
+    tail = b""
+    for seg in execlog.segments(loc):
+        try:
+            with seg.open("rb") as fh:
+                while chunk := fh.read(1 << 22):
+                    if _MARK in tail + chunk[: len(_MARK)] or _MARK in chunk:
+                        return True
+                    tail = chunk[-len(_MARK) :]
+        except OSError:
+            continue
+    return False
+
+
+def attribute_log(loc: Locations, session: str | None = None) -> list[Attribution]:
+    """Every relayed session in the log (or just `session`), attributed; [] without any."""
+    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+        return []
+    collector = Collector(session)
+    for rec in execlog.iter_records(loc, []):
+        collector.feed(rec)
+    return collector.results(anchors_for(loc))
 
 
 def latest_session(records: Iterable[Record]) -> str | None:

@@ -71,33 +71,41 @@ def announce(emit: Emit, session: str) -> None:
 # ---- redaction of JSON values ------------------------------------------------------------
 
 
-def _cut(s: str) -> tuple[str, bool]:
-    if len(s) <= MAX_STRING:
-        return s, False
-    return s[:MAX_STRING] + f"...[{len(s) - MAX_STRING} more characters not recorded]", True
+_MARGIN = 256  # longer than any token rule's minimum length
+
+
+def _redact_str(value: str, hits: list[str]) -> str:
+    """Redact, then cut to MAX_STRING. Only the head that is kept is scanned (plus a margin,
+    so a token that crosses the cut is still long enough to be recognised and replaced):
+    a 1 MiB argument costs microseconds, not the tens of milliseconds a full scan holds
+    the interpreter for."""
+    head = value[: MAX_STRING + _MARGIN]
+    raw = head.encode("utf-8", "surrogatepass")
+    red = redact_text(raw, hits)
+    text = red.decode("utf-8", "surrogatepass") if red != raw else head
+    if len(value) <= MAX_STRING and len(text) <= MAX_STRING:
+        return text
+    hits.append("truncated")
+    more = max(0, len(value) - MAX_STRING)
+    return text[:MAX_STRING] + f"...[{more} more characters not recorded]"
 
 
 def redact_json(value: Any, hits: list[str]) -> Any:
     """A JSON value with token-shaped secrets replaced and credential-named keys blanked.
 
-    Strings go through `redact_text`; the value of a key that `is_credential_name` flags
-    (api_key, GITHUB_TOKEN, password...) is replaced whole unless it is a container, which
-    is walked. Long strings are cut after redaction, so no cut can leave half a token.
+    Strings (keys too) go through `redact_text`; the value of a key that
+    `is_credential_name` flags (api_key, GITHUB_TOKEN, password...) is replaced whole unless
+    it is a container, which is walked. Strings longer than MAX_STRING are cut, and no cut
+    can leave part of a token in the record.
     """
     if isinstance(value, str):
-        raw = value.encode("utf-8", "surrogatepass")
-        red = redact_text(raw, hits)
-        text = red.decode("utf-8", "surrogatepass") if red != raw else value
-        cut, was_cut = _cut(text)
-        if was_cut:
-            hits.append("truncated")
-        return cut
+        return _redact_str(value, hits)
     if isinstance(value, list):
         return [redact_json(v, hits) for v in value]
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            key = str(k)
+            key = _redact_str(str(k), hits)
             if is_credential_name(key) and not isinstance(v, (dict, list)) and v is not None:
                 out[key] = marker("credential-name").decode()
                 hits.append("credential-name")

@@ -20,7 +20,7 @@ from mcpshim.attribution import Attribution, Call, Collector, Owner
 from mcpshim.display import escape, quote_argv
 from mcpshim.execlog import Record
 from mcpshim.findings import Finding
-from mcpshim.policy import Policy
+from mcpshim.policy import Policy, apply_policy
 from mcpshim.review import review
 from mcpshim.rules.mcp_rules import regroup, session_findings
 from mcpshim.shims import Manifest
@@ -64,7 +64,7 @@ def session_report(
     if not atts:
         return None
     att = atts[0]
-    findings = regroup(result.findings, [att]) + session_findings(att, policy)
+    findings = regroup(result.findings, [att]) + apply_policy(session_findings(att, policy), policy)
     return SessionReport(att, findings)
 
 

@@ -11,10 +11,11 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from mcpshim.attribution import Attribution, Call
+from mcpshim.attribution import Attribution, Call, attribute_log
 from mcpshim.display import quote_argv
 from mcpshim.findings import Evidence, Finding, Severity, define_rule
-from mcpshim.policy import Policy
+from mcpshim.paths import Locations
+from mcpshim.policy import Policy, apply_policy
 from mcpshim.tree import Image, Node
 from mcpshim.tree_view import argv_of
 
@@ -27,6 +28,7 @@ __all__ = [
     "explained",
     "regroup",
     "session_findings",
+    "with_tool_calls",
 ]
 
 OUTLIVED = define_rule(
@@ -215,6 +217,18 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
                 break
         out.append(f if group == f.group else _with_group(f, group))
     return out
+
+
+def with_tool_calls(
+    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
+) -> list[Finding]:
+    """Review's findings filed under tool calls, plus the MCS5xx findings, for every session
+    relayed with --mcp (the findings unchanged when the log has none)."""
+    atts = attribute_log(loc, session)
+    if not atts:
+        return list(findings)
+    extra = [f for att in atts for f in session_findings(att, policy)]
+    return regroup(findings, atts) + apply_policy(extra, policy)
 
 
 def _with_group(f: Finding, group: str) -> Finding:
