@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import DEVNULL
 
 import pytest
 
@@ -207,3 +208,38 @@ def test_ptrace_denied(home: Home, mode: str) -> None:
         assert proc.returncode == 0, err
         [fb] = events(home, "trace-fallback", only_session(home))
         assert "Operation not permitted" in fb["reason"]
+
+
+@needs_trace
+def test_survivor_left_running_keeps_its_tracer(home: Home) -> None:
+    line = 'sleep 30 & until read c < /proc/$!/comm && [ "$c" = sleep ]; do :; done'
+    # No pipes: the survivor would hold them open and run() would wait for it.
+    proc = run(home, ["/bin/sh", "-c", line], "--trace", stdout=DEVNULL, stderr=DEVNULL)
+    assert proc.returncode == 0
+    sid = only_session(home)
+    [surv] = events(home, "survivor", sid)
+    try:
+        [summary] = events(home, "trace-summary", sid)
+        assert summary["complete"] is False
+        assert "stays attached" in summary["note"]
+        assert Path(summary["pending_dir"]).is_dir()
+        # What the tracer wrote before the session ended is in the log.
+        assert ["sleep", "30"] in [r["argv"] for r in trace_execs(home, sid)]
+        # The survivor still runs under its tracer (never detached: its execs keep working).
+        status = Path(f"/proc/{surv['pid']}/status").read_text()
+        assert "TracerPid:\t0" not in status
+    finally:
+        os.kill(surv["pid"], 9)
+
+
+@needs_trace
+def test_trace_records_are_redacted(home: Home) -> None:
+    token = "ghp_" + "a1B2" * 9
+    proc = run(home, ["/bin/sh", "-c", f"true --token={token} {token}"], "--trace")
+    assert proc.returncode == 0
+    sid = only_session(home)
+    [root] = [r for r in trace_execs(home, sid) if r["filename"] == "/bin/sh"]
+    assert token not in str(root["argv"]) and "[REDACTED:" in str(root["argv"])
+    assert root["argv_redacted"]
+    data = b"".join(p.read_bytes() for p in execlog.segments(home.loc))
+    assert token.encode() not in data

@@ -14,8 +14,12 @@ process lived is exact; otherwise it is derived from the fork's timestamp and sn
 exact start the log holds for that pid (shim record, sampler) within one tick.
 
 The tracer is never detached while tracees live: strace's seccomp filter stays in them and
-would make their execve/fork fail with ENOSYS. Survivors left running keep their tracer; the
-summary says how many and where the unparsed rest of the trace stays.
+would make their execve/fork fail with ENOSYS. Survivors left running (`--on-exit report`)
+keep their tracer; the summary says so and where the unparsed rest of the trace stays.
+
+strace writes raw, unredacted argv to its output file, in a 0700 directory under the log
+dir; the file is deleted as soon as it is parsed. It stays only in that survivors case
+(use `--on-exit terminate` with --trace to leave nothing behind).
 """
 
 from __future__ import annotations
