@@ -88,7 +88,9 @@ def test_absolute_path_shell_is_observed(home: Home, interpreter: str) -> None:
     assert res.returncode == 0
     sid = only_session(home)
     observed = events(home, "observed", sid)
-    [sh] = [o for o in observed if o["cmdline"] == ["/bin/sh", "-c", "sleep 1"]]
+    shells = [o for o in observed if o["cmdline"] == ["/bin/sh", "-c", "sleep 1"]]
+    assert len(shells) == 1, [(o["pid"], o["cmdline"]) for o in observed]
+    [sh] = shells
     assert sh["exe"] in ("/usr/bin/dash", "/bin/dash", "/usr/bin/bash", "/bin/bash")
     assert isinstance(sh["start"], int) and isinstance(sh["parent_start"], int)
     assert sh["uid"] is not None and sh["cwd"]

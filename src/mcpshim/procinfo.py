@@ -51,6 +51,9 @@ class Stat:
     ppid: int
     pgid: int
     start: int | None
+    # Addresses the kernel lays out anew at every exec (code, stack, argv; randomised by
+    # ASLR): a change means a new image even when the name did not change (sh -> sh).
+    image: tuple[bytes, ...] = ()
 
 
 def _read(path: str) -> bytes | None:
@@ -91,11 +94,11 @@ def read_stat(pid: int) -> Stat | None:
         finally:
             os.close(fd)
         close = data.rfind(b")")
-        f = data[close + 2 :].split(maxsplit=20)
+        f = data[close + 2 :].split()
         if len(f) < 20:
             return None
         return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
-                    int(f[19]))  # fmt: skip
+                    int(f[19]), (*f[23:26], *f[45:47]))  # fmt: skip
     try:
         p = psutil.Process(pid)
         with p.oneshot():

@@ -6,7 +6,8 @@ never seen, and remembers pids it has classified as outsiders: a pid leaves that
 when it disappears from /proc, and reusing it inside one interval would need the pid
 counter to wrap (pid_max is about 4 million). Details (exe, cmdline, cwd, environment
 names, sockets) are read once per process, when it is first seen, and again only when its
-`comm` changes (an exec). Elsewhere psutil does the same work, more slowly.
+`comm` or the addresses exec lays out change (an exec; a fork child seen before its exec
+has its parent's command line). Elsewhere psutil does the same work, more slowly.
 
 A new member is decided one tick later: a shim writes its record before it execs the
 target, so by the next tick the log says whether a shim saw it; if none did, it is
@@ -154,9 +155,9 @@ class Sampler:
         self._ticks += 1
         if self._tail is not None:
             self.note_shim_records(self._tail.poll())
-        for old in self._members.values():
-            if old.state == "pending":
-                self._decide(old)
+        # Members first seen last tick are decided after this survey has caught up with an
+        # exec they made since (a fork child is often first seen before its exec).
+        due = [m for m in self._members.values() if m.state == "pending"]
         family = self.survey()
         fresh: list[Member] = []
         for pid, st in family.items():
@@ -171,13 +172,16 @@ class Sampler:
                 fresh.append(m)
                 if st.state != "Z":
                     m.info = self._info(st)
-            elif st.comm != m.stat.comm and st.state != "Z":
+            elif (st.comm, st.image) != (m.stat.comm, m.stat.image) and st.state != "Z":
                 m.stat = st
                 self._exec_seen(m)
             else:
                 m.stat = st
         for pid in [p for p in self._members if p not in family]:
             m = self._members.pop(pid)
+            if m.state == "pending":
+                self._decide(m)
+        for m in due:
             if m.state == "pending":
                 self._decide(m)
         self._sockets(fresh)
