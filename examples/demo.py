@@ -1,20 +1,87 @@
-"""The quick-start demonstration, on a throwaway HOME that is deleted afterwards.
+"""The quick-start demonstration (`make demo`), on a throwaway HOME deleted afterwards.
 
-Installs shims, runs a few commands through them the way an MCP server's tool would (a plain
-`git`, a tricky argument, a composed `sh -c` line, a token on a command line), then shows
-what mcpshim recorded.
+A real stdio MCP server (examples/mcp_demo_server.py, official `mcp` SDK) runs under
+`mcpshim run --mcp`; the SDK's own client drives it through three tool calls the way an
+agent would: `git_log` (git through PATH), `search_todos` (a composed `sh -c` line) and
+`run_test` (`npm test` in a throwaway package whose test script leaves a background helper
+behind: run_test -> npm -> sh -> node -> test.js -> sleep). Then it prints what mcpshim
+made of the session (review, the tool-call view of tree) and writes the HTML report to
+./artifacts/demo-report.html, outside the deleted HOME. The helper is terminated when the
+session ends (--on-exit terminate): nothing is left behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from mcpshim.display import quote_argv
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from mcpshim import attribution, execlog
+from mcpshim.display import escape
+from mcpshim.paths import Locations
+
+HERE = Path(__file__).resolve().parent
+REPORT = Path.cwd() / "artifacts" / "demo-report.html"
+SHIMS = ["git", "sh", "npm", "node", "sleep"]
+POLICY = """\
+# What each tool is expected to start (see policy.example.toml, [tools]).
+[tools]
+git_log = ["git"]
+run_test = ["npm", "sh", "node"]
+"""
+TEST_JS = """\
+const { spawn } = require('child_process');
+// A test helper that is started and forgotten: it outlives the test run.
+spawn('sleep', ['30'], { detached: true, stdio: 'ignore' }).unref();
+console.log('ok 1 - adds numbers');
+"""
+
+
+def _workspace(root: Path, env: dict[str, str]) -> Path:
+    ws = root / "workspace"
+    ws.mkdir()
+    (ws / "package.json").write_text(
+        json.dumps(
+            {
+                "name": "demo",
+                "version": "1.0.0",
+                "private": True,
+                "scripts": {"test": "node test.js"},
+            },
+            indent=2,
+        )
+    )
+    (ws / "test.js").write_text(TEST_JS)
+    (ws / "index.js").write_text("// TODO: handle errors\nmodule.exports = (a, b) => a + b;\n")
+    git = ["git", "-c", "user.name=demo", "-c", "user.email=demo@example.invalid"]
+    for argv in (["git", "init", "-q"], ["git", "add", "."], [*git, "commit", "-qm", "demo"]):
+        subprocess.run(argv, cwd=ws, env=env, check=True)
+    return ws
+
+
+async def _agent(params: StdioServerParameters) -> None:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        init = await s.initialize()
+        print(f"\n# the SDK's client is talking to {init.server_info.name!r} through mcpshim")
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("git_log", {"count": 3}),
+            ("search_todos", {"word": "TODO"}),
+            ("run_test", {}),
+        ]
+        for name, args in calls:
+            result = await s.call_tool(name, args)
+            text = " ".join(getattr(c, "text", "") for c in result.content).strip()
+            print(f"tools/call {name} {json.dumps(args)} -> {escape(text[:70])}")
+            await anyio.sleep(0.3)  # an agent thinks between calls
 
 
 def main() -> int:
@@ -25,44 +92,51 @@ def main() -> int:
             "HOME": str(home),
             "XDG_DATA_HOME": str(home / ".local/share"),
             "XDG_STATE_HOME": str(home / ".local/state"),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "npm_config_update_notifier": "false",
+            "npm_config_fund": "false",
+            "npm_config_audit": "false",
         }
         env.pop("MCPSHIM_SESSION", None)
+        mcpshim = [sys.executable, "-m", "mcpshim"]
 
-        def mcpshim(*args: str) -> None:
+        def show(*args: str, check: bool = False) -> None:
             print(f"\n$ mcpshim {shlex.join(args)}", flush=True)
-            subprocess.run([sys.executable, "-m", "mcpshim", *args], env=env, check=False)
+            subprocess.run([*mcpshim, *args], env=env, check=check)
 
-        mcpshim("install")
-        shim_dir = home / ".local/share/mcpshim/shims"
-        server_env = {**env, "PATH": f"{shim_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-        repo = home / "repo"
-        repo.mkdir()
-        token = "ghp_" + "Z" * 36
-        steps = [
-            ["git", "init", "-q"],
-            [
-                "git",
-                "-c",
-                "user.name=demo",
-                "-c",
-                "user.email=d@example",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "subject\n\x1b[31mred text\x1b[0m and a 'quote'",
-            ],
-            ["sh", "-c", "git status --short; git log --oneline | head -1 >/dev/null; echo done"],
-            ["git", "-c", f"http.extraHeader=Authorization: Bearer {token}", "--version"],
+        show("install", *SHIMS, check=True)
+        ws = _workspace(home, env)
+        policy = home / "policy.toml"
+        policy.write_text(POLICY)
+        run = [
+            "run",
+            "--mcp",
+            "--on-exit",
+            "terminate",
+            "--grace",
+            "1",
+            "--",
+            sys.executable,
+            str(HERE / "mcp_demo_server.py"),
         ]
-        print("\n# a server's tool runs these through PATH (the shims come first):")
-        for argv in steps:
-            print(f"$ {quote_argv(argv)}", flush=True)
-            subprocess.run(argv, cwd=repo, env=server_env, check=False, stdout=subprocess.DEVNULL)
-        mcpshim("log")
-        mcpshim("list")
-        log = home / ".local/state/mcpshim/log/exec.log"
-        print(f"\n# the raw log holds the token? {token.encode() in log.read_bytes()}")
+        print(
+            f"\n# the MCP client config's command: mcpshim {shlex.join(run[:-2])} -- python3 "
+            "mcp_demo_server.py"
+        )
+        params = StdioServerParameters(
+            command=mcpshim[0], args=[*mcpshim[1:], *run], env=env, cwd=str(ws)
+        )
+        anyio.run(_agent, params)
+
+        loc = Locations(home / ".local/share/mcpshim/shims", home / ".local/state/mcpshim/log")
+        session = attribution.latest_session(execlog.iter_records(loc, []))
+        assert session is not None
+        show("tree", "--session", session)
+        show("review", "--session", session, "--policy", str(policy), "--fail-on", "high")
+        show("report", "--session", session, "--policy", str(policy), "-o", str(REPORT))
+        log = loc.log_file.read_bytes()
+        print(f"\n# the report: {REPORT}")
+        print(f"# the session's survivors were terminated; the log holds {len(log)} bytes")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import sys
@@ -13,13 +14,16 @@ import click
 
 from mcpshim import baseline as baseline_mod
 from mcpshim import execlog, policy, rules, shims, tree
+from mcpshim.attribution import attribute_log
 from mcpshim.cli.common import location_options, locations
 from mcpshim.display import escape
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from mcpshim.findings import RULES, Severity, at_or_above
 from mcpshim.paths import Locations
 from mcpshim.report import RENDERERS, Report
+from mcpshim.report_md import render_calls_text
 from mcpshim.review_split import review_log
+from mcpshim.rules.mcp_rules import with_tool_calls
 from mcpshim.tree_view import TREE_RENDERERS, iter_text
 
 __all__ = ["COMMANDS"]
@@ -104,6 +108,8 @@ def tree_(
                 batch.clear()
         if batch:
             click.echo("\n".join(batch))
+        for att in attribute_log(loc, session) if root_pid is None else []:
+            click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return
     click.echo(TREE_RENDERERS[fmt](forest, subject), nl=False)
 
@@ -176,6 +182,9 @@ def review(
         progress=_progress(loc),
     )
     _problems_to_stderr(problems)
+    # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx.
+    tool_calls = with_tool_calls(loc, session, result.findings, pol)
+    result = dataclasses.replace(result, findings=tool_calls)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all)",

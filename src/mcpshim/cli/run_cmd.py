@@ -12,6 +12,7 @@ from mcpshim import snapshot as snapshot_mod
 from mcpshim import trace_run
 from mcpshim.cli.common import location_options, locations
 from mcpshim.display import escape
+from mcpshim.mcpsession import run_relayed
 from mcpshim.supervisor import OnExit, RunOptions, Supervisor
 
 __all__ = ["COMMANDS"]
@@ -50,6 +51,12 @@ __all__ = ["COMMANDS"]
     help="Linux: record every exec of the family with strace (--trace), or try and fall "
     "back to shims plus sampling when strace cannot trace here (--trace=auto).",
 )
+@click.option(
+    "--mcp",
+    is_flag=True,
+    help="COMMAND is a stdio MCP server: relay its stdin/stdout bytes unchanged and record "
+    "each tools/call, resources/read and prompts/get with its response (see `mcpshim report`).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     shim_dir: Path | None,
@@ -59,6 +66,7 @@ def run(
     on_exit: OnExit,
     grace: float,
     trace: str,
+    mcp: bool,
     command: tuple[str, ...],
 ) -> int:
     """Run COMMAND as a supervised session and record its whole execution family.
@@ -88,6 +96,15 @@ def run(
     cwd, argv (redacted) and exit status, plus `trace-fork`, `trace-gap` and
     `trace-summary`. Without strace or ptrace it exits 2 before starting anything;
     --trace=auto then continues with shims and sampling and records `trace-fallback`.
+
+    \b
+    --mcp (stdio servers) puts a relay between the client and COMMAND: bytes pass through
+    unchanged and in order; a copy of each JSON-RPC line is parsed off the forwarding path
+    and each tools/call, resources/read and prompts/get is recorded (`mcp-request`: id,
+    tool, arguments with credentials redacted, UTC time; `mcp-response`: time, isError,
+    size, the family alive right after it) -- lines that do not parse are noted
+    (`mcp-unparsed`). review, tree and `mcpshim report` then file every process under the
+    tool call that started it.
     """
     if command and command[0] == "--":
         command = command[1:]
@@ -106,7 +123,7 @@ def run(
     if no_trace:
         click.echo(f"mcpshim: --trace=auto: not tracing: {escape(no_trace)}", err=True)
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
-    return sup.run()
+    return run_relayed(sup) if mcp else sup.run()
 
 
 @click.command()

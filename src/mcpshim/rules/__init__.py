@@ -155,6 +155,7 @@ def shape(img: Image) -> str:
 from mcpshim.rules import (  # noqa: E402
     drift,
     execpaths,
+    mcp_rules,
     network,
     policy_rules,
     runners,
@@ -167,3 +168,4 @@ from mcpshim.rules import (  # noqa: E402
 __all__ += ["drift", "execpaths", "network", "policy_rules", "runners", "secrets", "shell"]
 __all__ += ["session_rules"]
 __all__ += ["trace_rules"]
+__all__ += ["mcp_rules"]
