@@ -120,7 +120,7 @@ def main() -> int:
             str(HERE / "mcp_demo_server.py"),
         ]
         print(
-            f"\n# the MCP client config's command: mcpshim {shlex.join(run[:-2])} -- python3 "
+            f"\n# the MCP client config's command: mcpshim {shlex.join(run[:-3])} -- python3 "
             "mcp_demo_server.py"
         )
         params = StdioServerParameters(

@@ -211,7 +211,8 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
         group = f.group
         for ev in f.evidence:
             d = ev.data
-            key = (d.get("boot_id"), d.get("pid"), d.get("start_ticks"))
+            start = d["start_ticks"] if "start_ticks" in d else d.get("start")
+            key = (d.get("boot_id"), d.get("pid"), start)
             if key in index:
                 group = index[key]
                 break
