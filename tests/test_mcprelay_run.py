@@ -72,6 +72,7 @@ def test_run_mcp_attributes_processes_to_tool_calls(home: Home, tmp_path: Path) 
     groups = {f["rule"]: f["group"] for f in doc["findings"]}
     assert "tool call tools/call run_test (id" in groups["MCS501"]
     assert "tool call tools/call run_test (id" in groups["MCS107"]  # npm test's finding
+    assert "tool call tools/call run_test (id" in groups["MCS301"]  # the supervisor's survivor
     git_groups = [f["group"] for f in doc["findings"] if f["rule"] == "MCS101"]
     assert any("tool call tools/call git_version (id" in g for g in git_groups)
     # tree: the tool-call view after the family.
