@@ -10,28 +10,35 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import stat
-import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
-
-import tomli_w
 
 from mcpshim import redact
 from mcpshim.errors import InputError, UsageError
 from mcpshim.execlog import write_boot_anchor
-from mcpshim.paths import Locations, default_log_dir
+from mcpshim.manifest import (
+    Manifest,
+    OnFailure,
+    ShimEntry,
+    load_manifest,
+    locations_for,
+    write_manifest,
+)
+from mcpshim.paths import Locations
+from mcpshim.targets import (
+    default_interpreter,
+    file_digest,
+    known_shells,
+    resolve_target,
+    temp_dirs,
+    trusted_search_path,
+    unsafe_reason,
+)
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+# Manifest and target helpers are re-exported: callers use them through this module.
 __all__ = [
     "DEFAULT_COMMANDS",
     "MARKER",
@@ -46,6 +53,7 @@ __all__ = [
     "path_line",
     "render_shim",
     "resolve_target",
+    "temp_dirs",
     "trusted_search_path",
     "uninstall",
     "unsafe_reason",
@@ -53,7 +61,6 @@ __all__ = [
 
 MARKER = "# mcpshim-shim v1"
 DEFAULT_COMMANDS = ("git", "ssh", "sh", "node", "npm")
-OnFailure = Literal["run", "refuse"]
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")
 
 
@@ -122,151 +129,6 @@ def render_shim(
     return text
 
 
-# ---- where targets may come from ---------------------------------------------------------
-
-
-def trusted_search_path() -> list[str]:
-    """The system default path (confstr CS_PATH) plus /usr/local/bin and /opt/homebrew/bin."""
-    try:
-        cs = os.confstr("CS_PATH") or ""
-    except (ValueError, OSError, AttributeError):
-        cs = ""
-    dirs = [d for d in (cs or "/usr/bin:/bin").split(":") if d]
-    for extra in ("/usr/local/bin", "/opt/homebrew/bin"):
-        if extra not in dirs:
-            dirs.append(extra)
-    return dirs
-
-
-def temp_dirs() -> list[str]:
-    dirs = ["/tmp", "/var/tmp", "/dev/shm", "/private/tmp", "/private/var/folders"]
-    for d in (os.environ.get("TMPDIR"), tempfile.gettempdir()):
-        if d and d not in dirs:
-            dirs.append(d.rstrip("/") or "/")
-    return [os.path.realpath(d) for d in dirs] + dirs
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def unsafe_reason(path: str) -> str | None:
-    """Why a target path should not be trusted, or None."""
-    real = os.path.realpath(path)
-    for p in {path, real}:
-        for t in temp_dirs():
-            if _under(p, t):
-                return f"{p} is in a temporary directory ({t})"
-        parent = os.path.dirname(p)
-        st = os.stat(parent)
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"{parent} is group- or world-writable"
-    st = os.stat(real)
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{real} itself is group- or world-writable"
-    return None
-
-
-def resolve_target(name: str, search: Iterable[str], shim_dir: Path) -> str | None:
-    shim_real = os.path.realpath(shim_dir)
-    for d in search:
-        cand = os.path.join(d, name)
-        if (
-            os.path.isfile(cand)
-            and os.access(cand, os.X_OK)
-            and os.path.realpath(os.path.dirname(cand)) != shim_real
-        ):
-            return cand
-    return None
-
-
-def _sha256(path: str) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-            size += len(block)
-    return h.hexdigest(), size
-
-
-# ---- manifest ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ShimEntry:
-    name: str
-    target: str
-    sha256: str
-    size: int
-    installed: datetime
-    shim_sha256: str
-
-    def to_toml(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "sha256": self.sha256,
-            "size": self.size,
-            "installed": self.installed,
-            "shim_sha256": self.shim_sha256,
-        }
-
-
-@dataclass(frozen=True)
-class Manifest:
-    log_dir: str
-    on_log_failure: OnFailure
-    interpreter: str
-    shims: Mapping[str, ShimEntry]
-
-    def to_toml(self) -> dict[str, Any]:
-        return {
-            "version": 1,
-            "log_dir": self.log_dir,
-            "on_log_failure": self.on_log_failure,
-            "interpreter": self.interpreter,
-            "shims": {n: e.to_toml() for n, e in sorted(self.shims.items())},
-        }
-
-
-def load_manifest(shim_dir: Path) -> Manifest | None:
-    path = shim_dir / "manifest.toml"
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a valid manifest: {exc}") from exc
-    try:
-        shims = {
-            n: ShimEntry(
-                n, e["target"], e["sha256"], int(e["size"]), e["installed"], e["shim_sha256"]
-            )
-            for n, e in data.get("shims", {}).items()
-        }
-        return Manifest(data["log_dir"], data["on_log_failure"], data["interpreter"], shims)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{path}: manifest lacks {exc}") from exc
-
-
-def _write_manifest(shim_dir: Path, manifest: Manifest) -> None:
-    path = shim_dir / "manifest.toml"
-    tmp = path.with_name(f".manifest.{os.getpid()}.tmp")
-    tmp.write_text(
-        "# Written by mcpshim: the shims in this directory and the targets they pin.\n"
-        + tomli_w.dumps(manifest.to_toml())
-    )
-    os.replace(tmp, path)
-
-
-def locations_for(shim_dir: Path, log_dir: Path | None = None) -> Locations:
-    """The log a shim directory is pinned to (from its manifest), unless one is given."""
-    if log_dir is None:
-        m = load_manifest(shim_dir)
-        log_dir = Path(m.log_dir) if m else default_log_dir()
-    return Locations(shim_dir=shim_dir, log_dir=log_dir)
-
-
 # ---- install / uninstall / list -----------------------------------------------------------
 
 
@@ -275,28 +137,6 @@ class InstallResult:
     installed: tuple[ShimEntry, ...]
     unchanged: tuple[str, ...]
     skipped: Mapping[str, str]
-
-
-SHELL_NAMES = ("sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox")
-
-
-def known_shells() -> list[str]:
-    """Shell executables on the trusted path: a child of one may carry its parent's line."""
-    found: dict[str, str] = {}
-    for d in trusted_search_path():
-        for name in SHELL_NAMES:
-            p = os.path.join(d, name)
-            if os.path.isfile(p) and os.access(p, os.X_OK):
-                found.setdefault(os.path.realpath(p), p)
-    return sorted(found.values())
-
-
-def default_interpreter() -> str:
-    """dash when present (fastest to start), else /bin/sh."""
-    for cand in ("/usr/bin/dash", "/bin/dash"):
-        if os.access(cand, os.X_OK):
-            return cand
-    return "/bin/sh"
 
 
 def _owned(path: Path) -> bool:
@@ -369,7 +209,7 @@ def install(
             name, target, str(loc.log_dir), on_failure, interp, str(scrub_path), shells
         )
         shim_path = loc.shim_dir / name
-        digest, size = _sha256(target)
+        digest, size = file_digest(target)
         shim_digest = hashlib.sha256(text.encode()).hexdigest()
         if shim_path.exists() or shim_path.is_symlink():
             if not _owned(shim_path):
@@ -392,7 +232,7 @@ def install(
         done.append(entry)
     if explicit and not done and not unchanged:
         raise InputError("nothing installed: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
-    _write_manifest(loc.shim_dir, Manifest(str(loc.log_dir), on_failure, interp, entries))
+    write_manifest(loc.shim_dir, Manifest(str(loc.log_dir), on_failure, interp, entries))
     return InstallResult(tuple(done), tuple(unchanged), skipped)
 
 
@@ -414,7 +254,7 @@ def uninstall(shim_dir: Path, names: Iterable[str], everything: bool) -> list[st
             removed.append(n)
     left = {k: v for k, v in manifest.shims.items() if k not in wanted}
     if left:
-        _write_manifest(
+        write_manifest(
             shim_dir,
             Manifest(manifest.log_dir, manifest.on_log_failure, manifest.interpreter, left),
         )
@@ -448,7 +288,7 @@ def list_shims(shim_dir: Path) -> list[ShimStatus]:
             state = "shim-edited"
         elif not os.path.isfile(e.target):
             state = "target-missing"
-        elif _sha256(e.target) != (e.sha256, e.size):
+        elif file_digest(e.target) != (e.sha256, e.size):
             state = "target-changed"
         else:
             state = "ok"

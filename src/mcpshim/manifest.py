@@ -1,0 +1,99 @@
+"""The manifest: which shims a directory holds, the targets they pin, and their hashes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+
+from mcpshim.errors import InputError
+from mcpshim.paths import Locations, default_log_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Manifest", "OnFailure", "ShimEntry", "load_manifest", "locations_for", "write_manifest"]
+
+OnFailure = Literal["run", "refuse"]
+
+
+@dataclass(frozen=True)
+class ShimEntry:
+    name: str
+    target: str
+    sha256: str
+    size: int
+    installed: datetime
+    shim_sha256: str
+
+    def to_toml(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "sha256": self.sha256,
+            "size": self.size,
+            "installed": self.installed,
+            "shim_sha256": self.shim_sha256,
+        }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    log_dir: str
+    on_log_failure: OnFailure
+    interpreter: str
+    shims: Mapping[str, ShimEntry]
+
+    def to_toml(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "log_dir": self.log_dir,
+            "on_log_failure": self.on_log_failure,
+            "interpreter": self.interpreter,
+            "shims": {n: e.to_toml() for n, e in sorted(self.shims.items())},
+        }
+
+
+def load_manifest(shim_dir: Path) -> Manifest | None:
+    path = shim_dir / "manifest.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a valid manifest: {exc}") from exc
+    try:
+        shims = {
+            n: ShimEntry(
+                n, e["target"], e["sha256"], int(e["size"]), e["installed"], e["shim_sha256"]
+            )
+            for n, e in data.get("shims", {}).items()
+        }
+        return Manifest(data["log_dir"], data["on_log_failure"], data["interpreter"], shims)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: manifest lacks {exc}") from exc
+
+
+def write_manifest(shim_dir: Path, manifest: Manifest) -> None:
+    path = shim_dir / "manifest.toml"
+    tmp = path.with_name(f".manifest.{os.getpid()}.tmp")
+    tmp.write_text(
+        "# Written by mcpshim: the shims in this directory and the targets they pin.\n"
+        + tomli_w.dumps(manifest.to_toml())
+    )
+    os.replace(tmp, path)
+
+
+def locations_for(shim_dir: Path, log_dir: Path | None = None) -> Locations:
+    """The log a shim directory is pinned to (from its manifest), unless one is given."""
+    if log_dir is None:
+        m = load_manifest(shim_dir)
+        log_dir = Path(m.log_dir) if m else default_log_dir()
+    return Locations(shim_dir=shim_dir, log_dir=log_dir)

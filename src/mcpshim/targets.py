@@ -1,0 +1,111 @@
+"""Where shim targets may come from: a trusted search path, never a temp or writable dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = [
+    "SHELL_NAMES",
+    "default_interpreter",
+    "file_digest",
+    "known_shells",
+    "resolve_target",
+    "temp_dirs",
+    "trusted_search_path",
+    "unsafe_reason",
+]
+
+
+# ---- where targets may come from ---------------------------------------------------------
+
+
+def trusted_search_path() -> list[str]:
+    """The system default path (confstr CS_PATH) plus /usr/local/bin and /opt/homebrew/bin."""
+    try:
+        cs = os.confstr("CS_PATH") or ""
+    except (ValueError, OSError, AttributeError):
+        cs = ""
+    dirs = [d for d in (cs or "/usr/bin:/bin").split(":") if d]
+    for extra in ("/usr/local/bin", "/opt/homebrew/bin"):
+        if extra not in dirs:
+            dirs.append(extra)
+    return dirs
+
+
+def temp_dirs() -> list[str]:
+    dirs = ["/tmp", "/var/tmp", "/dev/shm", "/private/tmp", "/private/var/folders"]
+    for d in (os.environ.get("TMPDIR"), tempfile.gettempdir()):
+        if d and d not in dirs:
+            dirs.append(d.rstrip("/") or "/")
+    return [os.path.realpath(d) for d in dirs] + dirs
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def unsafe_reason(path: str) -> str | None:
+    """Why a target path should not be trusted, or None."""
+    real = os.path.realpath(path)
+    for p in {path, real}:
+        for t in temp_dirs():
+            if _under(p, t):
+                return f"{p} is in a temporary directory ({t})"
+        parent = os.path.dirname(p)
+        st = os.stat(parent)
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{parent} is group- or world-writable"
+    st = os.stat(real)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{real} itself is group- or world-writable"
+    return None
+
+
+def resolve_target(name: str, search: Iterable[str], shim_dir: Path) -> str | None:
+    shim_real = os.path.realpath(shim_dir)
+    for d in search:
+        cand = os.path.join(d, name)
+        if (
+            os.path.isfile(cand)
+            and os.access(cand, os.X_OK)
+            and os.path.realpath(os.path.dirname(cand)) != shim_real
+        ):
+            return cand
+    return None
+
+
+def file_digest(path: str) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+SHELL_NAMES = ("sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox")
+
+
+def known_shells() -> list[str]:
+    """Shell executables on the trusted path: a child of one may carry its parent's line."""
+    found: dict[str, str] = {}
+    for d in trusted_search_path():
+        for name in SHELL_NAMES:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                found.setdefault(os.path.realpath(p), p)
+    return sorted(found.values())
+
+
+def default_interpreter() -> str:
+    """dash when present (fastest to start), else /bin/sh."""
+    for cand in ("/usr/bin/dash", "/bin/dash"):
+        if os.access(cand, os.X_OK):
+            return cand
+    return "/bin/sh"
