@@ -172,7 +172,7 @@ class Sampler:
                 fresh.append(m)
                 if st.state != "Z":
                     m.info = self._info(st)
-            elif (st.comm, st.image) != (m.stat.comm, m.stat.image) and st.state != "Z":
+            elif (st.comm, st.image) != (m.stat.comm, m.stat.image) and _has_image(st):
                 m.stat = st
                 self._exec_seen(m)
             else:
@@ -253,3 +253,9 @@ class Sampler:
         m.sockets.add((ino, c.status))
         self._event("socket", {"pid": m.stat.pid, "start": m.stat.start, "proto": c.proto,
                                "laddr": c.laddr, "raddr": c.raddr, "status": c.status})  # fmt: skip
+
+
+def _has_image(st: Stat) -> bool:
+    """False for a zombie and for a process caught exiting: its memory is gone, so its
+    addresses read as 0 and would look like an exec with an empty command line."""
+    return st.state != "Z" and (not st.image or any(f.strip(b"0") for f in st.image))
