@@ -12,7 +12,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["b64_fields", "escape", "json_text", "quote_arg", "quote_argv"]
+__all__ = ["b64_fields", "escape", "json_text", "quote_arg", "quote_argv", "safe"]
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
@@ -22,10 +22,12 @@ def _unsafe_char(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 
-def _escape_str(s: str, quote: str = "") -> str:
+def _escape_str(s: str, quote: str = "", keep_backslash: bool = False) -> str:
     out = []
     for ch in s:
-        if ch in _NAMED:
+        if keep_backslash and ch == "\\":
+            out.append(ch)
+        elif ch in _NAMED:
             out.append(_NAMED[ch])
         elif ch == quote:
             out.append("\\" + ch)
@@ -46,6 +48,11 @@ def _text(value: bytes | str) -> str:
 def escape(value: bytes | str) -> str:
     """Printable text: control, format and bidi characters and bad bytes become escapes."""
     return _escape_str(_text(value))
+
+
+def safe(value: bytes | str) -> str:
+    """Terminal-safe text that may already hold escapes (quoted argv): backslashes stay."""
+    return _escape_str(_text(value), keep_backslash=True)
 
 
 def quote_arg(value: bytes | str) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim import __version__
-from mcpshim.display import escape
+from mcpshim.display import escape, safe
 from mcpshim.findings import RULES, Finding, Rule, Severity
 
 __all__ = ["JSON_SCHEMA_ID", "RENDERERS", "Report", "render_json", "render_sarif", "render_text"]
@@ -56,10 +56,12 @@ def render_text(report: Report) -> str:
         if f.group != group:
             group = f.group
             lines.append(f"== {escape(group) if group else '(no family)'}")
-        lines.append(f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {escape(f.message)}")
+        # Messages and evidence hold argv already quoted by display.quote_argv: escaping
+        # again would double its backslashes; safe() still escapes any control character.
+        lines.append(f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.message)}")
         for ev in f.evidence:
-            lines.append(f"      {escape(ev.where)}: {escape(ev.text)}")
-        lines.append(f"      fix: {escape(f.rule.remediation)}")
+            lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")
+        lines.append(f"      fix: {safe(f.rule.remediation)}")
     counts = {s: sum(1 for f in report.findings if f.level == s) for s in Severity}
     summary = ", ".join(f"{n} {s.label}" for s, n in sorted(counts.items(), reverse=True) if n)
     lines.append(f"{len(report.findings)} finding(s)" + (f": {summary}" if summary else ""))
