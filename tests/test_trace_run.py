@@ -95,6 +95,24 @@ def test_traced_session_records_every_exec(home: Home, interpreter: str, tmp_pat
     forest = build_forest(images(home.records(), sid))
     node = next(n for r in forest.roots for n in r.walk() if n.pid == shim_rec.pid)
     assert [i.source for i in collapse(node.images)] == ["shim"]
+    assert [i.source for i in node.images] == ["shim"]  # the tree itself shows it once
+    tree_text = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcpshim",
+            "tree",
+            "--dir",
+            str(home.loc.shim_dir),
+            "--session",
+            sid,
+        ],
+        env=home.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert tree_text.count(f"--version  -> {target}") == 1, tree_text
     [summary] = events(home, "trace-summary", sid)
     assert summary["complete"] is True and summary["gaps"] == 0
     assert summary["execs"] == 5 and summary["processes"] == 3  # sh, git, env->git

@@ -388,6 +388,16 @@ class _Pool:
         )
 
 
+def _merged(images: list[Image], img: Image) -> bool:
+    """A shim's exec is traced too (its script, then its target): one node shows it once, as
+    the shim's image (see trace_merge). True when `img` is already shown."""
+    if img.source == "trace-shim":
+        return any(i.source == "shim" and i.pid == img.pid for i in images)
+    if img.source == "shim":
+        images[:] = [i for i in images if not (i.source == "trace-shim" and i.pid == img.pid)]
+    return False
+
+
 def build_forest(imgs: Iterable[Image]) -> Forest:
     linker = Linker()
     nodes: list[Node] = []
@@ -399,7 +409,8 @@ def build_forest(imgs: Iterable[Image]) -> Forest:
         link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
         total += 1
         if not link.new:
-            nodes[link.node].images.append(img)
+            if not _merged(nodes[link.node].images, img):
+                nodes[link.node].images.append(img)
             continue
         if link.unknown_parent and link.parent == len(nodes):
             assert link.parent is not None
