@@ -4,7 +4,7 @@
 # The log location and the failure mode are literals: no variable in the environment moves
 # or silences the record. Shell functions imported from the environment (bash) are dropped
 # first so that no builtin used below can be replaced.
-\unset -f cd command printf read test '[' . 2>/dev/null
+\unset -f cd command printf read test '[' .
 # Restores, right before exec, every variable this script touched (LC_ALL, PWD, OLDPWD).
 _mcpshim_lc=${LC_ALL+x}${LC_ALL-}
 _mcpshim_pw=$PWD
@@ -17,6 +17,17 @@ _mcpshim_fail=@@ONFAIL@@
 
 # Writes the record; the argument list is what the log shows (already redacted).
 _mcpshim_emit() {
+	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
+	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
+	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + 300))
+	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
+	_mcpshim_w=
+	if [ -n "${BASH_VERSION-}" ]; then
+		case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
+'*) _mcpshim_w=1 ;;
+		esac
+	fi
+	_mcpshim_z=$((_mcpshim_z + ${#MCPSHIM_SESSION}))
 	_mcpshim_f=
 	_mcpshim_u='\0=%s'
 	_mcpshim_k=$#
@@ -29,18 +40,8 @@ _mcpshim_emit() {
 	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
 		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" @@NAME@@ "$_mcpshim_tgt" "$0" \
 		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$_mcpshim_pc" "$#" "$@"
-	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
-	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
-	_mcpshim_z=0
-	_mcpshim_w=
-	for _mcpshim_a; do
-		_mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2))
-		case $_mcpshim_a in *'
-'*) _mcpshim_w=${BASH_VERSION-} ;;
-		esac
-	done
 	if [ "$_mcpshim_z" -le 4000 ] && [ -z "$_mcpshim_w" ]; then
-		printf "$_mcpshim_f" "$@" 2>/dev/null >>"$_mcpshim_log/exec.log"
+		printf "$_mcpshim_f" "$@" >>"$_mcpshim_log/exec.log"
 		return
 	fi
 	# A larger record goes whole into a file of its own; the log gets a one-write pointer to it.
@@ -50,74 +51,85 @@ _mcpshim_emit() {
 	_mcpshim_k=0
 	while [ -e "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ]; do _mcpshim_k=$((_mcpshim_k + 1)); done
 	set -C
-	printf "$_mcpshim_f" "$@" 2>/dev/null >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" || {
+	printf "$_mcpshim_f" "$@" >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" || {
 		set +C
 		return 1
 	}
 	set +C
-	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" 2>/dev/null >>"$_mcpshim_log/exec.log"
+	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" >>"$_mcpshim_log/exec.log"
+}
+
+# Start time is stat field 22, ppid field 4. Fields are split by the shell in one pass; that
+# needs a comm without blanks: field 2 must be "(...)", and a line holding ") " twice (a comm
+# crafted to fake fields) gets no start time at all.
+_mcpshim_st22() {
+	_mcpshim_pp=
+	_mcpshim_st=
+	case $_mcpshim_s in *') '*') '*) return 1 ;; esac
+	set -f
+	# shellcheck disable=SC2086 # split on purpose
+	set -- $_mcpshim_s
+	set +f
+	case $2 in '('*')') ;; *) return 1 ;; esac
+	case $3 in [A-Za-z]) ;; *) return 1 ;; esac
+	case $4${22-x} in *[!0-9]*) return 1 ;; esac
+	_mcpshim_pp=$4
+	_mcpshim_st=${22}
+}
+
+_mcpshim_redact() {
+	_mcpshim_c=$#
+	for _mcpshim_a; do
+		_mcpshim_scrub1 "$_mcpshim_a"
+		set -- "$@" "$_mcpshim_r"
+	done
+	shift "$_mcpshim_c"
+	_mcpshim_emit "$@"
 }
 
 _mcpshim_up=
 _mcpshim_bt=
 _mcpshim_boot=
-_mcpshim_ppid=
-_mcpshim_start=
-_mcpshim_pst=
-# Start time: stat field 22, counted after the last ") " so a crafted comm cannot shift it.
-# (The parent's start is not read: dash reads files a byte at a time and it would double
-# the cost; the tree links a child to its parent by ppid and start times instead.)
 _mcpshim_s=
 _mcpshim_cwd=
-# One group, one /dev/null: each redirection costs a handful of syscalls.
+_mcpshim_ppid=$PPID
+_mcpshim_start=
+_mcpshim_pst=
+_mcpshim_pc=
+_mcpshim_rr=
+_mcpshim_nx=
+_mcpshim_hit=
+# Everything up to the write runs in one group with stderr on /dev/null (each redirection
+# costs a handful of syscalls); the warning below goes to the caller's stderr again.
 {
 	read -r _mcpshim_up _ </proc/uptime
 	read -r _mcpshim_boot </proc/sys/kernel/random/boot_id
 	read -r _mcpshim_s </proc/self/stat
 	cd -P . && _mcpshim_cwd=$PWD
-} 2>/dev/null
-# Start time is stat field 22: the 20th field after the last ") " (a crafted comm cannot
-# shift it). Sets _mcpshim_pp (field 4) and _mcpshim_st (field 22) from _mcpshim_s.
-_mcpshim_st22() {
-	_mcpshim_pp=
-	_mcpshim_st=
-	case $_mcpshim_s in *') '[A-Za-z]' '*' '*) ;; *) return 1 ;; esac
-	_mcpshim_s=${_mcpshim_s##*) }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_pp=${_mcpshim_s%% *}
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* } _mcpshim_s=${_mcpshim_s#* }
-	_mcpshim_st=${_mcpshim_s%% *}
-}
-_mcpshim_st22 && _mcpshim_ppid=$_mcpshim_pp _mcpshim_start=$_mcpshim_st
-_mcpshim_pc=
-if [ -n "$_mcpshim_boot" ]; then
-	# boot/<boot id> anchors uptime to UTC for the reader; made once a boot, from /proc/stat,
-	# if mcpshim itself has not written a finer one.
-	[ -e "$_mcpshim_log/boot/$_mcpshim_boot" ] || {
-		while read -r _mcpshim_k _mcpshim_bt; do
-			[ "$_mcpshim_k" = btime ] && break
+	_mcpshim_st22 && _mcpshim_ppid=$_mcpshim_pp _mcpshim_start=$_mcpshim_st
+	if [ -n "$_mcpshim_boot" ]; then
+		# boot/<boot id> anchors uptime to UTC for the reader; made once a boot, from
+		# /proc/stat, if mcpshim itself has not written a finer one.
+		[ -e "$_mcpshim_log/boot/$_mcpshim_boot" ] || {
+			while read -r _mcpshim_k _mcpshim_bt; do
+				[ "$_mcpshim_k" = btime ] && break
+				_mcpshim_bt=
+			done </proc/stat
+			[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" >"$_mcpshim_log/boot/$_mcpshim_boot"
 			_mcpshim_bt=
-		done 2>/dev/null </proc/stat
-		[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" 2>/dev/null >"$_mcpshim_log/boot/$_mcpshim_boot"
-		_mcpshim_bt=
-	}
-	# Parent evidence: a shell that no shim recorded (`/bin/sh -c '...'` started by absolute
-	# path) would leave its composed line nowhere. The first shimmed child of each shell
-	# process keeps the shell's start time and command line (NUL separators are lost: dash
-	# reads them as nothing); a marker not older than /proc/PPID (whose inode is made anew
-	# when a pid is reused) says it was kept already.
-	# (test -ef and -nt are not in POSIX but in dash, bash, ksh, zsh, busybox and BSD sh.)
-	for _mcpshim_a in @@SHELLS@@; do
-		# shellcheck disable=SC3013
-		[ "/proc/$_mcpshim_ppid/exe" -ef "$_mcpshim_a" ] || continue
-		_mcpshim_a=$_mcpshim_log/parents/$_mcpshim_boot.$_mcpshim_ppid
-		# shellcheck disable=SC3013
-		[ -e "$_mcpshim_a" ] && ! [ "$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] && break
-		{
+		}
+		# Parent evidence: a shell that no shim recorded (`/bin/sh -c '...'` started by
+		# absolute path) would leave its composed line nowhere. The first shimmed child of
+		# each shell process keeps the shell's start time and command line (NUL separators
+		# are lost: dash reads them as nothing); a marker not older than /proc/PPID (whose
+		# inode is made anew when a pid is reused) says it was kept already.
+		# (test -ef and -ot are not in POSIX but in dash, bash, ksh, zsh, busybox, BSD sh.)
+		for _mcpshim_a in @@SHELLS@@; do
+			# shellcheck disable=SC3013
+			[ "/proc/$_mcpshim_ppid/exe" -ef "$_mcpshim_a" ] || continue
+			_mcpshim_a=$_mcpshim_log/parents/$_mcpshim_boot.$_mcpshim_ppid
+			# shellcheck disable=SC3013
+			[ -e "$_mcpshim_a" ] && ! [ "$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] && break
 			read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
 				_mcpshim_pst=$_mcpshim_st
 			_mcpshim_s=
@@ -127,51 +139,37 @@ if [ -n "$_mcpshim_boot" ]; then
 '
 			done <"/proc/$_mcpshim_ppid/cmdline"
 			: >"$_mcpshim_a"
-		} 2>/dev/null
-		break
-	done
-else
-	# No procfs (macOS): the one subprocess this script may start.
-	_mcpshim_bt=$(date -u +%s)
-	_mcpshim_up=0
-	_mcpshim_ppid=$PPID
-fi
-
-_mcpshim_rr=
-_mcpshim_nx=
-_mcpshim_hit=
-for _mcpshim_a; do
-	case $_mcpshim_a in
-	@@TRIGGERS@@) _mcpshim_hit=1 && break ;;
-	esac
-done
-# A file-size limit must fail the write, not kill the shim (the trap is undone before exec).
-trap '' XFSZ
-[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
-if [ -z "$_mcpshim_hit" ]; then
-	_mcpshim_emit "$@"
-else
-	# Rare path: the scrubber lives beside the shims so the common path need not parse it.
-	if [ -r @@SCRUBLIB@@ ]; then
-		. @@SCRUBLIB@@
-	else
-		_mcpshim_scrub1() { _mcpshim_r='[REDACTED:scrubber-missing]' _mcpshim_rr=,scrubber-missing; }
-		_mcpshim_scrubtext() { _mcpshim_scrub1; }
-	fi
-	[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
-	_mcpshim_redact() {
-		_mcpshim_c=$#
-		for _mcpshim_a; do
-			_mcpshim_scrub1 "$_mcpshim_a"
-			set -- "$@" "$_mcpshim_r"
+			break
 		done
-		shift "$_mcpshim_c"
+	else
+		# No procfs (macOS): the one subprocess this script may start.
+		_mcpshim_bt=$(date -u +%s)
+		_mcpshim_up=0
+	fi
+	for _mcpshim_a; do
+		case $_mcpshim_a in
+		@@TRIGGERS@@) _mcpshim_hit=1 && break ;;
+		esac
+	done
+	[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
+	# A file-size limit must fail the write, not kill the shim (undone before exec).
+	trap '' XFSZ
+	if [ -z "$_mcpshim_hit" ]; then
 		_mcpshim_emit "$@"
-	}
-	_mcpshim_redact "$@"
-fi
-_mcpshim_ok=$?
-trap - XFSZ
+	else
+		# Rare path: the scrubber lives beside the shims; the common path never parses it.
+		if [ -r @@SCRUBLIB@@ ]; then
+			. @@SCRUBLIB@@
+		else
+			_mcpshim_scrub1() { _mcpshim_r='[REDACTED:scrubber-missing]' _mcpshim_rr=,scrubber-missing; }
+			_mcpshim_scrubtext() { _mcpshim_scrub1; }
+		fi
+		[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
+		_mcpshim_redact "$@"
+	fi
+	_mcpshim_ok=$?
+	trap - XFSZ
+} 2>/dev/null
 
 case $_mcpshim_lc in x*) LC_ALL=${_mcpshim_lc#x} ;; *) unset LC_ALL ;; esac
 PWD=$_mcpshim_pw
