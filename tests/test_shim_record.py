@@ -126,3 +126,18 @@ def test_descendants_pass_through_the_shims(home: Home, interpreter: str) -> Non
     )
     shims_seen = [r.shim for r in home.execs()]
     assert shims_seen == ["sh", "git", "sh", "git"]
+
+
+def test_a_crafted_process_name_cannot_forge_ppid_or_start(
+    home: Home, interpreter: str, tmp_path: Path
+) -> None:
+    install(home, ["true"], interpreter)
+    for name in ("x) S 1 1 1 0 -", "a b", "x)y"):
+        link = tmp_path / name
+        link.symlink_to(home.loc.shim_dir / "true")
+        subprocess.run([str(link)], env=home.env, check=True, timeout=30)
+    fake, blank, plain = home.execs()
+    me = os.getpid()
+    assert (fake.ppid, fake.start) == (me, None)  # two ") ": no fields trusted
+    assert (blank.ppid, blank.start) == (me, None)  # a blank in comm: no fields trusted
+    assert plain.ppid == me and plain.start is not None
