@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
+from mcpshim.findings import Finding, Severity, at_or_above
 from mcpshim.paths import Locations, default_shim_dir
 from mcpshim.shims import locations_for
 
-__all__ = ["location_options", "locations"]
+__all__ = ["fail_on_option", "findings_exit", "location_options", "locations"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,3 +35,18 @@ def location_options(func: F) -> F:
 
 def locations(shim_dir: Path | None, log_dir: Path | None) -> Locations:
     return locations_for(shim_dir or default_shim_dir(), log_dir)
+
+
+def fail_on_option(func: F) -> F:
+    """--fail-on, shared by every command that reports findings (same default everywhere)."""
+    return click.option(
+        "--fail-on",
+        type=click.Choice([s.label for s in Severity]),
+        default="medium",
+        show_default=True,
+        help="Exit 1 when a finding is at or above this severity.",
+    )(func)
+
+
+def findings_exit(findings: Iterable[Finding], fail_on: str) -> int:
+    return EXIT_FINDINGS if at_or_above(findings, Severity.parse(fail_on)) else EXIT_CLEAN

@@ -10,9 +10,10 @@ from pathlib import Path
 import click
 
 from mcpshim import pathfacts, wrapconfig
+from mcpshim.cli.common import fail_on_option, findings_exit
 from mcpshim.display import escape
-from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
-from mcpshim.findings import Finding, Severity, at_or_above
+from mcpshim.errors import UsageError
+from mcpshim.findings import Finding
 from mcpshim.launchlint import launch_line, lint_config
 from mcpshim.mcpconfig import load_config, parse_config
 from mcpshim.pathlint import LintSettings, Scope, lint_path, shadows
@@ -54,13 +55,7 @@ def _shim_dir(shim_dir: Path | None) -> tuple[str, str]:
 @click.option(
     "--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True
 )
-@click.option(
-    "--fail-on",
-    type=click.Choice(["info", "low", "medium", "high"]),
-    default="medium",
-    show_default=True,
-    help="Exit 1 when a finding is at or above this severity.",
-)
+@fail_on_option
 def lint_path_cmd(
     path_value: str | None,
     from_env: bool,
@@ -143,7 +138,7 @@ def lint_path_cmd(
     subject["policy"] = str(policy_file) if policy_file else "defaults"
     findings = apply_policy(findings, policy)
     click.echo(RENDERERS[fmt](Report("lint-path", subject, findings, notes)), nl=False)
-    return EXIT_FINDINGS if at_or_above(findings, Severity.parse(fail_on)) else EXIT_CLEAN
+    return findings_exit(findings, fail_on)
 
 
 def _mcpshim_exe() -> str:

@@ -15,10 +15,10 @@ import click
 from mcpshim import baseline as baseline_mod
 from mcpshim import execlog, policy, rules, shims, tree
 from mcpshim.attribution import attribute_log
-from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.common import fail_on_option, findings_exit, location_options, locations
 from mcpshim.display import escape
-from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
-from mcpshim.findings import RULES, Severity, at_or_above
+from mcpshim.errors import UsageError
+from mcpshim.findings import RULES
 from mcpshim.paths import Locations
 from mcpshim.report import RENDERERS, Report
 from mcpshim.report_md import render_calls_text
@@ -138,13 +138,7 @@ def tree_(
     help="text: grouped by family with evidence; json: versioned envelope "
     "(mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
 )
-@click.option(
-    "--fail-on",
-    type=click.Choice(["info", "low", "medium", "high"]),
-    default="medium",
-    show_default=True,
-    help="Exit 1 when a finding is at or above this severity.",
-)
+@fail_on_option
 def review(
     shim_dir: Path | None,
     log_dir: Path | None,
@@ -197,8 +191,7 @@ def review(
     notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
     report = Report("review", subject, result.findings, notes)
     click.echo(RENDERERS[fmt](report), nl=False)
-    failing = at_or_above(result.findings, Severity.parse(fail_on))
-    return EXIT_FINDINGS if failing else EXIT_CLEAN
+    return findings_exit(result.findings, fail_on)
 
 
 @click.command("rules")
