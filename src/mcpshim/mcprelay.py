@@ -17,6 +17,7 @@ processes (pid, start ticks; see mcpsession): evidence that a process outlived i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import queue
@@ -40,6 +41,7 @@ __all__ = [
     "announce",
     "iso",
     "redact_json",
+    "relay_pipe",
 ]
 
 C2S = "client->server"
@@ -280,6 +282,15 @@ def _parses(data: bytes) -> bool:
 
 
 # ---- the relay ---------------------------------------------------------------------------
+
+
+def relay_pipe() -> tuple[int, int]:
+    """A pipe to or from the server, as large as Linux allows without privilege (1 MiB):
+    a message up to that size then crosses in one read and one write, not sixteen."""
+    r, w = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, _READ)  # type: ignore[attr-defined, unused-ignore]
+    return r, w
 
 
 def _write_all(fd: int, data: bytes) -> None:

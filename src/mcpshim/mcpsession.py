@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from mcpshim.mcprelay import Recorder, Relay, announce
+from mcpshim.mcprelay import Recorder, Relay, announce, relay_pipe
 from mcpshim.procinfo import LINUX, read_stat, start_ticks
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[tuple[
 def run_relayed(sup: Supervisor) -> int:
     """Run the supervisor's session with the relay on the command's stdin and stdout."""
     me = os.getpid()
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
+    in_r, in_w = relay_pipe()
+    out_r, out_w = relay_pipe()
     announce(sup.emit, sup.session)
     relay = Relay(Recorder(sup.emit, sup.session, probe=lambda: descendants(me)))
     actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
