@@ -28,14 +28,23 @@ _mcpshim_emit() {
 		esac
 	fi
 	_mcpshim_z=$((_mcpshim_z + ${#MCPSHIM_SESSION}))
-	_mcpshim_f=
-	_mcpshim_u='\0=%s'
-	_mcpshim_k=$#
-	while [ "$_mcpshim_k" -gt 0 ]; do
-		[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
-		_mcpshim_u=$_mcpshim_u$_mcpshim_u
-		_mcpshim_k=$((_mcpshim_k / 2))
-	done
+	# One \0=%s per argument: written out for few, built by doubling for many.
+	case $# in
+	0) _mcpshim_f= ;;
+	1) _mcpshim_f='\0=%s' ;;
+	2) _mcpshim_f='\0=%s\0=%s' ;;
+	3) _mcpshim_f='\0=%s\0=%s\0=%s' ;;
+	*)
+		_mcpshim_f=
+		_mcpshim_u='\0=%s'
+		_mcpshim_k=$#
+		while [ "$_mcpshim_k" -gt 0 ]; do
+			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
+			_mcpshim_u=$_mcpshim_u$_mcpshim_u
+			_mcpshim_k=$((_mcpshim_k / 2))
+		done
+		;;
+	esac
 	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
 	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
 		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" @@NAME@@ "$_mcpshim_tgt" "$0" \
