@@ -53,19 +53,15 @@ _mcpshim_emit() {
 		printf "$_mcpshim_f" "$@" >>"$_mcpshim_log/exec.log"
 		return
 	fi
-	# A larger record goes whole into a file of its own; the log gets a one-write pointer to it.
-	# The name is unique: only one process has this boot, pid and start, and it runs one
-	# shim at a time (an exec chain within one tick bumps the counter).
-	_mcpshim_sp=$_mcpshim_boot.$$.$_mcpshim_start.$_mcpshim_up
-	_mcpshim_k=0
-	while [ -e "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ]; do _mcpshim_k=$((_mcpshim_k + 1)); done
-	set -C
-	printf "$_mcpshim_f" "$@" >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" || {
-		set +C
-		return 1
-	}
-	set +C
-	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" >>"$_mcpshim_log/exec.log"
+	# A larger record goes whole into a file of its own (rare: the library does it).
+	_mcpshim_lib && _mcpshim_spill "$@"
+}
+
+# The rare paths (scrubbing, spill files, parent evidence, the boot anchor) live in a library
+# beside the shims, parsed only when one is taken.
+_mcpshim_lib() {
+	[ -n "$_mcpshim_libok" ] && return 0
+	[ -r @@LIB@@ ] && . @@LIB@@ && _mcpshim_libok=1
 }
 
 # Start time is stat field 22, ppid field 4. Fields are split by the shell in one pass; that
@@ -86,16 +82,6 @@ _mcpshim_st22() {
 	_mcpshim_st=${22}
 }
 
-_mcpshim_redact() {
-	_mcpshim_c=$#
-	for _mcpshim_a; do
-		_mcpshim_scrub1 "$_mcpshim_a"
-		set -- "$@" "$_mcpshim_r"
-	done
-	shift "$_mcpshim_c"
-	_mcpshim_emit "$@"
-}
-
 _mcpshim_up=
 _mcpshim_bt=
 _mcpshim_boot=
@@ -108,6 +94,8 @@ _mcpshim_pc=
 _mcpshim_rr=
 _mcpshim_nx=
 _mcpshim_hit=
+_mcpshim_libok=
+_mcpshim_r=
 # Everything up to the write runs in one group with stderr on /dev/null (each redirection
 # costs a handful of syscalls); the warning below goes to the caller's stderr again.
 {
@@ -117,16 +105,8 @@ _mcpshim_hit=
 	cd -P . && _mcpshim_cwd=$PWD
 	_mcpshim_st22 && _mcpshim_ppid=$_mcpshim_pp _mcpshim_start=$_mcpshim_st
 	if [ -n "$_mcpshim_boot" ]; then
-		# boot/<boot id> anchors uptime to UTC for the reader; made once a boot, from
-		# /proc/stat, if mcpshim itself has not written a finer one.
-		[ -e "$_mcpshim_log/boot/$_mcpshim_boot" ] || {
-			while read -r _mcpshim_k _mcpshim_bt; do
-				[ "$_mcpshim_k" = btime ] && break
-				_mcpshim_bt=
-			done </proc/stat
-			[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" >"$_mcpshim_log/boot/$_mcpshim_boot"
-			_mcpshim_bt=
-		}
+		# the first exec of a boot with no anchor for it makes one (see _mcpshim_anchor)
+		[ -e "$_mcpshim_log/boot/$_mcpshim_boot" ] || { _mcpshim_lib && _mcpshim_anchor; }
 		# Parent evidence: a shell that no shim recorded (`/bin/sh -c '...'` started by
 		# absolute path) would leave its composed line nowhere. The first shimmed child of
 		# each shell process keeps the shell's start time and command line (NUL separators
@@ -139,15 +119,7 @@ _mcpshim_hit=
 			_mcpshim_a=$_mcpshim_log/parents/$_mcpshim_boot.$_mcpshim_ppid
 			# shellcheck disable=SC3013
 			[ -e "$_mcpshim_a" ] && ! [ "$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] && break
-			read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
-				_mcpshim_pst=$_mcpshim_st
-			_mcpshim_s=
-			while IFS= read -r _mcpshim_k || [ -n "$_mcpshim_k" ]; do
-				_mcpshim_pc=$_mcpshim_pc$_mcpshim_s$_mcpshim_k
-				_mcpshim_s='
-'
-			done <"/proc/$_mcpshim_ppid/cmdline"
-			: >"$_mcpshim_a"
+			_mcpshim_lib && _mcpshim_parent "$_mcpshim_a"
 			break
 		done
 	else
@@ -165,16 +137,17 @@ _mcpshim_hit=
 	trap '' XFSZ
 	if [ -z "$_mcpshim_hit" ]; then
 		_mcpshim_emit "$@"
-	else
-		# Rare path: the scrubber lives beside the shims; the common path never parses it.
-		if [ -r @@SCRUBLIB@@ ]; then
-			. @@SCRUBLIB@@
-		else
-			_mcpshim_scrub1() { _mcpshim_r='[REDACTED:scrubber-missing]' _mcpshim_rr=,scrubber-missing; }
-			_mcpshim_scrubtext() { _mcpshim_scrub1; }
-		fi
+	elif _mcpshim_lib; then
 		[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
 		_mcpshim_redact "$@"
+	else
+		# Without its library the shim cannot tell secrets apart: it keeps none of the text.
+		_mcpshim_pc=${_mcpshim_pc:+'[REDACTED:scrubber-missing]'}
+		_mcpshim_rr=,scrubber-missing
+		_mcpshim_c=$#
+		for _mcpshim_a; do set -- "$@" '[REDACTED:scrubber-missing]'; done
+		shift "$_mcpshim_c"
+		_mcpshim_emit "$@"
 	fi
 	_mcpshim_ok=$?
 	trap - XFSZ
@@ -193,5 +166,5 @@ fi
 unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_log _mcpshim_tgt _mcpshim_fail _mcpshim_s \
 	_mcpshim_o _mcpshim_v _mcpshim_b _mcpshim_t _mcpshim_k _mcpshim_r _mcpshim_rr _mcpshim_nx \
 	_mcpshim_z _mcpshim_w _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp _mcpshim_up _mcpshim_bt _mcpshim_boot \
-	_mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_pc _mcpshim_pp _mcpshim_st _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok
+	_mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_pc _mcpshim_pp _mcpshim_st _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok _mcpshim_libok
 exec @@TARGET@@ "$@"

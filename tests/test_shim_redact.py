@@ -103,7 +103,7 @@ def test_shim_log_bytes_hold_no_secret_and_match_python(home: Home, interpreter:
 
 def test_scrubber_missing_redacts_whole_arguments(home: Home, interpreter: str) -> None:
     install(home, ["true"], interpreter)
-    (home.loc.shim_dir / ".mcpshim-scrub.sh").unlink()
+    (home.loc.shim_dir / ".mcpshim-lib.sh").unlink()
     subprocess.run(
         [os.fsencode(home.loc.shim_dir / "true"), b"ok", GH.encode()],
         env=home.env,

@@ -48,10 +48,10 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
             "git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/sh", None, ["/bin/bash"]
         )
     )
-    scrub = tmp_path / "scrub.sh"
-    scrub.write_text(shims.render_scrub())
+    scrub = tmp_path / "lib.sh"
+    scrub.write_text(shims.render_lib())
     # SC2059: the format string is built from fixed pieces only (the values go to %s);
-    # SC1090/SC1091/SC2034/SC2154: the scrubber is sourced from a path fixed at install
+    # SC1090/SC1091/SC2034/SC2154: the library is sourced from a path fixed at install
     # time and shares variables with the shim.
     for f, extra in ((shim, []), (scrub, ["-e", "SC2034,SC2154"])):
         out = subprocess.run(

@@ -64,7 +64,7 @@ DEFAULT_COMMANDS = ("git", "ssh", "sh", "node", "npm")
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")
 
 
-SCRUB_LIB = ".mcpshim-scrub.sh"
+LIB = ".mcpshim-lib.sh"
 
 
 def _template(name: str) -> str:
@@ -81,9 +81,9 @@ def check_name(name: str) -> str:
     return name
 
 
-def render_scrub() -> str:
-    """The scrubber the shims source when an argument may hold a credential."""
-    text = _template("scrub.sh")
+def render_lib() -> str:
+    """The library the shims source on a rare path (secrets, spill files, shell parents)."""
+    text = _template("lib.sh")
     text = text.replace("@@OPTION_CASES@@", redact.sh_option_cases())
     text = text.replace("@@OPTION_NAMES@@", redact.sh_option_names())
     return text.replace("@@TOKEN_CALLS@@", redact.sh_token_calls())
@@ -95,17 +95,17 @@ def render_shim(
     log_dir: str,
     on_failure: OnFailure = "run",
     interpreter: str = "/bin/sh",
-    scrub_lib: str | None = None,
+    lib: str | None = None,
     shells: Iterable[str] = ("/bin/sh",),
 ) -> str:
     """The shim's text. Every value enters the script through shlex.quote only."""
     check_name(name)
-    scrub = scrub_lib or os.path.join(os.path.dirname(log_dir), SCRUB_LIB)
+    lib_path = lib or os.path.join(os.path.dirname(log_dir), LIB)
     for label, value in (
         ("target", target),
         ("log dir", log_dir),
         ("interpreter", interpreter),
-        ("scrubber", scrub),
+        ("library", lib_path),
     ):
         if not os.path.isabs(value) or "\n" in value:
             raise UsageError(f"{label} must be an absolute path: {value!r}")
@@ -120,7 +120,7 @@ def render_shim(
         "@@TARGET@@": shlex.quote(target),
         "@@NAME@@": shlex.quote(name),
         "@@ONFAIL@@": on_failure,
-        "@@SCRUBLIB@@": shlex.quote(scrub),
+        "@@LIB@@": shlex.quote(lib_path),
         "@@TRIGGERS@@": redact.sh_triggers(),
         "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
     }
@@ -176,12 +176,12 @@ def install(
     os.close(os.open(loc.lock_file, os.O_WRONLY | os.O_CREAT, 0o600))
     os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
 
-    scrub_path = loc.shim_dir / SCRUB_LIB
-    scrub_text = render_scrub()
-    if scrub_path.exists() and not _owned(scrub_path):
-        raise InputError(f"{scrub_path} exists and was not written by mcpshim; left alone")
-    if not scrub_path.exists() or scrub_path.read_text() != scrub_text:
-        _replace(scrub_path, scrub_text, 0o644)
+    lib_path = loc.shim_dir / LIB
+    lib_text = render_lib()
+    if lib_path.exists() and not _owned(lib_path):
+        raise InputError(f"{lib_path} exists and was not written by mcpshim; left alone")
+    if not lib_path.exists() or lib_path.read_text() != lib_text:
+        _replace(lib_path, lib_text, 0o644)
 
     old = load_manifest(loc.shim_dir)
     interp = interpreter or (old.interpreter if old else default_interpreter())
@@ -206,7 +206,7 @@ def install(
         if reason and not allow_unsafe:
             raise InputError(f"{name}: refusing target {target}: {reason} (--allow-unsafe-target)")
         text = render_shim(
-            name, target, str(loc.log_dir), on_failure, interp, str(scrub_path), shells
+            name, target, str(loc.log_dir), on_failure, interp, str(lib_path), shells
         )
         shim_path = loc.shim_dir / name
         digest, size = file_digest(target)
@@ -260,8 +260,8 @@ def uninstall(shim_dir: Path, names: Iterable[str], everything: bool) -> list[st
         )
     else:
         (shim_dir / "manifest.toml").unlink()
-        if _owned(shim_dir / SCRUB_LIB):
-            (shim_dir / SCRUB_LIB).unlink()
+        if _owned(shim_dir / LIB):
+            (shim_dir / LIB).unlink()
     return removed
 
 

@@ -1,5 +1,6 @@
-# mcpshim-shim v1 scrubber -- written by `mcpshim install`; sourced by the shims beside it
-# only when an argument looks like it may hold a credential. Do not edit.
+# mcpshim-shim v1 library -- written by `mcpshim install`; sourced by the shims beside it only
+# on a rare path: an argument that may hold a credential, a record too large for one write,
+# a shell parent, the first exec of a boot. It shares the shim's variables. Do not edit.
 # Secret shapes (generated from mcpshim.redact): a hit rewrites only the secret part of an argument.
 _mcpshim_tok() { # VALUE PREFIX STOPCLASS MINLEN NAME BOUNDARY
 	_mcpshim_o=
@@ -77,4 +78,55 @@ _mcpshim_scrubtext() {
 		esac
 	done
 	return 0
+}
+
+# Everything a record needs, after the shim's `set --` of the record's fields.
+_mcpshim_spill() {
+	# The whole record in a file of its own, then a one-write pointer to it in the log.
+	# The name is unique: only one process has this boot, pid and start, and it runs one
+	# shim at a time (an exec chain within one tick bumps the counter).
+	_mcpshim_sp=$_mcpshim_boot.$$.$_mcpshim_start.$_mcpshim_up
+	_mcpshim_k=0
+	while [ -e "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ]; do _mcpshim_k=$((_mcpshim_k + 1)); done
+	set -C
+	printf "$_mcpshim_f" "$@" >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" || {
+		set +C
+		return 1
+	}
+	set +C
+	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" >>"$_mcpshim_log/exec.log"
+}
+
+_mcpshim_redact() {
+	_mcpshim_c=$#
+	for _mcpshim_a; do
+		_mcpshim_scrub1 "$_mcpshim_a"
+		set -- "$@" "$_mcpshim_r"
+	done
+	shift "$_mcpshim_c"
+	_mcpshim_emit "$@"
+}
+
+# The parent shell's start time and command line, and the marker that says they are kept.
+_mcpshim_parent() {
+	read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
+		_mcpshim_pst=$_mcpshim_st
+	_mcpshim_s=
+	while IFS= read -r _mcpshim_k || [ -n "$_mcpshim_k" ]; do
+		_mcpshim_pc=$_mcpshim_pc$_mcpshim_s$_mcpshim_k
+		_mcpshim_s='
+'
+	done <"/proc/$_mcpshim_ppid/cmdline"
+	: >"$1"
+}
+
+# boot/<boot id> anchors uptime to UTC for the reader (whole seconds, from /proc/stat), when
+# mcpshim itself has not written a finer one for this boot.
+_mcpshim_anchor() {
+	while read -r _mcpshim_k _mcpshim_bt; do
+		[ "$_mcpshim_k" = btime ] && break
+		_mcpshim_bt=
+	done </proc/stat
+	[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" >"$_mcpshim_log/boot/$_mcpshim_boot"
+	_mcpshim_bt=
 }
