@@ -95,6 +95,9 @@ def test_markdown_for_a_review(reports: tuple[str, str, Home]) -> None:
     assert "\x1b" not in md and "\u202e" not in md and TOKEN not in md
     # Markup from process text only ever sits inside code spans, where it is literal.
     assert "<b>" not in re.sub(r"(`+).*?\1", "", md)
+    # quoted argv in findings keeps single backslashes ($'echo \'<b>...'), never doubled
+    findings = md.split("## Findings", 1)[1]
+    assert "echo \\'<b>bold</b>\\'" in findings and "\\\\'" not in findings
     assert "### #3 tools/call run\\_test" in md
     assert re.search(r"- \*\*MEDIUM\*\* MCS501 process-outlived-tool-call", md)
     # the helper sits under npm -> ... in the call's process list, indented below it

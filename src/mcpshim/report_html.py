@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpshim import __version__
 from mcpshim.attribution import Attribution, Call
-from mcpshim.display import escape
+from mcpshim.display import escape, safe
 from mcpshim.findings import Severity
 from mcpshim.report_md import (
     SessionReport,
@@ -63,6 +63,12 @@ ul.procs li,ul.tree li{margin:2px 0}
 def h(text: str | bytes) -> str:
     """Terminal-escaped, then HTML-escaped: inert in the page and when copied out of it."""
     return _html(escape(text), quote=True)
+
+
+def hq(text: str) -> str:
+    """Like h() for text that already holds quoted argv (finding messages and evidence): its
+    backslashes stay single, control characters are still escaped."""
+    return _html(safe(text), quote=True)
 
 
 def _ts(t: datetime | None) -> str:
@@ -184,13 +190,13 @@ def _findings(rep: SessionReport) -> str:
     for f in sorted(rep.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
         sev = f.level.label
         ev = "".join(
-            f"<li><code>{h(e.where)}</code> <span class='argv'>{h(e.text)}</span></li>"
+            f"<li><code>{h(e.where)}</code> <span class='argv'>{hq(e.text)}</span></li>"
             for e in f.evidence
         )
         out.append(
             f'<div class="finding sev-{sev}" data-rule="{h(f.rule.id)}">'
             f'<span class="sev">{sev}</span> <b>{h(f.rule.id)}</b> {h(f.rule.name)} — '
-            f'{h(f.message)}<div class="muted">{h(f.group)}</div>'
+            f'{hq(f.message)}<div class="muted">{h(f.group)}</div>'
             f'<ul class="evidence">{ev}</ul><div class="muted">fix: {h(f.rule.remediation)}</div>'
             "</div>"
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpshim import __version__
 from mcpshim.attribution import Attribution, Call, Collector, Owner
-from mcpshim.display import escape, quote_argv
+from mcpshim.display import escape, quote_argv, safe
 from mcpshim.execlog import Record
 from mcpshim.findings import Finding
 from mcpshim.policy import Policy, apply_policy
@@ -211,7 +211,7 @@ def render_md(rep: SessionReport, subject: Mapping[str, Any]) -> str:
             f"{md_text(f.message)} _({md_text(f.group)})_"
         )
         for ev in f.evidence:
-            out.append(f"  - {md_code(ev.where)} {md_code(ev.text)}")
+            out.append(f"  - {md_code(ev.where)} {md_code(safe(ev.text), escaped=True)}")
         out.append(f"  - fix: {md_text(f.rule.remediation)}")
     out += ["", f"<sub>mcpshim {html.escape(__version__)}</sub>", ""]
     return "\n".join(out)
