@@ -31,3 +31,42 @@ def test_safe_keeps_existing_escapes_and_escape_marks_backslashes() -> None:
     assert safe("$'a\\nb'") == "$'a\\nb'"
     assert escape("a\\nb") == "a\\\\nb"
     assert safe("x\ny") == "x\\ny"
+
+
+def test_json_output_escapes_invisible_and_c1_characters_and_round_trips() -> None:
+    import json
+
+    from mcpshim.display import dumps
+
+    value = {"argv": ["a\u202eb", "\u009b31m", "\x1b[2J", "line\u2028sep", "é 漢字"]}
+    text = dumps(value, indent=2)
+    assert json.loads(text) == value
+    assert all(c.isprintable() or c in "\n " for c in text)
+    assert "é 漢字" in text  # readable text stays readable
+
+
+def test_log_json_of_a_hostile_argument_is_terminal_safe(tmp_path: object) -> None:
+    import os
+    import sys
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    env = {
+        **os.environ,
+        "HOME": str(root),
+        "XDG_DATA_HOME": str(root / "d"),
+        "XDG_STATE_HOME": str(root / "s"),
+    }
+    mcp = [sys.executable, "-m", "mcpshim"]
+    subprocess.run([*mcp, "install", "true"], env=env, check=True, capture_output=True)
+    shim = root / "d" / "mcpshim" / "shims" / "true"
+    subprocess.run([str(shim), "x\u202ey\u009b\x1b[31m"], env=env, check=True)
+    for fmt in ("json", "ecs", "text"):
+        out = subprocess.run(
+            [*mcp, "log", "--format", fmt], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        assert out and all(c.isprintable() or c == "\n" for c in out), fmt
+    tree = subprocess.run(
+        [*mcp, "tree", "--format", "json"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert all(c.isprintable() or c in "\n" for c in tree)

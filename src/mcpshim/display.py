@@ -8,11 +8,13 @@ smuggle a newline into what looks like another line of output.
 from __future__ import annotations
 
 import base64
+import json
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["b64_fields", "escape", "json_text", "quote_arg", "quote_argv", "safe"]
+__all__ = ["b64_fields", "dumps", "escape", "json_text", "quote_arg", "quote_argv", "safe"]
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
@@ -75,6 +77,19 @@ def quote_argv(args: Iterable[bytes | str]) -> str:
 def json_text(value: bytes) -> str:
     """UTF-8 text for JSON; invalid bytes show as U+FFFD (exact bytes go in a *_b64 field)."""
     return value.decode("utf-8", "replace")
+
+
+_JSON_UNSAFE = re.compile(
+    "[\u0080-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]"
+)
+
+
+def dumps(value: Any, **kw: Any) -> str:
+    """JSON for a terminal: UTF-8 text kept readable, but C1 controls, bidi and other
+    invisible format characters written as \\u escapes (C0 controls json escapes itself).
+    The result parses back to the same value."""
+    text = json.dumps(value, ensure_ascii=False, **kw)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def b64_fields(fields: Mapping[str, bytes | Iterable[bytes]]) -> dict[str, Any]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim import __version__
-from mcpshim.display import escape, safe
+from mcpshim.display import dumps, escape, safe
 from mcpshim.findings import RULES, Finding, Rule, Severity
 
 __all__ = ["JSON_SCHEMA_ID", "RENDERERS", "Report", "render_json", "render_sarif", "render_text"]
@@ -94,7 +93,7 @@ def render_json(report: Report) -> str:
         "summary": {"total": len(report.findings), "by_severity": counts},
         "findings": [_finding_json(f) for f in _sorted(report.findings)],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=2) + "\n"
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
@@ -162,7 +161,7 @@ def render_sarif(report: Report) -> str:
             }
         ],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=2) + "\n"
 
 
 def _family(report: Report) -> str:

@@ -8,7 +8,6 @@ so the process being examined cannot edit it in place.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,7 +17,7 @@ from typing import Any
 import psutil
 
 from mcpshim import __version__
-from mcpshim.display import b64_fields, escape, json_text, quote_argv
+from mcpshim.display import b64_fields, dumps, escape, json_text, quote_argv
 from mcpshim.errors import InputError
 from mcpshim.execlog import current_boot_id
 from mcpshim.paths import default_state_dir
@@ -208,7 +207,7 @@ def render_json(snap: Snapshot) -> str:
         "boot_id": snap.boot_id,
         "processes": [_proc_json(p) for p in snap.processes],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=2) + "\n"
 
 
 def render_text(snap: Snapshot) -> str:

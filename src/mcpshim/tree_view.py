@@ -6,12 +6,11 @@ All process-derived text goes through display.escape/quote_argv; JSON keeps exac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from mcpshim import __version__
-from mcpshim.display import b64_fields, escape, json_text, quote_argv
+from mcpshim.display import b64_fields, dumps, escape, json_text, quote_argv
 from mcpshim.logview import entity_id
 from mcpshim.tree import Forest, Image, Node
 
@@ -133,7 +132,7 @@ def render_json(forest: Forest, subject: Mapping[str, Any]) -> str:
         },
         "roots": [_node_json(r) for r in forest.roots],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=2) + "\n"
 
 
 def _dot_esc(text: str) -> str:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from mcpshim import execlog, logview
 from mcpshim.cli.common import location_options, locations
-from mcpshim.display import escape
+from mcpshim.display import dumps, escape
 
 __all__ = ["COMMANDS"]
 
@@ -56,9 +55,9 @@ def log(
         if fmt == "text":
             click.echo(logview.record_text(rec))
         elif fmt == "json":
-            click.echo(json.dumps(logview.record_json(rec), ensure_ascii=False))
+            click.echo(dumps(logview.record_json(rec)))
         elif isinstance(rec, execlog.ExecRecord):
-            click.echo(json.dumps(logview.record_ecs(rec, uid), ensure_ascii=False))
+            click.echo(dumps(logview.record_ecs(rec, uid)))
     for p in problems:
         click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
 
