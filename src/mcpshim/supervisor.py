@@ -127,9 +127,11 @@ class Supervisor:
         self.subreaper = False
         self._sel = selectors.DefaultSelector()
         self._tick_hooks: list[Callable[[], None]] = []
+        self._spawn_hooks: list[Callable[[], None]] = []
         self._old: dict[int, Any] = {}
         self._pending: list[int] = []
         self._tty_pgrp: int | None = None
+        self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
         tail = LogTail(loc) if loc.log_file.exists() else None
         every = round(SOCKET_PASS_MS / options.sample_ms)
         self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
@@ -152,6 +154,16 @@ class Supervisor:
 
     def on_tick(self, hook: Callable[[], None]) -> None:
         self._tick_hooks.append(hook)
+
+    def on_spawn(self, hook: Callable[[], None]) -> None:
+        """Call `hook()` once the command runs (e.g. to close the parent's ends of its pipes)."""
+        self._spawn_hooks.append(hook)
+
+    def add_helper(self, pid: int) -> None:
+        """A child of mcpshim's own (the relay's pumps): never a member of the family, never
+        observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
+        self.helpers[pid] = None
+        self.sampler.exclude(pid)
 
     # -- the session ----------------------------------------------------------------------
 
@@ -239,6 +251,8 @@ class Supervisor:
         except OSError as exc:
             raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
         self.child_pgid = self.child_pid
+        for hook in self._spawn_hooks:
+            hook()
         if self.tracer is not None and (tracer_pid := self.tracer.attached(self.child_pid)):
             self.sampler.exclude(tracer_pid)
         self._hand_terminal(self.child_pgid)
@@ -323,7 +337,9 @@ class Supervisor:
             except ChildProcessError:
                 return
             code = _exit_code(status)
-            if pid == self.child_pid:
+            if pid in self.helpers:
+                self.helpers[pid] = code
+            elif pid == self.child_pid:
                 self.status = code
             else:
                 self.emit("reaped", {"session": self.session, "time": utc_now(),

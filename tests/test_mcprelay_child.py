@@ -1,0 +1,167 @@
+"""`mcpshim run --mcp` pumps bytes from a forked child (relaychild): transparent both ways,
+deaf to signals, holding only its streams, drained when a peer goes away, and never a
+member of the family the session records."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Home
+from fixtures import byte_server
+from fixtures.runhelp import events, poll, run_argv
+from mcpshim.mcprelay import C2S, S2C
+from mcpshim.procinfo import read_stat
+from mcpshim.relaychild import available
+
+pytestmark = pytest.mark.skipif(not available(), reason="the forked relay is Linux-only")
+
+FIX = Path(__file__).parent / "fixtures"
+FAMILY_KINDS = ("observed", "survivor", "reaped")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        st = read_stat(int(name)) if name.isdigit() else None
+        if st is not None and st.ppid == pid and st.state != "Z":
+            out.append(st.pid)
+    return out
+
+
+def _relay_child(supervisor: int) -> int:
+    """The supervisor's child named mcpshim-relay, once it is there."""
+
+    def find() -> int | None:
+        for pid in _children(supervisor):
+            st = read_stat(pid)
+            if st is not None and st.comm == b"mcpshim-relay":
+                return pid
+        return None
+
+    return poll(find, "the relay child")
+
+
+def _fd(pid: int | str, fd: int) -> str:
+    return os.readlink(f"/proc/{pid}/fd/{fd}")
+
+
+def _family_records(home: Home, pid: int) -> list[dict[str, Any]]:
+    return [e for k in FAMILY_KINDS for e in events(home, k) if e["pid"] == pid]
+
+
+def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -> None:
+    sent_c, sent_s = byte_server.client_stream(), byte_server.server_stream()
+    out = tmp_path / "server-got.txt"
+    argv = run_argv(home, [sys.executable, str(FIX / "byte_server.py"), str(out)], "--mcp")
+    proc = subprocess.Popen(
+        argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin and proc.stdout
+    relay = _relay_child(proc.pid)
+    # Only the child holds the client's streams; it holds nothing else but stderr and its
+    # four pipes (to the server both ways, copies to the supervisor, control).
+    assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
+    assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
+    assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
+    fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
+    assert len(fds) == 7 and fds[:3] == [0, 1, 2], fds
+    assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
+    # The supervisor alone decides its lifetime.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        os.kill(relay, sig)
+    got, err = proc.communicate(sent_c, timeout=120)
+    assert proc.returncode == 0, err
+    # Both directions, a 1 MiB message each way among them: exactly what the other sent.
+    assert len(sent_c) > 1 << 20 and len(sent_s) > 1 << 20
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(sent_s).hexdigest()
+    assert out.read_text() == f"{hashlib.sha256(sent_c).hexdigest()} {len(sent_c)}\n"
+    [start] = events(home, "session-start")
+    sid = start["session"]
+    assert start["pid"] == proc.pid
+    # The records are those of the in-process relay.
+    reqs = events(home, "mcp-request", sid)
+    assert [r["id"] for r in reqs] == [2, 3, 4, 5]
+    assert reqs[0]["arguments"]["text"].endswith("more characters not recorded]")
+    assert reqs[1]["arguments"] == {"api_key": "[REDACTED:credential-name]"}
+    resps = {r["id"]: r for r in events(home, "mcp-response", sid)}
+    assert resps[2]["is_error"] is False and resps[2]["size"] > 1 << 20
+    assert resps[4]["is_error"] is True and resps[4]["error_code"] == -32601
+    assert all(resps[i]["time"] >= r["time"] for i, r in zip((2, 3, 4), reqs, strict=False))
+    reasons = [(u["direction"], u["reason"]) for u in events(home, "mcp-unparsed", sid)]
+    assert (C2S, "not UTF-8 text") in reasons
+    assert (S2C, "incomplete message at end") in reasons
+    # The relay child is mcpshim's, not the server's: no family record, no survivor, and
+    # never among a response's live processes.
+    assert _family_records(home, relay) == []
+    assert all(relay not in [p for p, _ in r["alive"]] for r in resps.values())
+    [end] = events(home, "session-end", sid)
+    assert end["survivors"] == 0
+    assert not os.path.exists(f"/proc/{relay}")  # reaped
+
+
+DRAIN_S2C = """
+import os, sys
+view = memoryview(b"z" * (8 << 20))
+while view:
+    view = view[os.write(1, view):]
+open(sys.argv[1], "w").write("written")
+sys.stdin.buffer.read()
+"""
+
+DRAIN_C2S = """
+import os, sys, time
+os.close(0)
+open(sys.argv[1], "w").write("closed")
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+"""
+
+
+def test_relay_drains_the_server_when_the_client_stops_reading(home: Home, tmp_path: Path) -> None:
+    done = tmp_path / "written"
+    argv = run_argv(home, [sys.executable, "-c", DRAIN_S2C, str(done)], "--mcp")
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin and proc.stdout
+    relay = _relay_child(proc.pid)
+    proc.stdout.close()  # the client is gone as a reader
+    # 8 MiB is far more than the pipes hold: the server finishes only if the relay drains.
+    poll(done.exists, "the server to write everything")
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    [end] = events(home, "session-end")
+    assert end["survivors"] == 0
+    assert _family_records(home, relay) == []
+
+
+def test_relay_drains_the_client_when_the_server_stops_reading(home: Home, tmp_path: Path) -> None:
+    closed, release = tmp_path / "closed", tmp_path / "release"
+    argv = run_argv(home, [sys.executable, "-c", DRAIN_C2S, str(closed), str(release)], "--mcp")
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE)
+    assert proc.stdin
+    poll(closed.exists, "the server to close its stdin")
+    stdin = proc.stdin
+
+    def write() -> None:
+        for _ in range(8):
+            stdin.write(b"y" * (1 << 20) + b"\n")
+        stdin.flush()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(60)  # a hang guard: with nobody draining, this write never returns
+    assert not writer.is_alive(), "the client's writes blocked"
+    release.write_text("go")
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    # What the server never read was still copied aside and noted.
+    unparsed = events(home, "mcp-unparsed")
+    assert [(u["direction"], u["size"]) for u in unparsed] == [(C2S, 1 << 20)] * 8
