@@ -1,17 +1,26 @@
 """Added latency of the MCP relay per message size (1 B to 1 MiB): medians and p95.
 
 A line-echo peer answers each `tools/call` message with the same bytes. For each size the
-round trip is timed directly, through the relay alone (tests/fixtures/relayhost.py, no
-recording), through the relay while it records (parse, redact, log write), and through
-the real path: `mcpshim run --mcp -- python <line-echo>` (supervisor, sampler and relay).
-Prints, per size, the direct median and p95 and the time each path adds to them.
+round trip is timed directly and through each chosen path:
 
-    .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run]
+- relay / record: tests/fixtures/relayhost.py with the in-process pump threads, without
+  and with recording (parse, redact, log write); frelay / frecord: the same with the
+  pumps in a forked child (relaychild.ForkedRelay);
+- run: the real path, `mcpshim run --mcp -- python <line-echo>` (supervisor, sampler,
+  recorder; the forked pumps on Linux); run-threads: the same with the pumps forced back
+  into the supervisor's threads (the fallback, and the design before relaychild).
+
+All paths run at once and take turns message by message, so load from elsewhere on the
+machine falls on every path alike. Prints the direct median and p95 (ms) and what each
+path adds to them.
+
+    .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run,run-threads]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -20,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 RELAYHOST = ROOT / "tests" / "fixtures" / "relayhost.py"
@@ -30,6 +40,15 @@ ECHO = (
     "    w.write(line.replace(b'\"method\":\"tools/call\",', b'', 1)"
     ".replace(b'\"params\"', b'\"result\"', 1))\n"
     "    w.flush()\n"
+)
+# `mcpshim run` with the relay's pumps as threads in the supervisor (benchmark only).
+THREADS = (
+    "import sys\n"
+    "from mcpshim import relaychild\n"
+    "relaychild.available = lambda: False\n"
+    "from mcpshim.cli import main\n"
+    "sys.argv[0] = 'mcpshim'\n"
+    "main()\n"
 )
 SIZES = [1, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
 WARMUP = 5
@@ -54,29 +73,54 @@ def read_line(fd: int, buf: bytearray) -> None:
     del buf[: buf.index(b"\n") + 1]
 
 
-def measure(argv: list[str], size: int, rounds: int, env: dict[str, str]) -> list[float]:
-    """Round-trip times in ms, warm-up rounds left out."""
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
+class Peer:
+    """One path under test: a running process, its stdout buffer and its round-trip times."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], err: IO[bytes]) -> None:
+        self.argv, self.err = argv, err
+        self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
         )
-        assert proc.stdin and proc.stdout
-        out, buf, times = proc.stdout.fileno(), bytearray(), []
-        msgs = [message(i, size) for i in range(rounds + WARMUP)]
+        self.buf = bytearray()
+        self.times: list[float] = []
+
+    def round_trip(self, msg: bytes, keep: bool) -> None:
+        assert self.proc.stdin and self.proc.stdout
+        t0 = time.perf_counter()
         try:
-            for i, msg in enumerate(msgs):
-                t0 = time.perf_counter()
-                proc.stdin.write(msg)
-                proc.stdin.flush()
-                read_line(out, buf)
-                if i >= WARMUP:
-                    times.append((time.perf_counter() - t0) * 1000)
+            self.proc.stdin.write(msg)
+            self.proc.stdin.flush()
+            read_line(self.proc.stdout.fileno(), self.buf)
         except (EOFError, BrokenPipeError):
-            err.seek(0)
-            sys.exit(f"{argv[:4]} failed:\n{err.read().decode(errors='replace')}")
-        proc.stdin.close()
-        proc.wait()
-    return times
+            self.err.seek(0)
+            sys.exit(f"{self.argv[:4]} failed:\n{self.err.read().decode(errors='replace')}")
+        if keep:
+            self.times.append((time.perf_counter() - t0) * 1000)
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def measure(
+    modes: dict[str, list[str]], size: int, rounds: int, env: dict[str, str]
+) -> dict[str, list[float]]:
+    """Round-trip times in ms per mode, warm-up rounds left out, modes taking turns."""
+    with contextlib.ExitStack() as stack:
+        peers = {
+            m: Peer(argv, env, stack.enter_context(tempfile.TemporaryFile()))
+            for m, argv in modes.items()
+        }
+        for peer in peers.values():
+            stack.callback(peer.close)
+        for i in range(rounds + WARMUP):
+            msg = message(i, size)
+            order = list(peers.values())
+            order = order[i % len(order) :] + order[: i % len(order)]  # no fixed first
+            for peer in order:
+                peer.round_trip(msg, i >= WARMUP)
+    return {m: p.times for m, p in peers.items()}
 
 
 def p95(times: list[float]) -> float:
@@ -88,8 +132,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=300, help="round trips per size and mode")
     ap.add_argument(
         "--modes",
-        default="relay,record,run",
-        help="comma-separated paths to time besides direct: relay, record, run",
+        default="run,run-threads",
+        help="comma-separated paths besides direct: relay, record, frelay, frecord, run, "
+        "run-threads",
     )
     args = ap.parse_args()
     echo = [sys.executable, "-c", ECHO]
@@ -103,13 +148,16 @@ def main() -> None:
             "XDG_CACHE_HOME": f"{tmp}/cache",
         }
         log = str(Path(tmp) / "log")
-        shims = str(Path(tmp) / "shims")
-        mcpshim = [sys.executable, "-m", "mcpshim", "run", "--dir", shims, "--mcp", "--"]
+        host = [sys.executable, str(RELAYHOST)]
+        run = ["run", "--dir", str(Path(tmp) / "shims"), "--mcp", "--", *echo]
         every = {
             "direct": echo,
-            "relay": [sys.executable, str(RELAYHOST), tmp, "-", "bench", "--", *echo],
-            "record": [sys.executable, str(RELAYHOST), tmp, log, "bench", "--", *echo],
-            "run": [*mcpshim, *echo],
+            "relay": [*host, tmp, "-", "bench", "--", *echo],
+            "record": [*host, tmp, log, "bench", "--", *echo],
+            "frelay": [*host, "--fork", tmp, "-", "bench", "--", *echo],
+            "frecord": [*host, "--fork", tmp, log, "bench", "--", *echo],
+            "run": [sys.executable, "-m", "mcpshim", *run],
+            "run-threads": [sys.executable, "-c", THREADS, *run],
         }
         chosen = [m.strip() for m in args.modes.split(",") if m.strip()]
         unknown = [m for m in chosen if m not in every or m == "direct"]
@@ -118,16 +166,16 @@ def main() -> None:
         modes = {"direct": every["direct"], **{m: every[m] for m in chosen}}
         head = f"{'size':>8} {'direct med':>10} {'p95':>7}"
         for m in chosen:
-            head += f" {'+' + m + ' med':>12} {'p95':>7}"
+            head += f" {'+' + m + ' med':>16} {'p95':>7}"
         print(head + "   (ms; + = added to direct)")
         for size in SIZES:
             rounds = args.rounds if size <= 64 << 10 else max(20, args.rounds // 3)
-            got = {m: measure(a, size, rounds, env) for m, a in modes.items()}
+            got = measure(modes, size, rounds, env)
             med = {m: statistics.median(t) for m, t in got.items()}
             top = {m: p95(t) for m, t in got.items()}
             line = f"{size:>8} {med['direct']:>10.3f} {top['direct']:>7.3f}"
             for m in chosen:
-                line += f" {med[m] - med['direct']:>12.3f} {top[m] - top['direct']:>7.3f}"
+                line += f" {med[m] - med['direct']:>16.3f} {top[m] - top['direct']:>7.3f}"
             print(line, flush=True)
 
 
