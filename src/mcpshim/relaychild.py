@@ -30,7 +30,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from mcpshim.mcprelay import C2S, S2C, Relay, relay_pipe
@@ -154,6 +154,21 @@ def _child(pumps: Sequence[tuple[int, int]], copy_w: int, ctl_r: int) -> NoRetur
 
 # ---- the parent ----------------------------------------------------------------------------
 
+_NICE = 10
+
+
+def _in_background(fn: Callable[..., None]) -> Callable[..., None]:
+    """Run fn on a thread the scheduler puts after the pumps, the client and the server:
+    parsing a 1 MiB copy takes milliseconds of CPU that the forwarding path would otherwise
+    share (Linux niceness is per thread)."""
+
+    def run(*args: object) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
+        fn(*args)
+
+    return run
+
 
 class ForkedRelay(Relay):
     """The Relay interface, with the pumps in a forked child (see the module docstring)."""
@@ -179,10 +194,10 @@ class ForkedRelay(Relay):
         for fd in (copy_w, ctl_r, server_in, server_out, client_in, client_out):
             _null(fd)
         self._threads["copies"] = threading.Thread(
-            target=self._read_copies, args=(copy_r,), name="mcp copies", daemon=True
+            target=_in_background(self._read_copies), args=(copy_r,), name="mcp copies", daemon=True
         )
         self._threads["recorder"] = threading.Thread(
-            target=self._record, name="mcp recorder", daemon=True
+            target=_in_background(self._record), name="mcp recorder", daemon=True
         )
         for th in self._threads.values():
             th.start()
