@@ -70,11 +70,16 @@ def run_relayed(sup: Supervisor) -> int:
     )
     # Linux: the pumps run in a child of their own, out of reach of this process's
     # interpreter lock (relaychild); elsewhere they are threads here.
-    relay = ForkedRelay(recorder) if relaychild.available() else Relay(recorder)
+    relay: Relay = Relay(recorder)
+    if relaychild.available():
+        forked = ForkedRelay(recorder)
+        with contextlib.suppress(OSError):  # fork failed (EAGAIN, ENOMEM): threads
+            forked.start(0, in_w, out_r, 1)
+            sup.add_helper(forked.pid)
+            relay = forked
+    if not isinstance(relay, ForkedRelay):
+        relay.start(0, in_w, out_r, 1)
     actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
-    relay.start(0, in_w, out_r, 1)
-    if isinstance(relay, ForkedRelay):
-        sup.add_helper(relay.pid)
     closed = False
 
     def close_server_ends() -> None:

@@ -182,7 +182,12 @@ class ForkedRelay(Relay):
         ctl_r, ctl_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (copy_r, copy_w, ctl_r, ctl_w):
+                os.close(fd)
+            raise  # nothing was handed over: the caller can fall back to threads
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
                 _child(((client_in, server_in), (server_out, client_out)), copy_w, ctl_r)
