@@ -10,7 +10,7 @@ from typing import Any
 
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, poll, run
-from mcpshim import execlog
+from mcpshim import execlog, rotation
 from mcpshim.procinfo import ProcInfo, proc_info, read_stat, socket_table
 from mcpshim.sampler import Sampler
 from mcpshim.session import LogTail
@@ -34,7 +34,7 @@ def test_log_tail_reads_only_new_whole_records_across_rotation(home: Home) -> No
         fh.write(rec[7:])
     assert tail.poll() == []  # whole but malformed (too short): reported, not returned
     assert tail.problems and "too short" in tail.problems[-1].message
-    execlog.rotate(home.loc)
+    rotation.rotate(home.loc)
     subprocess.run([git, "version"], env=home.env, check=True, capture_output=True)
     [after] = tail.poll()
     assert after.args == (b"version",)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import Home, install
-from mcpshim import execlog
+from mcpshim import execlog, rotation
 
 WRITERS = 8
 EXECS = 500
@@ -78,7 +78,7 @@ def test_twenty_rotations_under_load_lose_nothing(home: Home) -> None:
     def rotate() -> None:
         for _ in range(20):
             time.sleep(0.15)
-            new, _removed = execlog.rotate(home.loc)
+            new, _removed = rotation.rotate(home.loc)
             rotated.append(new)
 
     t = threading.Thread(target=rotate)

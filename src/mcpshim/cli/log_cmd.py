@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mcpshim import execlog, logview
+from mcpshim import execlog, logview, rotation
 from mcpshim.cli.common import location_options, locations
 from mcpshim.display import dumps, escape
 
@@ -74,7 +74,7 @@ def rotate(ctx: click.Context, keep: int | None) -> None:
     """Rotate the live log under its lock (rename, never copy or truncate)."""
     shim_dir, log_dir = ctx.obj
     loc = locations(shim_dir, log_dir)
-    new, removed = execlog.rotate(loc, keep)
+    new, removed = rotation.rotate(loc, keep)
     click.echo(f"rotated to {escape(str(new))}" if new else "live log empty; nothing to rotate")
     for p in removed:
         click.echo(f"removed {escape(str(p))}")
