@@ -9,9 +9,8 @@ instead of to init: they stay in the family, it reaps them and records their exi
 One thread runs one loop: a selector waits on the signal wakeup pipe (SIGCHLD and the
 forwarded SIGINT/SIGTERM/SIGHUP arrive as bytes there, never as work inside a handler) and
 on any extra readers (`add_reader`: a later stdio relay or a trace reader), with the sample
-interval as its timeout. When the command ends, every live descendant is a survivor: its
-evidence is read first, then it is reported or terminated (SIGTERM, SIGKILL after the
-grace period, and a check that it is gone, through a pidfd where the OS has them).
+interval as its timeout. When the command ends, every live descendant is a survivor,
+reported or terminated by `containment`.
 """
 
 from __future__ import annotations
@@ -29,20 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import psutil
-
 from mcpshim import execlog
+from mcpshim.containment import account_survivors, group_members
 from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
-from mcpshim.procinfo import (
-    LINUX,
-    ProcInfo,
-    Stat,
-    proc_fields,
-    proc_info,
-    read_stat,
-    start_ticks,
-)
+from mcpshim.procinfo import LINUX, Stat, proc_fields, start_ticks
 from mcpshim.sampler import Sampler
 from mcpshim.session import (
     LogTail,
@@ -61,7 +51,6 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 OnExit = Literal["report", "terminate"]
 _PR_SET_CHILD_SUBREAPER = 36
 SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
-_KILL_DEADLINE = 10.0  # seconds of SIGKILL rounds before a survivor is declared unkillable
 
 
 class SpawnError(McpshimError):
@@ -352,117 +341,25 @@ class Supervisor:
         self._reap()
         family = self.sampler.survey()
         if not self.subreaper:
-            family.update(_group_members(self.child_pgid, exclude=os.getpid()))
+            family.update(group_members(self.child_pgid, exclude=os.getpid()))
         return {p: st for p, st in family.items() if st.state != "Z"}
 
     def _at_exit(self) -> tuple[int, bool]:
         """Record every survivor (evidence first), then terminate them if asked."""
-        survivors: dict[int, tuple[Stat, ProcInfo | None]] = {}
-
-        def collect() -> dict[int, Stat]:
-            live = self._live_family()
-            for pid, st in live.items():
-                if pid not in survivors:
-                    survivors[pid] = (st, proc_info(pid))
-            return live
-
-        live = collect()
-        actions = {pid: "reported" for pid in survivors}
-        terminated = False
-        if self.options.on_exit == "terminate" and live:
-            actions, terminated = self._contain(collect)
-        for pid, (st, seen) in survivors.items():
-            info = seen
-            if info is None or info.start != st.start:
-                info = ProcInfo(pid, st.ppid, st.start, None, b"", (), b"", None, ())
+        survivors, terminated = account_survivors(
+            self._live_family,
+            self.options.on_exit == "terminate",
+            self.options.grace,
+            self._reap,
+            None if self.subreaper else self.child_pgid,
+        )
+        for info, action in survivors:
             self.emit(
                 "survivor",
                 {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
-                 **proc_fields(info), "action": actions.get(pid, "terminated")},
+                 **proc_fields(info), "action": action},
             )  # fmt: skip
         return len(survivors), terminated
-
-    def _contain(self, collect: Callable[[], dict[int, Stat]]) -> tuple[dict[int, str], bool]:
-        """SIGTERM, SIGKILL after the grace period, until the family is verifiably empty."""
-        termed: set[int] = set()
-        killed: set[int] = set()
-        pidfds: dict[int, int] = {}
-        deadline = time.monotonic() + self.options.grace
-        sig = signal.SIGTERM
-        try:
-            live = collect()
-            while live:
-                for pid, st in live.items():
-                    if sig == signal.SIGKILL:
-                        killed.add(pid)
-                    elif pid in termed:
-                        continue
-                    termed.add(pid)
-                    self._signal(pid, st.start, sig, pidfds)
-                if not self.subreaper:
-                    with contextlib.suppress(OSError):
-                        os.killpg(self.child_pgid, sig)
-                self._wait_any(pidfds, 0.05)
-                live = collect()
-                for pid in [p for p in pidfds if p not in live]:
-                    os.close(pidfds.pop(pid))  # exited: its pidfd would stay readable
-                now = time.monotonic()
-                if sig == signal.SIGTERM and now >= deadline:
-                    sig = signal.SIGKILL
-                elif now >= deadline + _KILL_DEADLINE:
-                    break
-        finally:
-            for fd in pidfds.values():
-                os.close(fd)
-        actions = {pid: "killed" if pid in killed else "terminated" for pid in termed}
-        return actions, not live
-
-    def _signal(self, pid: int, start: int | None, sig: int, pidfds: dict[int, int]) -> None:
-        """Signal the process itself, never a reuser of its pid (a pidfd pins the process)."""
-        if pid not in pidfds and hasattr(os, "pidfd_open"):
-            try:
-                fd = os.pidfd_open(pid)
-            except OSError:
-                return
-            if start_ticks(pid) != start:
-                os.close(fd)
-                return
-            pidfds[pid] = fd
-        try:
-            if pid in pidfds:
-                signal.pidfd_send_signal(pidfds[pid], sig)
-            elif start_ticks(pid) == start:
-                os.kill(pid, sig)
-        except OSError:
-            return
-
-    def _wait_any(self, pidfds: Mapping[int, int], timeout: float) -> None:
-        """Sleep until a signalled process exits (its pidfd turns readable) or timeout."""
-        sel = selectors.DefaultSelector()
-        try:
-            for fd in pidfds.values():
-                sel.register(fd, selectors.EVENT_READ)
-            if pidfds:
-                sel.select(timeout)
-            else:
-                time.sleep(timeout)
-        finally:
-            sel.close()
-        self._reap()
-
-
-def _group_members(pgid: int, exclude: int) -> dict[int, Stat]:
-    """Processes still in the command's process group (the fallback without a subreaper)."""
-    out: dict[int, Stat] = {}
-    for p in psutil.process_iter():
-        try:
-            if p.pid != exclude and os.getpgid(p.pid) == pgid:
-                st = read_stat(p.pid)
-                if st is not None:
-                    out[p.pid] = st
-        except (OSError, psutil.Error):
-            continue
-    return out
 
 
 if sys.platform == "win32":  # pragma: no cover
