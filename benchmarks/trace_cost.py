@@ -23,7 +23,8 @@ from pathlib import Path
 
 from mcpshim import execlog, shims
 from mcpshim.paths import Locations
-from mcpshim.trace_run import exec_payloads, is_gone, tracer_of
+from mcpshim.trace_records import exec_payloads
+from mcpshim.trace_run import is_gone, tracer_of
 from mcpshim.tracer import build_trace, read_output, strace_argv
 
 

@@ -22,7 +22,7 @@ from fixtures.runhelp import events, only_session, poll
 from mcpshim.policy import default_policy
 from mcpshim.review import review
 from mcpshim.trace_merge import pair_shim_records
-from mcpshim.trace_run import trace_unavailable
+from mcpshim.trace_probe import trace_unavailable
 
 FIXTURE = Path(__file__).parent / "fixtures" / "node_mcp_server"
 SERVER = FIXTURE / "server.mjs"

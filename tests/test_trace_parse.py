@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from mcpshim import execlog
-from mcpshim.trace_run import exec_payloads, is_gone, trace_unavailable, tracer_of
+from mcpshim.trace_probe import trace_unavailable
+from mcpshim.trace_records import exec_payloads
+from mcpshim.trace_run import is_gone, tracer_of
 from mcpshim.tracer import MAX_ARG_STRLEN, ExecAttempt, Trace, build_trace, read_output, strace_argv
 
 STRACE = shutil.which("strace")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mcpshim.errors import UsageError
-from mcpshim.trace_run import require_trace, trace_unavailable
+from mcpshim.trace_probe import require_trace, trace_unavailable
 
 LINUX = sys.platform.startswith("linux")
 needs_strace = pytest.mark.skipif(
@@ -35,7 +35,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
 fp = P(4, prog)
 assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0, ctypes.get_errno()  # SECCOMP filter
-from mcpshim.trace_run import trace_unavailable
+from mcpshim.trace_probe import trace_unavailable
 print(json.dumps(trace_unavailable(None)))
 """
 

@@ -18,7 +18,7 @@ from mcpshim import execlog
 from mcpshim.policy import default_policy
 from mcpshim.review import review
 from mcpshim.trace_merge import collapse, pair_shim_records, trace_image
-from mcpshim.trace_run import trace_unavailable
+from mcpshim.trace_probe import trace_unavailable
 from mcpshim.tracer import MAX_ARG_STRLEN
 from mcpshim.tree import build_forest, images
 

@@ -1,17 +1,9 @@
-"""Running strace for `mcpshim run --trace`: the capability probe, the tracer's life, the records.
+"""Running strace for `mcpshim run --trace`: the tracer's life and what it leaves in the log.
 
-The probe runs the exact command line the session will use on `/bin/true` before the
-server starts, so a missing strace, a yama ptrace_scope that forbids it or a container's
-seccomp profile is found while there is still time to refuse (plain --trace: exit 2 with the
-reason and the fix) or to fall back (--trace=auto: shims plus sampling, and a
-`trace-fallback` record that says why).
-
-At the end of the session the per-thread files are parsed and written to the log as one
-`trace-exec` record per exec attempt (failed ones too), `trace-fork` for processes that
-never exec'd, `trace-gap` for family members no record explains, and `trace-summary`.
-Identity follows the shims: (boot id, pid, start ticks). A start read from /proc while the
-process lived is exact; otherwise it is derived from the fork's timestamp and snapped to an
-exact start the log holds for that pid (shim record, sampler) within one tick.
+Whether strace can trace here at all is `trace_probe`'s question, asked before the server
+starts. At the end of the session the per-thread files are parsed and written to the log
+(`trace_records` builds the `trace-exec`, `trace-fork` and `trace-gap` records), followed
+by a `trace-summary`. Exact starts are read from /proc on each tick while processes live.
 
 The tracer is never detached while tracees live: strace's seccomp filter stays in them and
 would make their execve/fork fail with ENOSYS. Survivors left running (`--on-exit report`)
@@ -27,108 +19,22 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from mcpshim import execlog
-from mcpshim.display import b64_fields, json_text
 from mcpshim.errors import UsageError
-from mcpshim.execlog import EventRecord, ExecRecord, LogProblem, Record
+from mcpshim.execlog import ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.procinfo import start_ticks
-from mcpshim.redact import redact_argv
-from mcpshim.shims import unsafe_reason
-from mcpshim.tracer import ExecAttempt, Process, Trace, build_trace, read_output, strace_argv
+from mcpshim.trace_probe import trace_unavailable
+from mcpshim.trace_records import exact_starts, exec_payloads, find_gaps, iso_time
+from mcpshim.tracer import build_trace, read_output, strace_argv
 
-__all__ = [
-    "TraceRun",
-    "exec_payloads",
-    "fallback_payload",
-    "find_strace",
-    "is_gone",
-    "prepare",
-    "probe",
-    "require_trace",
-    "trace_unavailable",
-    "tracer_of",
-]
-
-_FIX = "or use --trace=auto to run without it (shims plus sampling)"
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat()
-
-
-def find_strace(path: str | None) -> tuple[str | None, str]:
-    """strace on PATH, refused when it sits where others can replace it."""
-    found = shutil.which("strace", path=path)
-    if found is None:
-        return None, (
-            f"strace is not installed or not on PATH ({path or ''}); install it "
-            f"(Debian/Ubuntu: apt-get install strace; Fedora: dnf install strace) {_FIX}"
-        )
-    found = os.path.abspath(found)
-    bad = unsafe_reason(found)
-    if bad:
-        return None, f"refusing {found}: {bad}; install strace in a root-owned directory {_FIX}"
-    return found, ""
-
-
-def probe(strace: str, timeout: float = 20.0) -> str:
-    """'' when strace can trace a child here, else why not (its own words)."""
-    true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
-    with tempfile.TemporaryDirectory(prefix="mcpshim-probe-") as d:
-        output = Path(d) / "trace"
-        try:
-            proc = subprocess.run(
-                strace_argv(strace, str(output), [true]),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=timeout,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{strace} could not run: {exc}"
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        traced = any(ev.kind == "exec" for evs in read_output(output).values() for ev in evs)
-        if proc.returncode == 0 and traced:
-            return ""
-        why = err[0] if err else f"exit status {proc.returncode}, no exec traced"
-        return f"strace cannot trace a child process here: {why}"
-
-
-def trace_unavailable(path: str | None) -> tuple[str | None, str]:
-    """(strace, '') when --trace can work, else (None, the reason and the fix)."""
-    if not sys.platform.startswith("linux"):
-        return None, f"--trace needs Linux and strace (this is {sys.platform}) {_FIX}"
-    strace, why = find_strace(path)
-    if strace is None:
-        return None, why
-    why = probe(strace)
-    if why:
-        return None, (
-            f"{why}. ptrace is forbidden here: check /proc/sys/kernel/yama/ptrace_scope "
-            "(0 or 1 lets a process trace its own children), a container's seccomp profile "
-            "or capabilities (docker: --cap-add SYS_PTRACE), or a no-new-privileges/seccomp "
-            f"policy around mcpshim, {_FIX}"
-        )
-    return strace, ""
-
-
-def require_trace(path: str | None) -> str:
-    """For plain --trace: strace's path, or a UsageError that says why and how to fix it."""
-    strace, why = trace_unavailable(path)
-    if strace is None:
-        raise UsageError(f"--trace: {why}")
-    return strace
+__all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
 
 def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | None, str]:
@@ -146,107 +52,8 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
 
 
 def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
-    return {"session": session, "time": _iso(time.time()), "boot_id": boot_id,
+    return {"session": session, "time": iso_time(time.time()), "boot_id": boot_id,
             "reason": reason, "using": "shims and sampling"}  # fmt: skip
-
-
-# ---- records -----------------------------------------------------------------------------
-
-
-def _bytes_field(name: str, value: bytes | None) -> dict[str, Any]:
-    if value is None:
-        return {name: None}
-    return {name: json_text(value), **b64_fields({name: value})}
-
-
-def exec_payloads(
-    trace: Trace,
-    session: str,
-    boot_id: str,
-    exact: Mapping[int, Sequence[int]],
-    shim_dirs: Sequence[bytes] = (),
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The log records of one trace: (kind, payload), in time order; argv redacted.
-
-    A shim's exec is two traced execs in one process: the shim script (its path is in a shim
-    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name)."""
-    starts = {pid: _snap(p.start, exact.get(pid, ())) for pid, p in trace.processes.items()}
-    for pid, st in exact.items():
-        if pid not in starts and len(st) == 1:
-            starts[pid] = st[0]
-    last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
-    prev_script: dict[int, bytes] = {}
-    for e in trace.execs:
-        payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
-        if e.result == "ok":
-            script = prev_script.pop(e.pid, None)
-            if os.path.dirname(e.filename) in shim_dirs:
-                payload["shim_script"] = True
-                prev_script[e.pid] = e.filename
-            elif script is not None:
-                payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
-        yield "trace-exec", payload
-    for p in trace.processes.values():
-        if p.exec_count == 0 and not any(e.pid == p.pid for e in trace.execs):
-            yield (
-                "trace-fork",
-                {
-                    "session": session,
-                    "time": _iso(p.time),
-                    "boot_id": boot_id,
-                    "pid": p.pid,
-                    "ppid": p.ppid,
-                    "start": starts[p.pid],
-                    "parent_start": starts.get(p.ppid) if p.ppid is not None else None,
-                    **_bytes_field("cwd", p.cwd),
-                    "exit_status": p.status,
-                    "signal": p.signal or None,
-                },
-            )
-
-
-def _snap(derived: int | None, exact: Sequence[int]) -> int | None:
-    if derived is None:
-        return exact[0] if len(exact) == 1 else None
-    close = [s for s in exact if abs(s - derived) <= 1]
-    return min(close, key=lambda s: abs(s - derived)) if close else derived
-
-
-def _exec_payload(
-    e: ExecAttempt,
-    trace: Trace,
-    session: str,
-    boot_id: str,
-    starts: Mapping[int, int | None],
-    last: ExecAttempt | None,
-) -> dict[str, Any]:
-    p: Process = trace.processes[e.pid]
-    red = redact_argv(list(e.argv or ()))
-    out: dict[str, Any] = {
-        "session": session,
-        "time": _iso(e.time),
-        "boot_id": boot_id,
-        "pid": e.pid,
-        "ppid": p.ppid,
-        "start": starts.get(e.pid),
-        "parent_start": starts.get(p.ppid) if p.ppid is not None else None,
-        **_bytes_field("cwd", e.cwd),
-        **_bytes_field("filename", e.filename),
-        "argv": [json_text(a) for a in red.argv] if e.argv is not None else None,
-        **b64_fields({"argv": red.argv}),
-        "result": e.result,
-        "search": e.search_step,
-        "exit_status": p.status if last is e else None,
-    }
-    if red.rules:
-        out["argv_redacted"] = sorted(set(red.rules))
-    if e.truncated:
-        out["argv_truncated"] = True
-    if e.tid != e.pid:
-        out["tid"] = e.tid
-    if last is e and p.signal:
-        out["signal"] = p.signal
-    return out
 
 
 # ---- the run -----------------------------------------------------------------------------
@@ -332,7 +139,7 @@ class TraceRun:
             execlog.now_anchor(), execlog.CLK_TCK,
         )  # fmt: skip
         records = list(_session_records(self.loc, self._log_mark, session))
-        exact = _exact_starts(records, self._live)
+        exact = exact_starts(records, self._live)
         n_exec = 0
         shim_dirs = [
             os.fsencode(self.loc.shim_dir),
@@ -343,12 +150,12 @@ class TraceRun:
             n_exec += kind == "trace-exec"
         gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
         for g in gaps:
-            now = _iso(time.time())
+            now = iso_time(time.time())
             payload = {"session": session, "time": now, "boot_id": boot_id, **g}
             execlog.append_event(self.loc, "trace-gap", payload)
         summary: dict[str, Any] = {
             "session": session,
-            "time": _iso(time.time()),
+            "time": iso_time(time.time()),
             "boot_id": boot_id,
             "strace": self.strace,
             "processes": len(trace.processes),
@@ -418,71 +225,3 @@ def _session_records(
         s = r.session if isinstance(r, ExecRecord) else r.data.get("session")
         if s == session:
             yield r
-
-
-def _exact_starts(records: Iterable[Record], live: Mapping[int, int]) -> dict[int, list[int]]:
-    exact: dict[int, list[int]] = {pid: [st] for pid, st in live.items()}
-    me = start_ticks(os.getpid())  # the supervisor: the root's parent
-    if me is not None:
-        exact[os.getpid()] = [me]
-    for r in records:
-        pid: Any
-        st: Any
-        if isinstance(r, ExecRecord):
-            pid, st = r.pid, r.start
-        elif r.kind in ("observed", "survivor"):
-            pid, st = r.data.get("pid"), r.data.get("start")
-        else:
-            continue
-        if isinstance(pid, int) and isinstance(st, int) and st not in exact.get(pid, []):
-            exact.setdefault(pid, []).append(st)
-    return exact
-
-
-def find_gaps(
-    trace: Trace,
-    records: Iterable[Record],
-    exact: Mapping[int, Sequence[int]],
-    ignore: set[int],
-) -> Iterator[dict[str, Any]]:
-    """Family members no record explains: seen by the sampler or the supervisor but not by the
-    tracer or a shim, or seen by the tracer without the fork that made them."""
-    known: dict[int, list[int | None]] = {}
-    for p in trace.processes.values():
-        known.setdefault(p.pid, []).append(_snap(p.start, exact.get(p.pid, ())))
-    recs = list(records)
-    for r in recs:
-        if isinstance(r, ExecRecord):
-            known.setdefault(r.pid, []).append(r.start)
-    reported: set[tuple[int, int | None]] = set()
-    for r in recs:
-        if not isinstance(r, EventRecord) or r.kind not in ("observed", "survivor", "reaped"):
-            continue
-        pid, st = r.data.get("pid"), r.data.get("start")
-        if not isinstance(pid, int) or pid in ignore or (pid, st) in reported:
-            continue
-        starts = known.get(pid, [])
-        if any(s is None or st is None or abs(s - st) <= 1 for s in starts):
-            continue
-        reported.add((pid, st))
-        yield {
-            "pid": pid,
-            "start": st,
-            "ppid": r.data.get("ppid"),
-            "seen_as": r.kind,
-            "seen_at": r.where,
-            "cmdline": r.data.get("cmdline"),
-            **({"cmdline_b64": r.data["cmdline_b64"]} if "cmdline_b64" in r.data else {}),
-            "exe": r.data.get("exe"),
-            "reason": f"a {r.kind} family member with no exec or fork record from the tracer "
-            "or a shim",
-        }
-    for p in trace.processes.values():
-        if not p.parent_known:
-            yield {
-                "pid": p.pid,
-                "start": p.start,
-                "ppid": None,
-                "seen_as": "trace",
-                "reason": "the tracer saw this process but not the fork that created it",
-            }
