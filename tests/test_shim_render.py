@@ -60,3 +60,24 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
             text=True,
         )
         assert out.returncode == 0, out.stdout
+
+
+def test_triggers_cover_every_rule_prefix_and_option() -> None:
+    from mcpshim import redact
+
+    case = f"case $1 in {redact.sh_triggers()}) echo hit ;; *) echo miss ;; esac"
+    samples = [f"x{p}y" for r in redact.TOKEN_RULES for p in r.prefixes]
+    samples += ["https://u:p@h/"] + [n for n in redact.OPTION_NAMES]
+    samples += [f"{n}=v" for n in redact.OPTION_NAMES]
+    for shell in ("dash", "bash"):
+        if shutil.which(shell) is None:
+            continue
+        for sample in samples:
+            out = subprocess.run(
+                [shell, "-c", case, "sh", sample], capture_output=True, text=True, check=True
+            ).stdout
+            assert out == "hit\n", (shell, sample)
+        out = subprocess.run(
+            [shell, "-c", case, "sh", "--version"], capture_output=True, text=True, check=True
+        ).stdout
+        assert out == "miss\n"

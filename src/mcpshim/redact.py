@@ -232,11 +232,51 @@ def _sh_glob_literal(s: str) -> str:
     return shlex.quote(s)
 
 
+def _merge_one_position(words: list[str]) -> list[list[str]]:
+    """Group same-length words that differ only at one position (ghp_/gho_ -> gh[op]_)."""
+    groups: list[list[str]] = [[w] for w in dict.fromkeys(words)]
+    merged = True
+    while merged:
+        merged = False
+        for i, a in enumerate(groups):
+            for j in range(i + 1, len(groups)):
+                b = groups[j]
+                if len(a[0]) != len(b[0]):
+                    continue
+                diff = [k for k in range(len(a[0])) if {w[k] for w in a} != {w[k] for w in b}]
+                same_rest = all(
+                    len({w[k] for w in a + b}) == 1 for k in range(len(a[0])) if k not in diff
+                )
+                plain = not ({w[diff[0]] for w in a + b} & set("!^[]\\")) if diff else False
+                if len(diff) == 1 and same_rest and plain:
+                    groups[i] = a + b
+                    del groups[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return groups
+
+
+def _glob(group: list[str]) -> str:
+    out = []
+    for k in range(len(group[0])):
+        chars = sorted({w[k] for w in group}, key=lambda c: (c == "-", c))  # "-" last: literal
+        out.append(_sh_glob_literal(chars[0]) if len(chars) == 1 else "[" + "".join(chars) + "]")
+    return "".join(out)
+
+
 def sh_triggers() -> str:
-    """`case` patterns that send an argument to the scrubber (cheap, checked on every arg)."""
-    pats = [f"*{_sh_glob_literal(p)}*" for r in TOKEN_RULES for p in r.prefixes]
-    pats.append("*://*:*@*")
-    pats += [f"{_sh_glob_literal(n)}*" for n in OPTION_NAMES]
+    """`case` patterns that send an argument to the scrubber, checked on every argument.
+
+    A superset of the rules, kept short because the shim parses and matches it on every exec:
+    prefixes that differ in one character share a bracket, the Authorization forms share
+    their stem. A false alarm only costs sourcing the library, whose exact rules decide.
+    """
+    prefixes = [p for r in TOKEN_RULES for p in r.prefixes if not p.startswith("uthorization")]
+    pats = [f"*{_glob(g)}*" for g in _merge_one_position(prefixes)]
+    pats += ["*'uthorization: '*", "*://*:*@*"]
+    pats += [f"{_glob(g)}*" for g in _merge_one_position(list(OPTION_NAMES))]
     return "|".join(pats)
 
 
