@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.seccomp import DENY_PTRACE_PRELUDE
 from mcpshim.errors import UsageError
 from mcpshim.trace_probe import require_trace, trace_unavailable
 
@@ -21,23 +22,13 @@ needs_strace = pytest.mark.skipif(
 
 # Install a seccomp filter that makes ptrace(2) fail with EPERM, as a container's default
 # profile does, then run the probe: the filter is inherited by strace.
-DENY_PTRACE = r"""
-import ctypes, json, os, platform, sys
-nr = {"x86_64": 101, "aarch64": 117}[platform.machine()]
-class F(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint)]
-class P(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(F))]
-prog = (F * 4)(F(0x20, 0, 0, 0), F(0x15, 0, 1, nr), F(0x06, 0, 0, 0x00050000 | 1),
-               F(0x06, 0, 0, 0x7FFF0000))
-libc = ctypes.CDLL(None, use_errno=True)
-assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
-fp = P(4, prog)
-assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0, ctypes.get_errno()  # SECCOMP filter
+DENY_PTRACE = (
+    DENY_PTRACE_PRELUDE
+    + r"""
 from mcpshim.trace_probe import trace_unavailable
 print(json.dumps(trace_unavailable(None)))
 """
+)
 
 
 @needs_strace

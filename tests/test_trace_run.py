@@ -14,6 +14,7 @@ import pytest
 
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, run, run_argv
+from fixtures.seccomp import DENY_PTRACE_PRELUDE
 from mcpshim import execlog
 from mcpshim.policy import default_policy
 from mcpshim.review import review
@@ -25,22 +26,12 @@ from mcpshim.tree import build_forest, images
 TRACEABLE = sys.platform.startswith("linux") and trace_unavailable(None)[0] is not None
 needs_trace = pytest.mark.skipif(not TRACEABLE, reason="needs Linux with strace allowed")
 GIT = shutil.which("git", path="/usr/bin:/bin")
-DENY_PTRACE_EXEC = r"""
-import ctypes, os, platform, sys
-nr = {"x86_64": 101, "aarch64": 117}[platform.machine()]
-class F(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint)]
-class P(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(F))]
-prog = (F * 4)(F(0x20, 0, 0, 0), F(0x15, 0, 1, nr), F(0x06, 0, 0, 0x00050000 | 1),
-               F(0x06, 0, 0, 0x7FFF0000))
-libc = ctypes.CDLL(None, use_errno=True)
-assert libc.prctl(38, 1, 0, 0, 0) == 0
-fp = P(4, prog)
-assert libc.prctl(22, 2, ctypes.byref(fp), 0, 0) == 0
+DENY_PTRACE_EXEC = (
+    DENY_PTRACE_PRELUDE
+    + r"""
 os.execv(sys.argv[1], sys.argv[1:])
 """
+)
 
 
 def trace_execs(home: Home, sid: str) -> list[dict[str, object]]:

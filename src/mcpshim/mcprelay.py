@@ -39,6 +39,7 @@ __all__ = [
     "Recorder",
     "Relay",
     "announce",
+    "close_end",
     "iso",
     "redact_json",
     "relay_pipe",
@@ -299,7 +300,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _close(fd: int) -> None:
+def close_end(fd: int) -> None:
     """Close our end; a standard stream becomes /dev/null so its number is never reused."""
     with contextlib.suppress(OSError):
         if fd <= 2:
@@ -358,10 +359,10 @@ class Relay:
                     # The reader is gone: keep draining so the writer never blocks on us.
                     write = False
                     self.broken[direction] = exc.strerror or str(exc)
-                    _close(dst)
+                    close_end(dst)
             self.bytes[direction] += len(data)
         if write:
-            _close(dst)
+            close_end(dst)
         put((direction, time.time(), None))
 
     def _record(self) -> None:

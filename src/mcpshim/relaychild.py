@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from mcpshim.mcprelay import C2S, S2C, Relay, relay_pipe
+from mcpshim.mcprelay import C2S, S2C, Relay, close_end, relay_pipe
 from mcpshim.procinfo import LINUX
 
 __all__ = ["ForkedRelay", "available"]
@@ -62,17 +62,6 @@ def _write_all(fd: int, parts: Sequence[bytes]) -> None:
             views.pop(0)
         if views and n:
             views[0] = views[0][n:]
-
-
-def _null(fd: int) -> None:
-    """Close our end; a standard stream becomes /dev/null so its number is never reused."""
-    with contextlib.suppress(OSError):
-        if fd <= 2:
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, fd)
-            os.close(null)
-        else:
-            os.close(fd)
 
 
 # ---- the child -----------------------------------------------------------------------------
@@ -105,9 +94,9 @@ def _pump(src: int, dst: int, index: int, copies: queue.SimpleQueue[_Copy]) -> N
             except OSError as exc:
                 # The reader is gone: keep draining so the writer never blocks on us.
                 broken = exc.strerror or str(exc)
-                _null(dst)
+                close_end(dst)
     if not broken:
-        _null(dst)
+        close_end(dst)
     put((index, time.time(), None, broken))
 
 
@@ -197,7 +186,7 @@ class ForkedRelay(Relay):
         self._ctl = ctl_w
         self._server_eof = threading.Event()
         for fd in (copy_w, ctl_r, server_in, server_out, client_in, client_out):
-            _null(fd)
+            close_end(fd)
         self._threads["copies"] = threading.Thread(
             target=_in_background(self._read_copies), args=(copy_r,), name="mcp copies", daemon=True
         )
