@@ -80,7 +80,7 @@ _mcpshim_scrubtext() {
 	return 0
 }
 
-# Everything a record needs, after the shim's `set --` of the record's fields.
+# A record too large for one write; called with its fields (after the shim's `set --`).
 _mcpshim_spill() {
 	# The whole record in a file of its own, then a one-write pointer to it in the log.
 	# The name is unique: only one process has this boot, pid and start, and it runs one
@@ -97,6 +97,7 @@ _mcpshim_spill() {
 	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" >>"$_mcpshim_log/exec.log"
 }
 
+# Scrubs every argument, then writes the record with what is left.
 _mcpshim_redact() {
 	_mcpshim_c=$#
 	for _mcpshim_a; do

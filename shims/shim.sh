@@ -19,7 +19,7 @@ _mcpshim_fail=@@ONFAIL@@
 _mcpshim_emit() {
 	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
 	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
-	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + 300))
+	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + 300))
 	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
 	_mcpshim_w=
 	if [ -n "${BASH_VERSION-}" ]; then
@@ -27,7 +27,6 @@ _mcpshim_emit() {
 '*) _mcpshim_w=1 ;;
 		esac
 	fi
-	_mcpshim_z=$((_mcpshim_z + ${#MCPSHIM_SESSION}))
 	# One \0=%s per argument: written out for few, built by doubling for many.
 	case $# in
 	0) _mcpshim_f= ;;
