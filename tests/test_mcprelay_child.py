@@ -5,11 +5,15 @@ member of the family the session records."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import tty
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +22,10 @@ import pytest
 from conftest import Home
 from fixtures import byte_server
 from fixtures.runhelp import events, poll, run_argv
-from mcpshim.mcprelay import C2S, S2C
+from mcpshim import pipeio
+from mcpshim.mcprelay import C2S, S2C, Recorder, relay_pipe
 from mcpshim.procinfo import read_stat
-from mcpshim.relaychild import available
+from mcpshim.relaychild import ForkedRelay, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="the forked relay is Linux-only")
 
@@ -68,12 +73,13 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     assert proc.stdin and proc.stdout
     relay = _relay_child(proc.pid)
     # Only the child holds the client's streams; it holds nothing else but stderr and its
-    # four pipes (to the server both ways, copies to the supervisor, control).
+    # pipes: to the server both ways, its own two (one per direction), the three of the
+    # copy channel and the control pipe.
     assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
     assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
     assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
     fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
-    assert len(fds) == 7 and fds[:3] == [0, 1, 2], fds
+    assert len(fds) == 13 and fds[:3] == [0, 1, 2], fds
     assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
     # The supervisor alone decides its lifetime.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -165,3 +171,168 @@ def test_relay_drains_the_client_when_the_server_stops_reading(home: Home, tmp_p
     # What the server never read was still copied aside and noted.
     unparsed = events(home, "mcp-unparsed")
     assert [(u["direction"], u["size"]) for u in unparsed] == [(C2S, 1 << 20)] * 8
+
+
+# ---- what the client's fds may be, and a supervisor that falls behind --------------------
+
+
+def _run_byte_server(
+    home: Home, tmp_path: Path, stdin: Any, stdout: Any
+) -> subprocess.Popen[bytes]:
+    out = tmp_path / "server-got.txt"
+    argv = run_argv(home, [sys.executable, str(FIX / "byte_server.py"), str(out)], "--mcp")
+    return subprocess.Popen(argv, env=home.env, stdin=stdin, stdout=stdout)
+
+
+def _server_got(tmp_path: Path) -> str:
+    return (tmp_path / "server-got.txt").read_text()
+
+
+def _digest(data: bytes) -> str:
+    return f"{hashlib.sha256(data).hexdigest()} {len(data)}\n"
+
+
+def test_socket_peers_as_node_clients_give_them(home: Home, tmp_path: Path) -> None:
+    # Node's child_process hands a server socketpairs, not pipes: splice takes those too.
+    sent_c, sent_s = byte_server.client_stream(), byte_server.server_stream()
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        proc = _run_byte_server(home, tmp_path, theirs.fileno(), theirs.fileno())
+        theirs.close()
+
+        def send() -> None:
+            ours.sendall(sent_c)
+            ours.shutdown(socket.SHUT_WR)
+
+        writer = threading.Thread(target=send)
+        writer.start()
+        got = bytearray()
+        while chunk := ours.recv(1 << 20):
+            got += chunk
+        writer.join()
+    assert proc.wait(timeout=120) == 0
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(sent_s).hexdigest()
+    assert _server_got(tmp_path) == _digest(sent_c)
+    assert [r["id"] for r in events(home, "mcp-request")] == [2, 3, 4, 5]
+
+
+def test_files_and_an_append_mode_stdout(home: Home, tmp_path: Path) -> None:
+    # A regular file as stdin, and a stdout opened for appending: splice refuses O_APPEND
+    # (EINVAL), so that direction is written instead, the bytes unchanged.
+    sent_c, sent_s = byte_server.client_stream(), byte_server.server_stream()
+    src, dst = tmp_path / "client.bin", tmp_path / "out.bin"
+    src.write_bytes(sent_c)
+    dst.write_bytes(b"before\n")
+    with src.open("rb") as stdin, dst.open("ab") as stdout:
+        proc = _run_byte_server(home, tmp_path, stdin, stdout)
+    assert proc.wait(timeout=120) == 0
+    assert dst.read_bytes() == b"before\n" + sent_s
+    assert _server_got(tmp_path) == _digest(sent_c)
+    assert len(events(home, "mcp-response")) == 3
+
+
+def test_a_terminal_as_stdout(home: Home, tmp_path: Path) -> None:
+    sent_c, sent_s = byte_server.client_stream(), byte_server.server_stream()
+    master, slave = os.openpty()
+    tty.setraw(slave)  # no newline translation: the bytes must arrive as sent
+    got = bytearray()
+
+    def read() -> None:
+        while len(got) < len(sent_s):
+            try:
+                got.extend(os.read(master, 1 << 20))
+            except OSError:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    proc = _run_byte_server(home, tmp_path, subprocess.PIPE, slave)
+    os.close(slave)
+    assert proc.stdin
+    proc.stdin.write(sent_c)
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    reader.join(60)
+    os.close(master)
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(sent_s).hexdigest()
+    assert _server_got(tmp_path) == _digest(sent_c)
+
+
+class _LateRelay(ForkedRelay):
+    """A supervisor that reads no copy until `gate` is set (a busy or stopped recorder)."""
+
+    gate = threading.Event()
+
+    def _read_copies(self, fds: Sequence[int]) -> None:
+        self.gate.wait()
+        super()._read_copies(fds)
+
+
+def _request(i: int, size: int) -> bytes:
+    body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "t" * size}}
+    return json.dumps(body).encode() + b"\n"
+
+
+def _through(relay: ForkedRelay, stream: list[bytes]) -> bytes:
+    """Relay `stream` from a client to `cat` and back; what the client got."""
+    c_in_r, c_in_w = os.pipe()
+    c_out_r, c_out_w = os.pipe()
+    in_r, in_w = relay_pipe()
+    out_r, out_w = relay_pipe()
+    cat = subprocess.Popen(["cat"], stdin=in_r, stdout=out_w)
+    os.close(in_r)
+    os.close(out_w)
+    relay.start(c_in_r, in_w, out_r, c_out_w)
+
+    def write() -> None:
+        for msg in stream:
+            pipeio.write_all(c_in_w, msg)  # one write() each for the small ones
+        os.close(c_in_w)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    got = bytearray()
+    with open(c_out_r, "rb", buffering=0) as out:
+        while chunk := out.read(1 << 20):
+            got += chunk
+    writer.join(60)
+    assert cat.wait(timeout=60) == 0
+    return bytes(got)
+
+
+def test_copies_wait_in_a_backlog_never_the_relay() -> None:
+    # Tiny writes, then four times what a copy pipe holds: everything crosses while no
+    # copy is read (so the backlog must take the rest), and once the supervisor reads
+    # again every message is recorded, in order, both ways.
+    sizes = [5] * 3000 + [1 << 20] * 4 + [200 << 10] * 5
+    stream = [_request(i, size) for i, size in enumerate(sizes)]
+    seen: list[tuple[str, Any]] = []
+    relay = _LateRelay(Recorder(lambda kind, p: seen.append((p["direction"], p["id"])), "s"))
+    relay.gate = threading.Event()
+    got = _through(relay, stream)
+    assert got == b"".join(stream)  # through, with nobody reading a copy
+    relay.gate.set()
+    assert relay.server_done(60)
+    relay.finish(60)
+    assert relay.reap() == 0
+    ids = list(range(len(sizes)))
+    assert [i for d, i in seen if d == C2S] == ids
+    assert [i for d, i in seen if d == S2C] == ids
+    assert relay.bytes == {C2S: len(got), S2C: len(got)}
+
+
+class _DeafRelay(ForkedRelay):
+    """A supervisor whose copy reader is gone (its thread died): the pipes are closed."""
+
+    def _read_copies(self, fds: Sequence[int]) -> None:
+        for fd in fds:
+            os.close(fd)
+        self._server_eof.set()
+
+
+def test_a_supervisor_that_reads_no_copy_costs_the_copies_only() -> None:
+    stream = [_request(i, size) for i, size in enumerate([10, 3 << 20, 10])]
+    relay = _DeafRelay(Recorder(lambda kind, p: None, "s"))
+    assert _through(relay, stream) == b"".join(stream)
+    relay.finish(10)
+    assert relay.reap() == 0

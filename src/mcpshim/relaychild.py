@@ -4,15 +4,25 @@ In the supervisor's process the pumps share the interpreter lock with the record
 parsing, redaction) and the sampler, and a message waits for them: 1.8 ms at p95 for one
 byte, several ms for 1 MiB. So the supervisor forks, before it starts the server, a child
 that does nothing but move bytes: client stdin -> server stdin, server stdout -> client
-stdout, with the thread Relay's semantics (a chunk is written on whole before anything else
-happens to it; a peer that goes away is drained so the other side never blocks; EOF is
-passed on; nothing is reordered or altered). Each chunk's copy, stamped with its direction
-and the time it was read, is queued (a reference, no work) before the chunk is written,
-and a third thread of the child writes the copies, framed, to a pipe the parent reads: a
-slow parent grows that queue, it never holds back a byte. The parent feeds the copies to
-the same recorder thread as the thread Relay, so the records are the same.
+stdout, with the thread Relay's semantics (a peer that goes away is drained so the other
+side never blocks; EOF is passed on; nothing is reordered or altered).
 
-The child keeps only the fds it pumps, the copy pipe, a control pipe and stderr; it ignores
+The bytes do not pass through Python: each pump splices what its source holds into a pipe
+of its own, tees that into the copy channel (page references, no copy) and splices it on
+(pipeio). Only the chunk's length and time go through the interpreter. The copy channel is
+three pipes to the supervisor: the bytes of each direction in one, and in the third a
+13-byte head per chunk (direction, time read, length), written after the chunk's copy and
+before the chunk is passed on, so a request's head always precedes its response's. Both
+pumps write heads into that one pipe; a write under PIPE_BUF is atomic.
+
+The channel never holds back a byte: its writes do not wait. When the supervisor falls
+behind and a pipe is full, the chunk is read into memory instead, written on from there,
+and its copy goes to a backlog that a thread of the child writes out, waiting as long as it
+must; while the backlog has anything, every copy joins it, so the order holds. An fd that
+splice does not take (a file opened for appending, some devices) is read and written
+instead, its copies written from memory.
+
+The child keeps only the fds it pumps, its pipes, a control pipe and stderr; it ignores
 SIGINT, SIGTERM and SIGHUP (the supervisor decides its lifetime) and ends when both
 directions have reached EOF and their copies are out, or when the control pipe closes (the
 supervisor is done with it, or died). The supervisor keeps it out of the family (never
@@ -22,17 +32,19 @@ observed, a survivor or reaped: `Supervisor.add_helper`) and reaps it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
-import queue
 import signal
 import struct
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
+from mcpshim import pipeio
 from mcpshim.mcprelay import C2S, S2C, Relay, close_end, relay_pipe
 from mcpshim.procinfo import LINUX
 
@@ -45,23 +57,10 @@ _READ = 1 << 20
 _FLUSH_S = 5.0  # after the control pipe closes: how long copies may still go out
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-_Copy = tuple[int, float, bytes | None, str]
-
 
 def available() -> bool:
     """The forked relay needs fork() and /proc (to close what it inherits): Linux."""
     return LINUX and hasattr(os, "fork")
-
-
-def _write_all(fd: int, parts: Sequence[bytes]) -> None:
-    views = [memoryview(p) for p in parts if p]
-    while views:
-        n = os.writev(fd, views)
-        while views and n >= len(views[0]):
-            n -= len(views[0])
-            views.pop(0)
-        if views and n:
-            views[0] = views[0][n:]
 
 
 # ---- the child -----------------------------------------------------------------------------
@@ -75,69 +74,216 @@ def _keep_only(keep: set[int]) -> None:
                 os.close(fd)
 
 
-def _pump(src: int, dst: int, index: int, copies: queue.SimpleQueue[_Copy]) -> None:
-    put = copies.put
-    broken = ""
-    while True:
-        try:
-            data = os.read(src, _READ)
-        except OSError:
-            data = b""
+class _Channel:
+    """The copies to the supervisor: heads in one pipe, each direction's bytes in another.
+    A pump's calls never wait; what does not fit now goes to the backlog (see the module
+    docstring)."""
+
+    def __init__(self, heads: int, data: Sequence[int]) -> None:
+        self._heads, self._data = heads, tuple(data)
+        for fd in (heads, *data):
+            os.set_blocking(fd, False)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._backlog: deque[tuple[int, bytes, bytes]] = deque()  # (fd, bytes, head)
+        self.gone = False  # the supervisor stopped reading for good: copies are dropped
+        threading.Thread(target=self._drain, name="backlog", daemon=True).start()
+
+    def tee(self, index: int, t: float, mid: int, n: int) -> bytes | None:
+        """Copy the `n` bytes waiting in pipe `mid`. None: they are still there, to be
+        spliced on; otherwise they had to be read out of `mid`, and here they are."""
+        head = _HEAD.pack(index, t, n)
+        with self._lock:
+            if self.gone:
+                return None
+            teed = 0
+            if not self._backlog:
+                try:
+                    teed = pipeio.tee(mid, self._data[index], n)
+                except OSError:
+                    self._lost()
+                    return None
+                if teed == n:
+                    self._head(head)
+                    return None
+            data = pipeio.read_exactly(mid, n)
+            self._later(self._data[index], data[teed:], head)
+            return data
+
+    def write(self, index: int, t: float, data: bytes) -> None:
+        """Copy a chunk that is in memory already (or, with index | _EOF, an end)."""
+        head = _HEAD.pack(index, t, len(data))
+        fd = self._data[index & ~_EOF]
+        with self._lock:
+            if self.gone:
+                return
+            done = 0
+            if not self._backlog:
+                done = self._now(fd, data)
+                if done == len(data):
+                    self._head(head)
+                    return
+            self._later(fd, data[done:], head)
+
+    def _now(self, fd: int, data: bytes) -> int:
         if not data:
-            break
-        put((index, time.time(), data, ""))  # the copy first: a request precedes its response
-        if not broken:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(dst, view) :]
-            except OSError as exc:
-                # The reader is gone: keep draining so the writer never blocks on us.
-                broken = exc.strerror or str(exc)
-                close_end(dst)
-    if not broken:
-        close_end(dst)
-    put((index, time.time(), None, broken))
+            return 0
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError:
+            self._lost()
+            return len(data)
 
+    def _head(self, head: bytes) -> None:
+        if self._now(self._heads, head) != len(head):  # short of PIPE_BUF: all or nothing
+            self._later(self._heads, b"", head)
 
-def _send_copies(copy_w: int, copies: queue.SimpleQueue[_Copy]) -> NoReturn:
-    """Write every copy to the parent, in order; exit once both directions have ended."""
-    ended = 0
-    sending = True
-    while True:
-        index, t, data, broken = copies.get()
-        if index < 0:
-            break  # the control pipe closed: what came before is out
-        if data is None:
-            ended += 1
-            data, index = broken.encode(), index | _EOF
-        if sending:
+    def _later(self, fd: int, data: bytes, head: bytes) -> None:
+        self._backlog.append((fd, data, head))
+        self._changed.notify_all()
+
+    def _lost(self) -> None:
+        self.gone = True
+        self._backlog.clear()
+        self._changed.notify_all()
+
+    def _drain(self) -> None:
+        """Write the backlog out in order, waiting for room; an item leaves the backlog
+        only once written, so no pump can overtake it."""
+        while True:
+            with self._lock:
+                while not self._backlog:
+                    self._changed.wait()
+                fd, data, head = self._backlog[0]
             try:
-                _write_all(copy_w, (_HEAD.pack(index, t, len(data)), data))
+                pipeio.write_all(fd, data)
+                pipeio.write_all(self._heads, head)
             except OSError:
-                sending = False  # the parent is gone; the control pipe will say so too
-        if ended == len(_DIRECTIONS):
-            break
-    os._exit(0)
+                with self._lock:
+                    self._lost()
+                continue
+            with self._lock:
+                if self._backlog:
+                    self._backlog.popleft()
+                self._changed.notify_all()
+
+    def flush(self, give_up: threading.Event, grace: float) -> None:
+        """Wait until every copy is out, or `grace` seconds after `give_up` is set."""
+        deadline: float | None = None
+        with self._lock:
+            while self._backlog and not self.gone:
+                if give_up.is_set():
+                    deadline = deadline or time.monotonic() + grace
+                    if time.monotonic() >= deadline:
+                        return
+                self._changed.wait(0.1)
 
 
-def _child(pumps: Sequence[tuple[int, int]], copy_w: int, ctl_r: int) -> NoReturn:
+class _Pump:
+    """One direction: src -> our pipe -> dst, a copy of each chunk to the channel."""
+
+    def __init__(self, src: int, dst: int, index: int, channel: _Channel) -> None:
+        self.src, self.dst, self.index, self.channel = src, dst, index, channel
+        self.splice_in = self.splice_out = pipeio.SPLICE_OK
+        self.mid_r, self.mid_w = relay_pipe()
+        self.broken = ""
+
+    def run(self) -> None:
+        while True:
+            try:
+                more = self._step()
+            except OSError:
+                more = False  # the source failed: an end, as read() failing is
+            if not more:
+                break
+        if not self.broken:
+            close_end(self.dst)
+        self.channel.write(self.index | _EOF, time.time(), self.broken.encode())
+
+    def _step(self) -> bool:
+        if not self.splice_in:
+            data = pipeio.read_some(self.src, _READ)
+            if not data:
+                return False
+            self.channel.write(self.index, time.time(), data)
+            self._write(data)
+            return True
+        try:
+            n = pipeio.splice_some(self.src, self.mid_w, _READ)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            self.splice_in = False  # a source splice does not take: read it
+            return True
+        if not n:
+            return False
+        held = self.channel.tee(self.index, time.time(), self.mid_r, n)
+        if held is not None:
+            self._write(held)
+        elif self.broken:
+            pipeio.read_exactly(self.mid_r, n)  # nobody reads: drop it, keep draining
+        elif not self.splice_out:
+            self._write(pipeio.read_exactly(self.mid_r, n))
+        else:
+            moved, err = pipeio.splice_all(self.mid_r, self.dst, n)
+            if err is not None:
+                rest = pipeio.read_exactly(self.mid_r, n - moved)
+                if err.errno == errno.EINVAL:
+                    self.splice_out = False  # a destination splice does not take: write it
+                    self._write(rest)
+                else:
+                    self._stop(err)
+        return True
+
+    def _write(self, data: bytes) -> None:
+        if not self.broken:
+            try:
+                pipeio.write_all(self.dst, data)
+            except OSError as exc:
+                self._stop(exc)
+
+    def _stop(self, exc: OSError) -> None:
+        # The reader is gone: keep draining so the writer never blocks on us.
+        self.broken = exc.strerror or str(exc)
+        close_end(self.dst)
+
+
+def _child(
+    pumps: Sequence[tuple[int, int]], heads: int, data: Sequence[int], ctl_r: int
+) -> NoReturn:
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
     gc.disable()  # nothing here makes cycles; no collector pause on the forwarding path
-    _keep_only({2, copy_w, ctl_r, *(fd for pair in pumps for fd in pair)})
+    _keep_only({2, heads, ctl_r, *data, *(fd for pair in pumps for fd in pair)})
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write("mcpshim-relay")
-    copies: queue.SimpleQueue[_Copy] = queue.SimpleQueue()
+    channel = _Channel(heads, data)
+    over, closed = threading.Event(), threading.Event()
+    running = [len(pumps)]
+    lock = threading.Lock()
+
+    def pump(p: _Pump) -> None:
+        p.run()
+        with lock:
+            running[0] -= 1
+            if not running[0]:
+                over.set()
+
+    def control() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(ctl_r, 64):
+                pass
+        closed.set()
+        over.set()
+
     for index, (src, dst) in enumerate(pumps):
-        threading.Thread(target=_pump, args=(src, dst, index, copies), daemon=True).start()
-    sender = threading.Thread(target=_send_copies, args=(copy_w, copies), daemon=True)
-    sender.start()
-    with contextlib.suppress(OSError):
-        while os.read(ctl_r, 64):
-            pass
-    copies.put((-1, 0.0, None, ""))
-    sender.join(_FLUSH_S)
+        worker = _Pump(src, dst, index, channel)
+        threading.Thread(target=pump, args=(worker,), daemon=True).start()
+    threading.Thread(target=control, daemon=True).start()
+    over.wait()
+    channel.flush(closed, _FLUSH_S)
     os._exit(0)
 
 
@@ -167,28 +313,31 @@ class ForkedRelay(Relay):
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork the pump child, then hand the four fds to it: the parent's 0/1 become
         /dev/null and the server's pipe ends close here, so only the child holds them."""
-        copy_r, copy_w = relay_pipe()
+        channel = [relay_pipe() for _ in range(1 + len(_DIRECTIONS))]  # heads, then bytes
         ctl_r, ctl_w = os.pipe()
+        ours = [r for r, _ in channel]
+        theirs = [w for _, w in channel]
         sys.stdout.flush()
         sys.stderr.flush()
         try:
             pid = os.fork()
         except OSError:
-            for fd in (copy_r, copy_w, ctl_r, ctl_w):
+            for fd in (*ours, *theirs, ctl_r, ctl_w):
                 os.close(fd)
             raise  # nothing was handed over: the caller can fall back to threads
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
-                _child(((client_in, server_in), (server_out, client_out)), copy_w, ctl_r)
+                pumps = ((client_in, server_in), (server_out, client_out))
+                _child(pumps, theirs[0], theirs[1:], ctl_r)
             finally:
                 os._exit(70)
         self.pid = pid
         self._ctl = ctl_w
         self._server_eof = threading.Event()
-        for fd in (copy_w, ctl_r, server_in, server_out, client_in, client_out):
+        for fd in (*theirs, ctl_r, server_in, server_out, client_in, client_out):
             close_end(fd)
         self._threads["copies"] = threading.Thread(
-            target=_in_background(self._read_copies), args=(copy_r,), name="mcp copies", daemon=True
+            target=_in_background(self._read_copies), args=(ours,), name="mcp copies", daemon=True
         )
         self._threads["recorder"] = threading.Thread(
             target=_in_background(self._record), name="mcp recorder", daemon=True
@@ -196,23 +345,35 @@ class ForkedRelay(Relay):
         for th in self._threads.values():
             th.start()
 
-    def _read_copies(self, copy_r: int) -> None:
+    def _read_copies(self, fds: Sequence[int]) -> None:
         put = self._queue.put
-        with open(copy_r, "rb", buffering=_READ) as pipe:
-            while len(head := pipe.read(_HEAD.size)) == _HEAD.size:
-                index, t, size = _HEAD.unpack(head)
-                data = pipe.read(size) if size else b""
-                direction = _DIRECTIONS[index & ~_EOF]
-                if index & _EOF:
-                    if data:
-                        self.broken[direction] = data.decode(errors="replace")
-                    put((direction, t, None))
-                    if direction == S2C:
-                        self._server_eof.set()
-                else:
-                    self.bytes[direction] += len(data)
-                    put((direction, t, data))
+        with contextlib.ExitStack() as stack:
+            heads, *data = (stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in fds)
+            self._copies(heads, data, put)
         self._server_eof.set()  # the child is gone: nothing more will come
+
+    def _copies(
+        self,
+        heads: BinaryIO,
+        data: Sequence[BinaryIO],
+        put: Callable[[tuple[str, float, bytes | None]], None],
+    ) -> None:
+        while len(head := heads.read(_HEAD.size)) == _HEAD.size:
+            index, t, size = _HEAD.unpack(head)
+            end, index = index & _EOF, index & ~_EOF
+            chunk = data[index].read(size) if size else b""
+            if len(chunk) < size:
+                return  # the child died mid-copy
+            direction = _DIRECTIONS[index]
+            if end:
+                if chunk:
+                    self.broken[direction] = chunk.decode(errors="replace")
+                put((direction, t, None))
+                if direction == S2C:
+                    self._server_eof.set()
+            else:
+                self.bytes[direction] += len(chunk)
+                put((direction, t, chunk))
 
     def server_done(self, timeout: float) -> bool:
         """Wait for the server's output to end; True when it did within `timeout`."""

@@ -1,0 +1,126 @@
+"""Moving bytes between fds without holding them: splice(2), tee(2), and waits for fds that
+someone else made non-blocking.
+
+The relay child (relaychild) forwards through a pipe of its own: splice pulls what the
+peer wrote into it, tee duplicates it into the copy channel (page references, no copy),
+splice pushes it on. Python has os.splice but no tee, so tee comes from libc through ctypes
+(a foreign call releases the interpreter lock, as os.splice does).
+
+The fds the relay reads and writes are the client's: one may be non-blocking (O_NONBLOCK
+belongs to the open file description, which the client may share and set). A read or write
+that would block then waits in poll() instead of being taken for an end of stream.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import select
+from typing import Any
+
+__all__ = [
+    "SPLICE_OK",
+    "read_exactly",
+    "read_some",
+    "splice_all",
+    "splice_some",
+    "tee",
+    "write_all",
+]
+
+
+def _libc_tee() -> Any:
+    if not hasattr(os, "splice"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.tee
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_TEE = _libc_tee()
+#: splice and tee are both there (Linux): the relay child may forward without copying.
+SPLICE_OK = _TEE is not None
+_NONBLOCK = getattr(os, "SPLICE_F_NONBLOCK", 2)
+
+
+def _wait(fd: int, event: int) -> None:
+    poller = select.poll()
+    poller.register(fd, event)
+    poller.poll()
+
+
+def tee(src: int, dst: int, count: int) -> int:
+    """Duplicate up to `count` bytes at the head of pipe `src` into pipe `dst`, never
+    waiting: 0 when `dst` is full (or `src` empty)."""
+    if _TEE is None:
+        raise OSError(errno.ENOSYS, "tee(2) is not available")
+    n = int(_TEE(src, dst, count, _NONBLOCK))
+    if n >= 0:
+        return n
+    err = ctypes.get_errno()
+    if err == errno.EAGAIN:
+        return 0
+    raise OSError(err, os.strerror(err))
+
+
+def splice_some(src: int, dst: int, count: int) -> int:
+    """splice(2) at least one byte (waiting for one to be there and for room), or 0 at EOF."""
+    while True:
+        try:
+            return os.splice(src, dst, count)
+        except BlockingIOError:
+            _wait(src, select.POLLIN)
+            _wait(dst, select.POLLOUT)
+
+
+def splice_all(src: int, dst: int, count: int) -> tuple[int, OSError | None]:
+    """Move exactly `count` bytes: how many moved, and the error that stopped it early
+    (EINVAL: `dst` takes no splice, what did not move is still in `src`)."""
+    moved = 0
+    while moved < count:
+        try:
+            n = splice_some(src, dst, count - moved)
+        except OSError as exc:
+            return moved, exc
+        if not n:
+            return moved, OSError(errno.EPIPE, "the source ended early")
+        moved += n
+    return moved, None
+
+
+def read_some(fd: int, count: int) -> bytes:
+    """os.read that waits when the fd is non-blocking; b'' only at EOF."""
+    while True:
+        try:
+            return os.read(fd, count)
+        except BlockingIOError:
+            _wait(fd, select.POLLIN)
+
+
+def read_exactly(fd: int, count: int) -> bytes:
+    """`count` bytes that are known to be there (in our own pipe)."""
+    parts = []
+    while count > 0:
+        part = read_some(fd, count)
+        if not part:
+            break
+        parts.append(part)
+        count -= len(part)
+    return b"".join(parts)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data`, waiting for room when the fd is non-blocking."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            _wait(fd, select.POLLOUT)
