@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import Home, dash_path, install
-from mcpshim import execlog
+from mcpshim import eventlog, execlog
 
 MCPSHIM = [sys.executable, "-m", "mcpshim"]
 
@@ -102,7 +102,7 @@ def test_torn_trailing_record_is_reported_not_a_traceback(home: Home) -> None:
 
 def test_events_written_by_python_read_back_in_order(home: Home) -> None:
     _seed(home)
-    execlog.append_event(home.loc, "note", {"time": "2026-01-01T00:00:00Z", "text": "a\0b\nc"})
+    eventlog.append_event(home.loc, "note", {"time": "2026-01-01T00:00:00Z", "text": "a\0b\nc"})
     recs = home.records()
     assert isinstance(recs[-1], execlog.EventRecord)
     assert recs[-1].data["text"] == "a\0b\nc"

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import tty
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,11 @@ import pytest
 from conftest import Home
 from fixtures import byte_server
 from fixtures.runhelp import events, poll, run_argv
-from mcpshim import pipeio
+from mcpshim import eventlog, pipeio
+from mcpshim.forkedrelay import ForkedRelay
 from mcpshim.mcprelay import C2S, S2C, Recorder, relay_pipe
 from mcpshim.procinfo import read_stat
-from mcpshim.relaychild import ForkedRelay, available
+from mcpshim.relaychild import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="the forked relay is Linux-only")
 
@@ -74,12 +75,12 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     relay = _relay_child(proc.pid)
     # Only the child holds the client's streams; it holds nothing else but stderr and its
     # pipes: to the server both ways, its own two (one per direction), the three of the
-    # copy channel and the control pipe.
+    # copy channel, the control pipe and the status pipe.
     assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
     assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
     assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
     fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
-    assert len(fds) == 13 and fds[:3] == [0, 1, 2], fds
+    assert len(fds) == 14 and fds[:3] == [0, 1, 2], fds
     assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
     # The supervisor alone decides its lifetime.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -258,23 +259,14 @@ def test_a_terminal_as_stdout(home: Home, tmp_path: Path) -> None:
     assert _server_got(tmp_path) == _digest(sent_c)
 
 
-class _LateRelay(ForkedRelay):
-    """A supervisor that reads no copy until `gate` is set (a busy or stopped recorder)."""
-
-    gate = threading.Event()
-
-    def _read_copies(self, fds: Sequence[int]) -> None:
-        self.gate.wait()
-        super()._read_copies(fds)
-
-
 def _request(i: int, size: int) -> bytes:
     body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "t" * size}}
     return json.dumps(body).encode() + b"\n"
 
 
-def _through(relay: ForkedRelay, stream: list[bytes]) -> bytes:
-    """Relay `stream` from a client to `cat` and back; what the client got."""
+def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]) -> bytes:
+    """Relay `stream` from a client to `cat` and back, `before` called once the relay
+    runs; what the client got."""
     c_in_r, c_in_w = os.pipe()
     c_out_r, c_out_w = os.pipe()
     in_r, in_w = relay_pipe()
@@ -283,6 +275,7 @@ def _through(relay: ForkedRelay, stream: list[bytes]) -> bytes:
     os.close(in_r)
     os.close(out_w)
     relay.start(c_in_r, in_w, out_r, c_out_w)
+    before()
 
     def write() -> None:
         for msg in stream:
@@ -300,39 +293,67 @@ def _through(relay: ForkedRelay, stream: list[bytes]) -> bytes:
     return bytes(got)
 
 
-def test_copies_wait_in_a_backlog_never_the_relay() -> None:
-    # Tiny writes, then four times what a copy pipe holds: everything crosses while no
-    # copy is read (so the backlog must take the rest), and once the supervisor reads
-    # again every message is recorded, in order, both ways.
+def _logged_relay(home: Home) -> ForkedRelay:
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        eventlog.append_event(home.loc, kind, payload)
+
+    return ForkedRelay(Recorder(emit, "s"))
+
+
+def test_copies_wait_in_a_backlog_never_the_relay(home: Home) -> None:
+    # Tiny writes, then four times what a copy pipe holds, while the recorder is stopped:
+    # everything crosses (so the pump child's backlog must take the rest), and once the
+    # recorder runs again every message is recorded, in order, both ways.
     sizes = [5] * 3000 + [1 << 20] * 4 + [200 << 10] * 5
     stream = [_request(i, size) for i, size in enumerate(sizes)]
-    seen: list[tuple[str, Any]] = []
-    relay = _LateRelay(Recorder(lambda kind, p: seen.append((p["direction"], p["id"])), "s"))
-    relay.gate = threading.Event()
-    got = _through(relay, stream)
+    relay = _logged_relay(home)
+    got = _through(relay, stream, lambda: os.kill(relay.recorder_pid, signal.SIGSTOP))
     assert got == b"".join(stream)  # through, with nobody reading a copy
-    relay.gate.set()
     assert relay.server_done(60)
+    os.kill(relay.recorder_pid, signal.SIGCONT)
     relay.finish(60)
     assert relay.reap() == 0
+    seen = events(home, "mcp-request", "s")
     ids = list(range(len(sizes)))
-    assert [i for d, i in seen if d == C2S] == ids
-    assert [i for d, i in seen if d == S2C] == ids
-    assert relay.bytes == {C2S: len(got), S2C: len(got)}
+    for direction in (C2S, S2C):
+        got_here = [e for e in seen if e["direction"] == direction]
+        assert [e["id"] for e in got_here] == ids
+        assert [e["size"] for e in got_here] == [len(m) - 1 for m in stream]
 
 
-class _DeafRelay(ForkedRelay):
-    """A supervisor whose copy reader is gone (its thread died): the pipes are closed."""
-
-    def _read_copies(self, fds: Sequence[int]) -> None:
-        for fd in fds:
-            os.close(fd)
-        self._server_eof.set()
-
-
-def test_a_supervisor_that_reads_no_copy_costs_the_copies_only() -> None:
+def test_a_recorder_that_died_costs_the_copies_only(home: Home) -> None:
     stream = [_request(i, size) for i, size in enumerate([10, 3 << 20, 10])]
-    relay = _DeafRelay(Recorder(lambda kind, p: None, "s"))
-    assert _through(relay, stream) == b"".join(stream)
+    relay = _logged_relay(home)
+
+    def kill() -> None:
+        os.kill(relay.recorder_pid, signal.SIGKILL)
+        os.waitpid(relay.recorder_pid, 0)
+
+    assert _through(relay, stream, kill) == b"".join(stream)
     relay.finish(10)
     assert relay.reap() == 0
+    assert not home.loc.log_file.exists()  # nothing was recorded, nothing half-written
+
+
+def test_the_recorder_is_a_helper_in_the_idle_class(home: Home, tmp_path: Path) -> None:
+    argv = run_argv(home, [sys.executable, "-c", "import sys; sys.stdin.read()"], "--mcp")
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE)
+    assert proc.stdin
+    relay = _relay_child(proc.pid)
+
+    def recorder() -> int | None:
+        for pid in _children(proc.pid):
+            st = read_stat(pid)
+            if st is not None and st.comm == b"mcpshim-record":
+                return pid
+        return None
+
+    rec = poll(recorder, "the recorder child")
+    assert os.sched_getscheduler(rec) == os.SCHED_IDLE
+    # It holds the copy channel's three read ends and stderr, nothing of the client's.
+    fds = sorted(int(n) for n in os.listdir(f"/proc/{rec}/fd"))
+    assert fds[0] == 2 and len(fds) == 4, fds
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert _family_records(home, rec) == [] and _family_records(home, relay) == []
+    assert not os.path.exists(f"/proc/{rec}")  # reaped

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import Home
-from mcpshim import execlog, tree, tree_view
+from mcpshim import eventlog, tree, tree_view
 from mcpshim.cli import main
 from test_review_kit import Lab, fake_exec, of
 
@@ -113,7 +113,7 @@ def test_observed_events_are_nodes_marked_observed(home: Home) -> None:
     lab.run(["git", "--version"], check=True)
     [rec] = home.execs()
     home.loc.log_dir.mkdir(parents=True, exist_ok=True)
-    execlog.append_event(
+    eventlog.append_event(
         home.loc,
         "observed",
         {

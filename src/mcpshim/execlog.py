@@ -23,8 +23,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import filelock
-
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 
@@ -35,11 +33,9 @@ __all__ = [
     "ExecRecord",
     "LogProblem",
     "Record",
-    "append_event",
     "current_boot_id",
     "encode_record",
     "iter_records",
-    "log_lock",
     "now_anchor",
     "read_stream",
     "segments",
@@ -130,10 +126,6 @@ def encode_record(kind: str, fields: Iterable[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def _json_bytes(payload: Mapping[str, Any]) -> bytes:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
-
-
 def now_anchor() -> float:
     """Boot time in UTC seconds, to the microsecond, from the two clocks the kernel keeps."""
     return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -155,32 +147,6 @@ def write_boot_anchor(loc: Locations) -> None:
     tmp = loc.boot_dir / f".{boot}.{os.getpid()}"
     tmp.write_text(f"{now_anchor():.6f}\n")
     os.replace(tmp, loc.boot_dir / boot)
-
-
-def log_lock(loc: Locations, timeout: float = 30.0) -> filelock.BaseFileLock:
-    """The log's lock. The lock file is never deleted, so flock(1) users agree with us."""
-    loc.log_dir.mkdir(parents=True, exist_ok=True)
-    return filelock.FileLock(str(loc.lock_file), timeout=timeout)
-
-
-def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-    finally:
-        os.close(fd)
-
-
-def append_event(loc: Locations, kind: str, payload: Mapping[str, Any]) -> None:
-    """Append one mcpshim record under the log's lock, in one write()."""
-    if kind == "exec" or not kind.replace("-", "").isalnum():
-        raise ValueError(f"not an event kind: {kind!r}")
-    data = encode_record(kind, [_json_bytes(payload)])
-    with log_lock(loc):
-        _append(loc.log_file, data)
 
 
 # ---- decoding ----------------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "Framer",
     "Recorder",
     "Relay",
+    "Transcriber",
     "announce",
     "close_end",
     "iso",
@@ -282,6 +283,42 @@ def _parses(data: bytes) -> bool:
     return True
 
 
+class Transcriber:
+    """Chunks of both directions in, whole messages out to a Recorder: the one place that
+    turns relayed bytes into records, whichever thread or process reads the copies."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._framers = {C2S: Framer(), S2C: Framer()}
+        self._ended: set[str] = set()
+
+    @property
+    def done(self) -> bool:
+        return len(self._ended) == len(self._framers)
+
+    def feed(self, direction: str, t: float, data: bytes | None) -> None:
+        """One chunk read at time `t`; None: the direction ended."""
+        rec, framer = self.recorder, self._framers[direction]
+        if data is None:
+            self._ended.add(direction)
+            rest = framer.rest()
+            if framer.pending():
+                # A peer may end with a message and no newline; a line reader takes it.
+                if rest is not None and _parses(rest):
+                    rec.message(direction, t, rest)
+                else:
+                    rec.unparsed(direction, t, framer.pending(), "incomplete message at end")
+            return
+        for line in framer.feed(data):
+            try:
+                if isinstance(line, int):
+                    rec.unparsed(direction, t, line, "message too large to parse")
+                else:
+                    rec.message(direction, t, line)
+            except Exception as exc:  # never let one message stop the recorder
+                rec.unparsed(direction, t, 0, f"recorder error: {type(exc).__name__}")
+
+
 # ---- the relay ---------------------------------------------------------------------------
 
 
@@ -366,32 +403,12 @@ class Relay:
         put((direction, time.time(), None))
 
     def _record(self) -> None:
-        framers = {C2S: Framer(), S2C: Framer()}
-        ended: set[str] = set()
-        rec = self.recorder
-        while len(ended) < 2:
+        scribe = Transcriber(self.recorder)
+        while not scribe.done:
             direction, t, data = self._queue.get()
             if direction == _STOP:
                 break
-            framer = framers[direction]
-            if data is None:
-                ended.add(direction)
-                rest = framer.rest()
-                if framer.pending():
-                    # A peer may end with a message and no newline; a line reader takes it.
-                    if rest is not None and _parses(rest):
-                        rec.message(direction, t, rest)
-                    else:
-                        rec.unparsed(direction, t, framer.pending(), "incomplete message at end")
-                continue
-            for line in framer.feed(data):
-                try:
-                    if isinstance(line, int):
-                        rec.unparsed(direction, t, line, "message too large to parse")
-                    else:
-                        rec.message(direction, t, line)
-                except Exception as exc:  # never let one message stop the recorder
-                    rec.unparsed(direction, t, 0, f"recorder error: {type(exc).__name__}")
+            scribe.feed(direction, t, data)
 
     def server_done(self, timeout: float) -> bool:
         """Wait for the server's output to end; True when it did within `timeout`."""

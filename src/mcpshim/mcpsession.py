@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 import psutil
 
 from mcpshim import relaychild
+from mcpshim.forkedrelay import ForkedRelay
 from mcpshim.mcprelay import Recorder, Relay, announce, relay_pipe
 from mcpshim.procinfo import LINUX, Stat, read_stat, start_ticks
-from mcpshim.relaychild import ForkedRelay
 
 if TYPE_CHECKING:
     from mcpshim.supervisor import Supervisor
@@ -109,15 +109,24 @@ def run_relayed(sup: Supervisor) -> int:
     in_r, in_w = relay_pipe()
     out_r, out_w = relay_pipe()
     announce(sup.emit, sup.session)
-    recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, lambda: sup.helpers))
-    # Linux: the pumps run in a child of their own, out of reach of this process's
-    # interpreter lock (relaychild); elsewhere they are threads here.
+    forked: ForkedRelay | None = None
+
+    def mcpshims_own() -> set[int]:
+        return {*sup.helpers, *(forked.helpers if forked else ())}
+
+    recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, mcpshims_own))
+    # Linux: the pumps and the recorder run in children of their own, out of reach of this
+    # process's interpreter lock (forkedrelay); elsewhere they are threads here.
     relay: Relay = Relay(recorder)
     if relaychild.available():
         forked = ForkedRelay(recorder)
-        with contextlib.suppress(OSError):  # fork failed (EAGAIN, ENOMEM): threads
+        try:
             forked.start(0, in_w, out_r, 1)
-            sup.add_helper(forked.pid)
+        except OSError:  # fork failed (EAGAIN, ENOMEM): threads
+            forked = None
+        else:
+            for pid in forked.helpers:
+                sup.add_helper(pid)
             relay = forked
     if not isinstance(relay, ForkedRelay):
         relay.start(0, in_w, out_r, 1)

@@ -37,22 +37,21 @@ import gc
 import os
 import signal
 import struct
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import BinaryIO, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
 from mcpshim import pipeio
-from mcpshim.mcprelay import C2S, S2C, Relay, close_end, relay_pipe
+from mcpshim.mcprelay import C2S, S2C, close_end, relay_pipe
 from mcpshim.procinfo import LINUX
 
-__all__ = ["ForkedRelay", "available"]
+__all__ = ["DIRECTIONS", "EOF", "HEAD", "available", "keep_only", "pump_main"]
 
-_DIRECTIONS = (C2S, S2C)
-_HEAD = struct.Struct("<BdI")  # direction index (| _EOF), time read, payload length
-_EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
+DIRECTIONS = (C2S, S2C)
+HEAD = struct.Struct("<BdI")  # direction index (| EOF), time read, payload length
+EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 _READ = 1 << 20
 _FLUSH_S = 5.0  # after the control pipe closes: how long copies may still go out
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -66,7 +65,7 @@ def available() -> bool:
 # ---- the child -----------------------------------------------------------------------------
 
 
-def _keep_only(keep: set[int]) -> None:
+def keep_only(keep: set[int]) -> None:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
@@ -92,7 +91,7 @@ class _Channel:
     def tee(self, index: int, t: float, mid: int, n: int) -> bytes | None:
         """Copy the `n` bytes waiting in pipe `mid`. None: they are still there, to be
         spliced on; otherwise they had to be read out of `mid`, and here they are."""
-        head = _HEAD.pack(index, t, n)
+        head = HEAD.pack(index, t, n)
         with self._lock:
             if self.gone:
                 return None
@@ -111,9 +110,9 @@ class _Channel:
             return data
 
     def write(self, index: int, t: float, data: bytes) -> None:
-        """Copy a chunk that is in memory already (or, with index | _EOF, an end)."""
-        head = _HEAD.pack(index, t, len(data))
-        fd = self._data[index & ~_EOF]
+        """Copy a chunk that is in memory already (or, with index | EOF, an end)."""
+        head = HEAD.pack(index, t, len(data))
+        fd = self._data[index & ~EOF]
         with self._lock:
             if self.gone:
                 return
@@ -200,7 +199,7 @@ class _Pump:
                 break
         if not self.broken:
             close_end(self.dst)
-        self.channel.write(self.index | _EOF, time.time(), self.broken.encode())
+        self.channel.write(self.index | EOF, time.time(), self.broken.encode())
 
     def _step(self) -> bool:
         if not self.splice_in:
@@ -250,13 +249,15 @@ class _Pump:
         close_end(self.dst)
 
 
-def _child(
-    pumps: Sequence[tuple[int, int]], heads: int, data: Sequence[int], ctl_r: int
+def pump_main(
+    pumps: Sequence[tuple[int, int]], heads: int, data: Sequence[int], ctl_r: int, status: int
 ) -> NoReturn:
+    """The pump child's whole life: forward both ways until both end or `ctl_r` closes;
+    one byte (the direction's index) to `status` as each direction ends."""
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
     gc.disable()  # nothing here makes cycles; no collector pause on the forwarding path
-    _keep_only({2, heads, ctl_r, *data, *(fd for pair in pumps for fd in pair)})
+    keep_only({2, heads, ctl_r, status, *data, *(fd for pair in pumps for fd in pair)})
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write("mcpshim-relay")
     channel = _Channel(heads, data)
@@ -266,6 +267,8 @@ def _child(
 
     def pump(p: _Pump) -> None:
         p.run()
+        with contextlib.suppress(OSError):
+            os.write(status, bytes([p.index]))
         with lock:
             running[0] -= 1
             if not running[0]:
@@ -285,111 +288,3 @@ def _child(
     over.wait()
     channel.flush(closed, _FLUSH_S)
     os._exit(0)
-
-
-# ---- the parent ----------------------------------------------------------------------------
-
-_NICE = 10
-
-
-def _in_background(fn: Callable[..., None]) -> Callable[..., None]:
-    """Run fn on a thread the scheduler puts after the pumps, the client and the server:
-    parsing a 1 MiB copy takes milliseconds of CPU that the forwarding path would otherwise
-    share (Linux niceness is per thread)."""
-
-    def run(*args: object) -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
-        fn(*args)
-
-    return run
-
-
-class ForkedRelay(Relay):
-    """The Relay interface, with the pumps in a forked child (see the module docstring)."""
-
-    pid = 0
-
-    def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
-        """Fork the pump child, then hand the four fds to it: the parent's 0/1 become
-        /dev/null and the server's pipe ends close here, so only the child holds them."""
-        channel = [relay_pipe() for _ in range(1 + len(_DIRECTIONS))]  # heads, then bytes
-        ctl_r, ctl_w = os.pipe()
-        ours = [r for r, _ in channel]
-        theirs = [w for _, w in channel]
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError:
-            for fd in (*ours, *theirs, ctl_r, ctl_w):
-                os.close(fd)
-            raise  # nothing was handed over: the caller can fall back to threads
-        if pid == 0:  # pragma: no cover - the child; it ends in os._exit
-            try:
-                pumps = ((client_in, server_in), (server_out, client_out))
-                _child(pumps, theirs[0], theirs[1:], ctl_r)
-            finally:
-                os._exit(70)
-        self.pid = pid
-        self._ctl = ctl_w
-        self._server_eof = threading.Event()
-        for fd in (*theirs, ctl_r, server_in, server_out, client_in, client_out):
-            close_end(fd)
-        self._threads["copies"] = threading.Thread(
-            target=_in_background(self._read_copies), args=(ours,), name="mcp copies", daemon=True
-        )
-        self._threads["recorder"] = threading.Thread(
-            target=_in_background(self._record), name="mcp recorder", daemon=True
-        )
-        for th in self._threads.values():
-            th.start()
-
-    def _read_copies(self, fds: Sequence[int]) -> None:
-        put = self._queue.put
-        with contextlib.ExitStack() as stack:
-            heads, *data = (stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in fds)
-            self._copies(heads, data, put)
-        self._server_eof.set()  # the child is gone: nothing more will come
-
-    def _copies(
-        self,
-        heads: BinaryIO,
-        data: Sequence[BinaryIO],
-        put: Callable[[tuple[str, float, bytes | None]], None],
-    ) -> None:
-        while len(head := heads.read(_HEAD.size)) == _HEAD.size:
-            index, t, size = _HEAD.unpack(head)
-            end, index = index & _EOF, index & ~_EOF
-            chunk = data[index].read(size) if size else b""
-            if len(chunk) < size:
-                return  # the child died mid-copy
-            direction = _DIRECTIONS[index]
-            if end:
-                if chunk:
-                    self.broken[direction] = chunk.decode(errors="replace")
-                put((direction, t, None))
-                if direction == S2C:
-                    self._server_eof.set()
-            else:
-                self.bytes[direction] += len(chunk)
-                put((direction, t, chunk))
-
-    def server_done(self, timeout: float) -> bool:
-        """Wait for the server's output to end; True when it did within `timeout`."""
-        return self._server_eof.wait(timeout)
-
-    def finish(self, timeout: float = 5.0) -> None:
-        """Let the child send what it has and end, record all of it, stop recording."""
-        with contextlib.suppress(OSError):
-            os.close(self._ctl)
-        self._threads["copies"].join(timeout)
-        super().finish(timeout)
-
-    def reap(self) -> int:
-        """Wait for the child (after finish); its exit code, or -1 if it was reaped already."""
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            return -1
-        return os.waitstatus_to_exitcode(status)

@@ -6,7 +6,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from mcpshim.execlog import current_boot_id, log_lock, segments
+from mcpshim.eventlog import log_lock
+from mcpshim.execlog import current_boot_id, segments
 from mcpshim.paths import Locations
 
 __all__ = ["rotate"]

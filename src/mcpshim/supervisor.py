@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mcpshim import execlog
+from mcpshim import eventlog, execlog
 from mcpshim.containment import account_survivors, group_members
 from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
@@ -131,7 +131,7 @@ class Supervisor:
     # -- extension points -------------------------------------------------------------------
 
     def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
-        execlog.append_event(self.loc, kind, payload)
+        eventlog.append_event(self.loc, kind, payload)
 
     def add_reader(self, fd: int, callback: Callable[[int], None]) -> None:
         """Call `callback(fd)` from the loop whenever fd is readable (relays, trace readers)."""

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcpshim import execlog
+from mcpshim import eventlog, execlog
 from mcpshim.errors import UsageError
 from mcpshim.execlog import ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
@@ -146,13 +146,13 @@ class TraceRun:
             os.fsencode(os.path.realpath(self.loc.shim_dir)),
         ]
         for kind, payload in exec_payloads(trace, session, boot_id, exact, shim_dirs):
-            execlog.append_event(self.loc, kind, payload)
+            eventlog.append_event(self.loc, kind, payload)
             n_exec += kind == "trace-exec"
         gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
         for g in gaps:
             now = iso_time(time.time())
             payload = {"session": session, "time": now, "boot_id": boot_id, **g}
-            execlog.append_event(self.loc, "trace-gap", payload)
+            eventlog.append_event(self.loc, "trace-gap", payload)
         summary: dict[str, Any] = {
             "session": session,
             "time": iso_time(time.time()),
@@ -172,7 +172,7 @@ class TraceRun:
                 "the tracer stays attached to surviving processes (detaching would make their "
                 "fork/exec fail); their later execs stay in pending_dir, not in the log"
             )
-        execlog.append_event(self.loc, "trace-summary", summary)
+        eventlog.append_event(self.loc, "trace-summary", summary)
         return summary
 
 

@@ -1,0 +1,192 @@
+"""`mcpshim run --mcp` on Linux: the relay as two processes of mcpshim's own.
+
+The pump child (relaychild) moves the bytes; a recorder child reads their copies, cuts
+them into messages and writes the records. Neither shares an interpreter lock with the
+supervisor or with each other, and the recorder runs in the SCHED_IDLE class: it takes
+only CPU time nobody else wants, and yields at once to the client, the server and the
+pumps. Measured through a real SDK client and server on two cores, the recorder's wakeups
+at nice 10 in the supervisor's own threads added 0.13-0.26 ms to a 1 ms tool call; at
+SCHED_IDLE they vanish into the noise (benchmarks/relay_sdk.py). Recording is not slower
+for it on an idle core; on a saturated machine it lags, which costs nothing but memory in
+the pump child's backlog: every record keeps the time its bytes were read. It is a child of
+its own rather than a thread of the supervisor because a thread in the idle class holding
+the interpreter lock would stall the supervisor's signal forwarding behind it.
+
+Both are children of the supervisor, forked before the server starts and any thread does:
+`helpers` lists them for `Supervisor.add_helper` (never observed, a survivor or reaped in
+the log). `start` returns once the recorder has closed what it inherited, so no client or
+server waits on an end only the recorder still holds. The supervisor keeps two fds: a
+control pipe whose closing ends the pump child, and a status pipe on which the pump child
+reports each direction's end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import NoReturn
+
+from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
+from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, keep_only, pump_main
+
+__all__ = ["ForkedRelay"]
+
+_READ = 1 << 20
+_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _idle() -> None:
+    """Into the idle class (Linux >= 2.6.23); where that is refused, the lowest priority."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined, unused-ignore]
+    except (OSError, AttributeError):
+        with contextlib.suppress(OSError):
+            os.nice(19)
+
+
+def _read_exactly(fd: int, size: int, buf: bytearray) -> bytes | None:
+    """`size` bytes from fd through the buffer `buf` (None at EOF first)."""
+    while len(buf) < size:
+        chunk = os.read(fd, max(_READ, size - len(buf)))
+        if not chunk:
+            return None
+        buf += chunk
+    out = bytes(buf[:size])
+    del buf[:size]
+    return out
+
+
+def transcribe(recorder: Recorder, heads: int, data: Sequence[int]) -> None:
+    """Read the copy channel until the pump child is gone, recording every message."""
+    scribe = Transcriber(recorder)
+    bufs = [bytearray() for _ in range(1 + len(data))]
+    while (head := _read_exactly(heads, HEAD.size, bufs[0])) is not None:
+        index, t, size = HEAD.unpack(head)
+        end, index = index & EOF, index & ~EOF
+        chunk = _read_exactly(data[index], size, bufs[1 + index]) if size else b""
+        if chunk is None:
+            break  # the pump child died mid-copy
+        scribe.feed(DIRECTIONS[index], t, None if end else chunk)
+
+
+def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoReturn:
+    for sig in _IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    keep_only({2, ready, *fds})
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write("mcpshim-record")
+    os.close(ready)  # what it inherited is closed: no peer waits on an end held here
+    _idle()
+    transcribe(recorder, fds[0], fds[1:])
+    os._exit(0)
+
+
+class ForkedRelay(Relay):
+    """The Relay interface with the pumps and the recorder in children (module docstring)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__(recorder)
+        self.pid = 0  # the pump child
+        self.recorder_pid = 0
+        self.helpers: set[int] = set()
+        self._ctl = self._status = -1
+        self._ended: set[int] = set()
+
+    def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
+        """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
+        and the server's pipe ends close here, so only the pump child holds them."""
+        channel = [relay_pipe() for _ in range(1 + len(DIRECTIONS))]  # heads, then bytes
+        ours, theirs = [r for r, _ in channel], [w for _, w in channel]
+        ctl_r, ctl_w = os.pipe()
+        status_r, status_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (*ours, *theirs, ctl_r, ctl_w, status_r, status_w):
+                os.close(fd)
+            raise  # nothing was handed over: the caller can fall back to threads
+        if pid == 0:  # pragma: no cover - the child; it ends in os._exit
+            try:
+                pumps = ((client_in, server_in), (server_out, client_out))
+                pump_main(pumps, theirs[0], theirs[1:], ctl_r, status_w)
+            finally:
+                os._exit(70)
+        self.pid = pid
+        self.helpers.add(pid)
+        for fd in (*theirs, ctl_r, status_w, server_in, server_out, client_in, client_out):
+            close_end(fd)
+        self._ctl, self._status = ctl_w, status_r
+        ready_r, ready_w = os.pipe()
+        try:
+            rpid = os.fork()
+        except OSError:
+            rpid = -1  # nobody records; the pumps drop the copies once the pipes close
+        if rpid == 0:  # pragma: no cover - the child; it ends in os._exit
+            try:
+                self.helpers.add(os.getpid())
+                _recorder_main(self.recorder, ours, ready_w)
+            finally:
+                os._exit(70)
+        for fd in (*ours, ready_w):
+            os.close(fd)
+        if rpid > 0:
+            self.recorder_pid = rpid
+            self.helpers.add(rpid)
+            with contextlib.suppress(OSError):
+                os.read(ready_r, 1)  # EOF once the recorder let go of what it inherited
+        os.close(ready_r)
+
+    def server_done(self, timeout: float) -> bool:
+        """Wait for the server's output to end; True when it did within `timeout`."""
+        deadline = time.monotonic() + timeout
+        s2c = DIRECTIONS.index(S2C)
+        while s2c not in self._ended:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._status], [], [], left)[0]:
+                return False
+            got = os.read(self._status, 8)
+            if not got:
+                return True  # the pump child is gone: nothing more will come
+            self._ended.update(got)
+        return True
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """End the pump child (it sends its last copies first) and wait until the recorder
+        has written every record; after `timeout` it is left to finish on its own."""
+        with contextlib.suppress(OSError):
+            os.close(self._ctl)
+        if self.recorder_pid <= 0:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                done, _ = os.waitpid(self.recorder_pid, os.WNOHANG)
+            except ChildProcessError:
+                return  # reaped by the supervisor's loop: it ended
+            if done:
+                return
+            if time.monotonic() >= deadline:
+                print(
+                    f"mcpshim: warning: the recorder (pid {self.recorder_pid}) is still "
+                    "writing; its last records may come after the session's end",
+                    file=sys.stderr,
+                )
+                return
+            time.sleep(0.005)
+
+    def reap(self) -> int:
+        """Wait for the pump child (after finish); its exit code, or -1 if reaped already."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return -1
+        return os.waitstatus_to_exitcode(status)

@@ -1,0 +1,97 @@
+"""EventLog: mcpshim's own records appended under the log's lock, with the lock file and
+the log kept open, following rotation, and never sharing a lock across a fork."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import filelock
+import pytest
+
+from mcpshim import eventlog
+from mcpshim.execlog import EventRecord, LogProblem, read_stream
+from mcpshim.paths import Locations
+from mcpshim.rotation import rotate
+
+
+def _loc(tmp_path: Path) -> Locations:
+    return Locations(tmp_path / "shims", tmp_path / "log")
+
+
+def _notes(path: Path) -> list[int]:
+    out = []
+    problems: list[LogProblem] = []
+    with path.open("rb") as stream:
+        for rec in read_stream(stream, path.name, None, problems):
+            assert isinstance(rec, EventRecord)
+            out.append(rec.data["n"])
+    assert problems == []
+    return out
+
+
+def test_appends_follow_rotation(tmp_path: Path) -> None:
+    loc = _loc(tmp_path)
+    log = eventlog.EventLog(loc)
+    log.append("note", {"n": 1})
+    rotated, _ = rotate(loc)
+    assert rotated is not None
+    log.append("note", {"n": 2})  # its open log was renamed away: it writes the new one
+    assert _notes(rotated) == [1]
+    assert _notes(loc.log_file) == [2]
+    assert oct(loc.log_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_it_waits_for_the_lock_and_gives_up_after_its_timeout(tmp_path: Path) -> None:
+    loc = _loc(tmp_path)
+    loc.log_dir.mkdir(parents=True)
+    holder = subprocess.Popen(["flock", str(loc.lock_file), "sleep", "1"])
+    try:
+        deadline = time.monotonic() + 10
+        probe = filelock.FileLock(str(loc.lock_file), timeout=0)
+        while time.monotonic() < deadline:  # until flock(1) holds it
+            try:
+                probe.acquire()
+            except filelock.Timeout:
+                break
+            probe.release()
+            time.sleep(0.01)
+        with pytest.raises(filelock.Timeout):
+            eventlog.EventLog(loc, timeout=0.2).append("note", {"n": 1})
+        t0 = time.monotonic()
+        eventlog.EventLog(loc, timeout=10).append("note", {"n": 2})
+        assert time.monotonic() - t0 > 0.2  # it waited for flock(1) to let go
+    finally:
+        holder.wait()
+    assert _notes(loc.log_file) == [2]
+
+
+def test_a_forked_child_takes_the_lock_on_its_own(tmp_path: Path) -> None:
+    loc = _loc(tmp_path)
+    log = eventlog.EventLog(loc)
+    log.append("note", {"n": 1})
+    # The parent holds the lock through its own open lock file. A child sharing that open
+    # file would be granted the lock at once; one that opened its own must wait.
+    fcntl.flock(log._lock_fd, fcntl.LOCK_EX)
+    log.timeout = 0.2
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            log.append("note", {"n": 2})
+        except filelock.Timeout:
+            os._exit(7)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 7
+    fcntl.flock(log._lock_fd, fcntl.LOCK_UN)
+    log.append("note", {"n": 3})
+    assert _notes(loc.log_file) == [1, 3]
+
+
+def test_only_event_kinds_are_written(tmp_path: Path) -> None:
+    for kind in ("exec", "bad kind", ""):
+        with pytest.raises(ValueError):
+            eventlog.append_event(_loc(tmp_path), kind, {})
