@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, poll, run
 from mcpshim import execlog, rotation
-from mcpshim.procinfo import ProcInfo, proc_info, read_stat, socket_table
-from mcpshim.sampler import Sampler
+from mcpshim.procinfo import ProcInfo, Stat, proc_info, read_stat, socket_table
+from mcpshim.sampler import Sampler, _has_image
 from mcpshim.session import LogTail
 
 
@@ -109,3 +110,13 @@ def test_socket_table_sees_a_listener() -> None:
         port = s.getsockname()[1]
         conns = socket_table().values()
         assert any(c.laddr == f"127.0.0.1:{port}" and c.status == "LISTEN" for c in conns)
+
+
+def test_a_process_caught_inside_execve_has_no_image_yet() -> None:
+    # The loader sets code, stack and argument addresses one after another; a tick that
+    # reads in between must not take the half-set addresses for an image of their own.
+    full = Stat(7, b"sleep", "S", 1, 7, 100, (b"4194304", b"4200000", b"14073", b"1407", b"1408"))
+    assert _has_image(full)
+    assert not _has_image(replace(full, image=(b"0", b"0", b"14073", b"0", b"0")))
+    assert not _has_image(replace(full, state="Z"))
+    assert not _has_image(replace(full, image=(b"0",) * 5))  # caught exiting

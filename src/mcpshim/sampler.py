@@ -256,6 +256,8 @@ class Sampler:
 
 
 def _has_image(st: Stat) -> bool:
-    """False for a zombie and for a process caught exiting: its memory is gone, so its
-    addresses read as 0 and would look like an exec with an empty command line."""
-    return st.state != "Z" and (not st.image or any(f.strip(b"0") for f in st.image))
+    """False for a zombie, for a process caught exiting (its memory is gone: the addresses
+    read as 0 and would look like an exec with an empty command line) and for one caught
+    inside execve, whose loader sets the addresses one after another: a read in between
+    saw an image the next tick saw change again, and one exec was observed twice."""
+    return st.state != "Z" and all(f.strip(b"0") for f in st.image)
