@@ -22,14 +22,18 @@ reports each direction's end.
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
+import io
 import os
 import select
 import signal
 import sys
+import termios
 import time
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
 from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, keep_only, pump_main
@@ -49,29 +53,60 @@ def _idle() -> None:
             os.nice(19)
 
 
-def _read_exactly(fd: int, size: int, buf: bytearray) -> bytes | None:
-    """`size` bytes from fd through the buffer `buf` (None at EOF first)."""
-    while len(buf) < size:
-        chunk = os.read(fd, max(_READ, size - len(buf)))
-        if not chunk:
-            return None
-        buf += chunk
-    out = bytes(buf[:size])
-    del buf[:size]
-    return out
+_SETTLE_S = 0.001  # read the copies once the channel has been quiet this long,
+_BATCH_S = 0.1  # or once a batch has been growing this long,
+_BATCH_BYTES = 3 * _READ // 2  # or once the copy pipes (1 MiB each) hold this much
+
+
+def _unread(fd: int) -> int:
+    buf = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return buf[0]
+
+
+class _Batches(io.RawIOBase):
+    """The heads pipe, read a batch at a time. Once a head arrives the recorder sleeps
+    until the channel has been quiet for _SETTLE_S (within the limits above), then reads
+    all that came: recording between messages rather than during them. Through a real SDK
+    client and server on two cores, reading each chunk as it came (a 1 MiB message is
+    sixteen 64 KiB chunks) made 256 KiB calls 0.4-0.5 ms slower, even in the idle class;
+    batched, the difference is within the noise. A sleeping recorder is not even woken by
+    the pump child's writes."""
+
+    def __init__(self, heads: int, data: Sequence[int]) -> None:
+        super().__init__()
+        self._heads, self._data = heads, data
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        select.select([self._heads], [], [])
+        deadline = time.monotonic() + _BATCH_S
+        seen = -1
+        while True:
+            now = _unread(self._heads) + sum(_unread(fd) for fd in self._data)
+            if now == seen or now >= _BATCH_BYTES or time.monotonic() >= deadline:
+                break
+            seen = now
+            time.sleep(_SETTLE_S)
+        return os.readv(self._heads, [buf])
 
 
 def transcribe(recorder: Recorder, heads: int, data: Sequence[int]) -> None:
     """Read the copy channel until the pump child is gone, recording every message."""
     scribe = Transcriber(recorder)
-    bufs = [bytearray() for _ in range(1 + len(data))]
-    while (head := _read_exactly(heads, HEAD.size, bufs[0])) is not None:
-        index, t, size = HEAD.unpack(head)
-        end, index = index & EOF, index & ~EOF
-        chunk = _read_exactly(data[index], size, bufs[1 + index]) if size else b""
-        if chunk is None:
-            break  # the pump child died mid-copy
-        scribe.feed(DIRECTIONS[index], t, None if end else chunk)
+    with contextlib.ExitStack() as stack:
+        data_r = [stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in data]
+        head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data), 1 << 16))
+        while len(head := head_r.read(HEAD.size)) == HEAD.size:
+            index, t, size = HEAD.unpack(head)
+            end, index = index & EOF, index & ~EOF
+            chunk = data_r[index].read(size) if size else b""
+            if len(chunk) < size:
+                break  # the pump child died mid-copy
+            scribe.feed(DIRECTIONS[index], t, None if end else chunk)
+        os.close(heads)
 
 
 def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoReturn:
@@ -102,7 +137,8 @@ class ForkedRelay(Relay):
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
-        channel = [relay_pipe() for _ in range(1 + len(DIRECTIONS))]  # heads, then bytes
+        # heads (13 bytes a chunk), then each direction's bytes
+        channel = [relay_pipe(), *(relay_pipe(_READ) for _ in DIRECTIONS)]
         ours, theirs = [r for r, _ in channel], [w for _, w in channel]
         ctl_r, ctl_w = os.pipe()
         status_r, status_w = os.pipe()

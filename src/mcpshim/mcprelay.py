@@ -322,12 +322,20 @@ class Transcriber:
 # ---- the relay ---------------------------------------------------------------------------
 
 
-def relay_pipe() -> tuple[int, int]:
-    """A pipe to or from the server, as large as Linux allows without privilege (1 MiB):
-    a message up to that size then crosses in one read and one write, not sixteen."""
+def relay_pipe(size: int = 0) -> tuple[int, int]:
+    """A pipe of the relay's: the default size (64 KiB), or `size` bytes where Linux allows.
+
+    Only the copy channel's pipes are enlarged (to 1 MiB): a copy waits there while the
+    recorder sleeps. Every pipe page counts against the user's pipe-user-pages-soft (64 MiB
+    by default), past which the kernel gives each new pipe of that user, in any program,
+    two pages; at 2.3 MiB a session stays far from it. Larger pipes to the server and
+    between the pump steps were measured: no faster through a real SDK client and server
+    (1 MiB calls were slower), at three times the pages.
+    """
     r, w = os.pipe()
-    with contextlib.suppress(OSError, AttributeError):
-        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, _READ)  # type: ignore[attr-defined, unused-ignore]
+    if size:
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, size)  # type: ignore[attr-defined, unused-ignore]
     return r, w
 
 

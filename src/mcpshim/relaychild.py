@@ -187,6 +187,11 @@ class _Pump:
         self.src, self.dst, self.index, self.channel = src, dst, index, channel
         self.splice_in = self.splice_out = pipeio.SPLICE_OK
         self.mid_r, self.mid_w = relay_pipe()
+        import fcntl
+
+        for fd in (src, dst):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
         self.broken = ""
 
     def run(self) -> None:
