@@ -74,13 +74,13 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     assert proc.stdin and proc.stdout
     relay = _relay_child(proc.pid)
     # Only the child holds the client's streams; it holds nothing else but stderr and its
-    # pipes: to the server both ways, its own two (one per direction), the three of the
+    # pipes: to the server both ways, its own two (one per direction), the four of the
     # copy channel, the control pipe and the status pipe.
     assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
     assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
     assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
     fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
-    assert len(fds) == 14 and fds[:3] == [0, 1, 2], fds
+    assert len(fds) == 15 and fds[:3] == [0, 1, 2], fds
     assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
     # The supervisor alone decides its lifetime.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -302,8 +302,9 @@ def _logged_relay(home: Home) -> ForkedRelay:
 
 def test_copies_wait_in_a_backlog_never_the_relay(home: Home) -> None:
     # Tiny writes, then four times what a copy pipe holds, while the recorder is stopped:
-    # everything crosses (so the pump child's backlog must take the rest), and once the
-    # recorder runs again every message is recorded, in order, both ways.
+    # everything crosses (each direction's pipe fills, then the overflow pipe, then the
+    # pump child's backlog takes the rest), and once the recorder runs again every message
+    # is recorded, in order, both ways.
     sizes = [5] * 3000 + [1 << 20] * 4 + [200 << 10] * 5
     stream = [_request(i, size) for i, size in enumerate(sizes)]
     relay = _logged_relay(home)
@@ -350,9 +351,9 @@ def test_the_recorder_is_a_helper_in_the_idle_class(home: Home, tmp_path: Path) 
 
     rec = poll(recorder, "the recorder child")
     assert os.sched_getscheduler(rec) == os.SCHED_IDLE
-    # It holds the copy channel's three read ends and stderr, nothing of the client's.
+    # It holds the copy channel's four read ends and stderr, nothing of the client's.
     fds = sorted(int(n) for n in os.listdir(f"/proc/{rec}/fd"))
-    assert fds[0] == 2 and len(fds) == 4, fds
+    assert fds[0] == 2 and len(fds) == 5, fds
     proc.stdin.close()
     assert proc.wait(timeout=60) == 0
     assert _family_records(home, rec) == [] and _family_records(home, relay) == []

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
-from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, keep_only, pump_main
+from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, OVERFLOW, keep_only, pump_main
 
 __all__ = ["ForkedRelay"]
 
@@ -55,7 +55,7 @@ def _idle() -> None:
 
 _SETTLE_S = 0.001  # read the copies once the channel has been quiet this long,
 _BATCH_S = 0.1  # or once a batch has been growing this long,
-_BATCH_BYTES = 3 * _READ // 2  # or once the copy pipes (1 MiB each) hold this much
+_BATCH_BYTES = 2 * _READ  # or once the copy pipes (1 MiB each, three) hold this much
 
 
 def _unread(fd: int) -> int:
@@ -100,9 +100,9 @@ def transcribe(recorder: Recorder, heads: int, data: Sequence[int]) -> None:
         data_r = [stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in data]
         head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data), 1 << 16))
         while len(head := head_r.read(HEAD.size)) == HEAD.size:
-            index, t, size = HEAD.unpack(head)
+            index, pipe, t, size = HEAD.unpack(head)
             end, index = index & EOF, index & ~EOF
-            chunk = data_r[index].read(size) if size else b""
+            chunk = data_r[pipe].read(size) if size else b""
             if len(chunk) < size:
                 break  # the pump child died mid-copy
             scribe.feed(DIRECTIONS[index], t, None if end else chunk)
@@ -137,8 +137,8 @@ class ForkedRelay(Relay):
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
-        # heads (13 bytes a chunk), then each direction's bytes
-        channel = [relay_pipe(), *(relay_pipe(_READ) for _ in DIRECTIONS)]
+        # heads (14 bytes a chunk), then each direction's bytes, then the overflow
+        channel = [relay_pipe(), *(relay_pipe(_READ) for _ in range(OVERFLOW + 1))]
         ours, theirs = [r for r, _ in channel], [w for _, w in channel]
         ctl_r, ctl_w = os.pipe()
         status_r, status_w = os.pipe()

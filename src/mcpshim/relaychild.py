@@ -9,18 +9,22 @@ side never blocks; EOF is passed on; nothing is reordered or altered).
 
 The bytes do not pass through Python: each pump splices what its source holds into a pipe
 of its own, tees that into the copy channel (page references, no copy) and splices it on
-(pipeio). Only the chunk's length and time go through the interpreter. The copy channel is
-three pipes to the supervisor: the bytes of each direction in one, and in the third a
-13-byte head per chunk (direction, time read, length), written after the chunk's copy and
-before the chunk is passed on, so a request's head always precedes its response's. Both
-pumps write heads into that one pipe; a write under PIPE_BUF is atomic.
+(pipeio). Only the chunk's length and time go through the interpreter. The copy channel,
+read by the recorder child (forkedrelay), is four pipes: the bytes of each direction in one,
+an overflow pipe either direction fills when its own is full, and a 14-byte head per copied
+part (direction, pipe, time read, length), written after the part's copy and before the
+part is passed on, so a request's head always precedes its response's. Both pumps write
+heads into that one pipe; a write under PIPE_BUF is atomic. The copy pipes are 1 MiB each,
+but a pipe holds 256 pages, however full each is: with the overflow, a 1 MiB message still
+crosses without the slow path below while the recorder sleeps (it records between
+messages).
 
-The channel never holds back a byte: its writes do not wait. When the supervisor falls
-behind and a pipe is full, the chunk is read into memory instead, written on from there,
-and its copy goes to a backlog that a thread of the child writes out, waiting as long as it
-must; while the backlog has anything, every copy joins it, so the order holds. An fd that
-splice does not take (a file opened for appending, some devices) is read and written
-instead, its copies written from memory.
+The channel never holds back a byte: its writes do not wait. When the recorder falls
+behind and the pipes are full, the chunk is read into memory instead, written on from
+there, and its copy goes to a backlog that a thread of the child writes out, waiting as
+long as it must; while the backlog has anything, every copy joins it, so the order holds.
+An fd that splice does not take (a file opened for appending, some devices) is read and
+written instead, its copies written from memory.
 
 The child keeps only the fds it pumps, its pipes, a control pipe and stderr; it ignores
 SIGINT, SIGTERM and SIGHUP (the supervisor decides its lifetime) and ends when both
@@ -47,10 +51,11 @@ from mcpshim import pipeio
 from mcpshim.mcprelay import C2S, S2C, close_end, relay_pipe
 from mcpshim.procinfo import LINUX
 
-__all__ = ["DIRECTIONS", "EOF", "HEAD", "available", "keep_only", "pump_main"]
+__all__ = ["DIRECTIONS", "EOF", "HEAD", "OVERFLOW", "available", "keep_only", "pump_main"]
 
 DIRECTIONS = (C2S, S2C)
-HEAD = struct.Struct("<BdI")  # direction index (| EOF), time read, payload length
+HEAD = struct.Struct("<BBdI")  # direction index (| EOF), copy pipe, time read, length
+OVERFLOW = len(DIRECTIONS)  # the copy pipe both directions fall back on when theirs is full
 EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 _READ = 1 << 20
 _FLUSH_S = 5.0  # after the control pipe closes: how long copies may still go out
@@ -88,30 +93,30 @@ class _Channel:
         self.gone = False  # the supervisor stopped reading for good: copies are dropped
         threading.Thread(target=self._drain, name="backlog", daemon=True).start()
 
-    def tee(self, index: int, t: float, mid: int, n: int) -> bytes | None:
-        """Copy the `n` bytes waiting in pipe `mid`. None: they are still there, to be
-        spliced on; otherwise they had to be read out of `mid`, and here they are."""
-        head = HEAD.pack(index, t, n)
+    def tee(self, index: int, t: float, mid: int, n: int) -> tuple[int, bytes | None]:
+        """Copy what can be copied of the `n` bytes waiting in pipe `mid`: (k, None) when
+        its first k bytes are copied (splice those on, then call again for the rest), (n,
+        bytes) when none could be and the bytes had to be read out of `mid` (write them)."""
         with self._lock:
             if self.gone:
-                return None
-            teed = 0
+                return n, None
             if not self._backlog:
-                try:
-                    teed = pipeio.tee(mid, self._data[index], n)
-                except OSError:
-                    self._lost()
-                    return None
-                if teed == n:
-                    self._head(head)
-                    return None
+                for pipe in (index, OVERFLOW):
+                    try:
+                        k = pipeio.tee(mid, self._data[pipe], n)
+                    except OSError:
+                        self._lost()
+                        return n, None
+                    if k:
+                        self._head(HEAD.pack(index, pipe, t, k))
+                        return k, None
             data = pipeio.read_exactly(mid, n)
-            self._later(self._data[index], data[teed:], head)
-            return data
+            self._later(self._data[index], data, HEAD.pack(index, index, t, n))
+            return n, data
 
     def write(self, index: int, t: float, data: bytes) -> None:
         """Copy a chunk that is in memory already (or, with index | EOF, an end)."""
-        head = HEAD.pack(index, t, len(data))
+        head = HEAD.pack(index, index & ~EOF, t, len(data))
         fd = self._data[index & ~EOF]
         with self._lock:
             if self.gone:
@@ -223,22 +228,25 @@ class _Pump:
             return True
         if not n:
             return False
-        held = self.channel.tee(self.index, time.time(), self.mid_r, n)
-        if held is not None:
-            self._write(held)
-        elif self.broken:
-            pipeio.read_exactly(self.mid_r, n)  # nobody reads: drop it, keep draining
-        elif not self.splice_out:
-            self._write(pipeio.read_exactly(self.mid_r, n))
-        else:
-            moved, err = pipeio.splice_all(self.mid_r, self.dst, n)
-            if err is not None:
-                rest = pipeio.read_exactly(self.mid_r, n - moved)
-                if err.errno == errno.EINVAL:
-                    self.splice_out = False  # a destination splice does not take: write it
-                    self._write(rest)
-                else:
-                    self._stop(err)
+        t = time.time()
+        while n:
+            k, held = self.channel.tee(self.index, t, self.mid_r, n)
+            n -= k
+            if held is not None:
+                self._write(held)
+            elif self.broken:
+                pipeio.read_exactly(self.mid_r, k)  # nobody reads: drop it, keep draining
+            elif not self.splice_out:
+                self._write(pipeio.read_exactly(self.mid_r, k))
+            else:
+                moved, err = pipeio.splice_all(self.mid_r, self.dst, k)
+                if err is not None:
+                    rest = pipeio.read_exactly(self.mid_r, k - moved)
+                    if err.errno == errno.EINVAL:
+                        self.splice_out = False  # a destination splice does not take: write
+                        self._write(rest)
+                    else:
+                        self._stop(err)
         return True
 
     def _write(self, data: bytes) -> None:
