@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from mcpshim.redact import is_credential_name, marker, redact_text
+from mcpshim.mcpredact import redact_json
 
 __all__ = [
     "C2S",
@@ -42,7 +42,6 @@ __all__ = [
     "announce",
     "close_end",
     "iso",
-    "redact_json",
     "relay_pipe",
 ]
 
@@ -56,7 +55,6 @@ TRACKED: Mapping[str, tuple[str, str]] = {
 }
 _READ = 1 << 20
 MAX_MESSAGE = 64 << 20  # a longer line is relayed but not parsed (bounded memory)
-MAX_STRING = 2048  # longer argument strings are cut in the record (after redaction)
 
 Emit = Callable[[str, dict[str, Any]], None]
 Probe = Callable[[], list[tuple[int, int | None]]]
@@ -70,53 +68,6 @@ def iso(t: float) -> str:
 def announce(emit: Emit, session: str) -> None:
     """Mark a session as relayed before any of its processes run (attribution keys on it)."""
     emit("mcp-session", {"session": session, "time": iso(time.time()), "transport": "stdio"})
-
-
-# ---- redaction of JSON values ------------------------------------------------------------
-
-
-_MARGIN = 256  # longer than any token rule's minimum length
-
-
-def _redact_str(value: str, hits: list[str]) -> str:
-    """Redact, then cut to MAX_STRING. Only the head that is kept is scanned (plus a margin,
-    so a token that crosses the cut is still long enough to be recognised and replaced):
-    a 1 MiB argument costs microseconds, not the tens of milliseconds a full scan holds
-    the interpreter for."""
-    head = value[: MAX_STRING + _MARGIN]
-    raw = head.encode("utf-8", "surrogatepass")
-    red = redact_text(raw, hits)
-    text = red.decode("utf-8", "surrogatepass") if red != raw else head
-    if len(value) <= MAX_STRING and len(text) <= MAX_STRING:
-        return text
-    hits.append("truncated")
-    more = max(0, len(value) - MAX_STRING)
-    return text[:MAX_STRING] + f"...[{more} more characters not recorded]"
-
-
-def redact_json(value: Any, hits: list[str]) -> Any:
-    """A JSON value with token-shaped secrets replaced and credential-named keys blanked.
-
-    Strings (keys too) go through `redact_text`; the value of a key that
-    `is_credential_name` flags (api_key, GITHUB_TOKEN, password...) is replaced whole unless
-    it is a container, which is walked. Strings longer than MAX_STRING are cut, and no cut
-    can leave part of a token in the record.
-    """
-    if isinstance(value, str):
-        return _redact_str(value, hits)
-    if isinstance(value, list):
-        return [redact_json(v, hits) for v in value]
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            key = _redact_str(str(k), hits)
-            if is_credential_name(key) and not isinstance(v, (dict, list)) and v is not None:
-                out[key] = marker("credential-name").decode()
-                hits.append("credential-name")
-            else:
-                out[key] = redact_json(v, hits)
-        return out
-    return value
 
 
 # ---- framing -----------------------------------------------------------------------------
