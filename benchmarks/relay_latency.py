@@ -8,13 +8,15 @@ round trip is timed directly and through each chosen path:
   pumps in a forked child (relaychild.ForkedRelay);
 - run: the real path, `mcpshim run --mcp -- python <line-echo>` (supervisor, sampler,
   recorder; the forked pumps on Linux); run-threads: the same with the pumps forced back
-  into the supervisor's threads (the fallback, and the design before relaychild).
+  into the supervisor's threads (the fallback, and the design before relaychild);
+- floor: the least any relay process adds, a bare two-thread os.splice relay that copies
+  and records nothing.
 
 All paths run at once and take turns message by message, so load from elsewhere on the
 machine falls on every path alike. Prints the direct median and p95 (ms) and what each
 path adds to them.
 
-    .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run,run-threads]
+    .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run,floor]
 """
 
 from __future__ import annotations
@@ -49,6 +51,24 @@ THREADS = (
     "from mcpshim.cli import main\n"
     "sys.argv[0] = 'mcpshim'\n"
     "main()\n"
+)
+# A relay process and nothing else: what putting any process in the path costs.
+FLOOR = (
+    "import os, sys, threading\n"
+    "r0, w0 = os.pipe()\n"
+    "r1, w1 = os.pipe()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.dup2(r0, 0); os.dup2(w1, 1)\n"
+    "    os.execv(sys.argv[1], sys.argv[1:])\n"
+    "os.close(r0); os.close(w1)\n"
+    "def pump(src, dst):\n"
+    "    while os.splice(src, dst, 1 << 20):\n"
+    "        pass\n"
+    "    os.close(dst)\n"
+    "threading.Thread(target=pump, args=(0, w0), daemon=True).start()\n"
+    "pump(r1, 1)\n"
+    "os.waitpid(pid, 0)\n"
 )
 SIZES = [1, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
 WARMUP = 5
@@ -132,9 +152,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=300, help="round trips per size and mode")
     ap.add_argument(
         "--modes",
-        default="run,run-threads",
+        default="run,floor",
         help="comma-separated paths besides direct: relay, record, frelay, frecord, run, "
-        "run-threads",
+        "run-threads, floor",
     )
     args = ap.parse_args()
     echo = [sys.executable, "-c", ECHO]
@@ -158,6 +178,7 @@ def main() -> None:
             "frecord": [*host, "--fork", tmp, log, "bench", "--", *echo],
             "run": [sys.executable, "-m", "mcpshim", *run],
             "run-threads": [sys.executable, "-c", THREADS, *run],
+            "floor": [sys.executable, "-c", FLOOR, *echo],
         }
         chosen = [m.strip() for m in args.modes.split(",") if m.strip()]
         unknown = [m for m in chosen if m not in every or m == "direct"]
