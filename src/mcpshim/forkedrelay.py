@@ -4,13 +4,14 @@ The pump child (relaychild) moves the bytes; a recorder child reads their copies
 them into messages and writes the records. Neither shares an interpreter lock with the
 supervisor or with each other, and the recorder runs in the SCHED_IDLE class: it takes
 only CPU time nobody else wants, and yields at once to the client, the server and the
-pumps. Measured through a real SDK client and server on two cores, the recorder's wakeups
-at nice 10 in the supervisor's own threads added 0.13-0.26 ms to a 1 ms tool call; at
-SCHED_IDLE they vanish into the noise (benchmarks/relay_sdk.py). Recording is not slower
-for it on an idle core; on a saturated machine it lags, which costs nothing but memory in
-the pump child's backlog: every record keeps the time its bytes were read. It is a child of
-its own rather than a thread of the supervisor because a thread in the idle class holding
-the interpreter lock would stall the supervisor's signal forwarding behind it.
+pumps. Measured through a real SDK client and server on two cores (benchmarks/relay_sdk.py),
+recording in the supervisor's own threads at nice 10 added 0.13-0.26 ms to a 1 ms tool
+call; in this child, idle class, reading in batches (below), the whole relay adds 0.05-0.12
+ms, about what the pump child alone adds. Recording is not slower for it on an idle core;
+on a saturated machine it lags, which costs memory in the pump child's backlog and nothing
+else: every record keeps the time its bytes were read. It is a child of its own rather than
+a thread of the supervisor because a thread in the idle class holding the interpreter lock
+would stall the supervisor's signal forwarding behind it.
 
 Both are children of the supervisor, forked before the server starts and any thread does:
 `helpers` lists them for `Supervisor.add_helper` (never observed, a survivor or reaped in
