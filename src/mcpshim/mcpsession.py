@@ -1,8 +1,9 @@
 """`mcpshim run --mcp`: the supervisor with the MCP relay between the client and the server.
 
 The server gets two pipes as stdin and stdout (posix_spawn file actions); the relay joins
-them to the supervisor's own stdin and stdout, i.e. the client's: on Linux from a forked
-pump process that the family never sees (relaychild), elsewhere from threads here.
+them to the supervisor's own stdin and stdout, i.e. the client's: on Linux from a pump
+child and a recorder child that the family never sees (forkedrelay), elsewhere from
+threads here.
 Everything else is the supervisor's session: the session id, shims first on PATH,
 sampling, survivors. The session announces itself (`mcp-session`) before the server
 starts, so review and tree know to attribute its processes to tool calls, and every
