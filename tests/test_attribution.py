@@ -15,7 +15,9 @@ from fixtures.mcpscenario import attribution_of, kill_helpers, make_package, run
 from mcpshim.attribution import Attribution
 from mcpshim.policy import default_policy, parse_policy
 from mcpshim.report_md import render_calls_text
-from mcpshim.rules.mcp_rules import explained, session_findings
+from mcpshim.review import review
+from mcpshim.rules.mcp_rules import explained, regroup, session_findings
+from mcpshim.shims import load_manifest
 from mcpshim.tree import Node
 
 
@@ -55,6 +57,24 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
     assert session_findings(att, tools) == []
     text = render_calls_text(att)
     assert text.index("git_version") < text.index("git --version") < text.index("shell")
+    # Review folds the two gits of the family into one finding; filed under tool calls, it
+    # is split, each half under the call that ran it.
+    result = review(
+        home.records(),
+        policy=default_policy(),
+        session="S-seq",
+        shim_dir=str(home.loc.shim_dir),
+        manifest=load_manifest(home.loc.shim_dir),
+    )
+    [folded] = [f for f in result.findings if f.rule.id == "MCS101" and "git" in f.message]
+    assert folded.count == 2 and "(2 times)" in folded.text
+    split = regroup([folded], [att])
+    assert [(f.count, f.text) for f in split] == [(1, folded.message)] * 2
+    assert sorted(f.group.split("tools/call ")[1].split(" ")[0] for f in split) == [
+        "git_version",
+        "shell",
+    ]
+    assert all(len(f.evidence) == 1 for f in split)
 
 
 async def _overlapping(s: ClientSession) -> None:

@@ -103,6 +103,7 @@ def test_json_envelope_is_pinned(composed: Lab, capsys: pytest.CaptureFixture[st
         "name",
         "severity",
         "message",
+        "count",
         "group",
         "fingerprint",
         "evidence",

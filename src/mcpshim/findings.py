@@ -101,6 +101,16 @@ class Finding:
     line: int | None = None
     severity: Severity | None = None  # set when a policy overrides the rule's default
     key: str = ""  # what makes two findings of one rule the same finding (baselines, SARIF)
+    count: int = 1  # occurrences folded into it; `evidence` holds the first few
+
+    @property
+    def text(self) -> str:
+        """The message as shown, with how many times it occurred."""
+        if self.count <= 1:
+            return self.message
+        shown = len(self.evidence)
+        more = f", first {shown} shown" if 0 < shown < self.count else ""
+        return f"{self.message} ({self.count} times{more})"
 
     @property
     def level(self) -> Severity:

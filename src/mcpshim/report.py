@@ -39,7 +39,7 @@ class Report:
 
 
 def _sorted(findings: Sequence[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (f.group, -f.level, f.rule.id, f.message))
+    return sorted(findings, key=lambda f: (f.group, -f.level, f.rule.id, f.text))
 
 
 def render_text(report: Report) -> str:
@@ -57,7 +57,7 @@ def render_text(report: Report) -> str:
             lines.append(f"== {escape(group) if group else '(no family)'}")
         # Messages and evidence hold argv already quoted by display.quote_argv: escaping
         # again would double its backslashes; safe() still escapes any control character.
-        lines.append(f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.message)}")
+        lines.append(f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.text)}")
         for ev in f.evidence:
             lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")
         lines.append(f"      fix: {safe(f.rule.remediation)}")
@@ -72,7 +72,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "rule": f.rule.id,
         "name": f.rule.name,
         "severity": f.level.label,
-        "message": f.message,
+        "message": f.text,
+        "count": f.count,
         "group": f.group,
         "fingerprint": f.fingerprint,
         "evidence": [{"where": e.where, "text": e.text, **dict(e.data)} for e in f.evidence],
@@ -137,9 +138,7 @@ def render_sarif(report: Report) -> str:
                 "ruleId": f.rule.id,
                 "ruleIndex": index[f.rule.id],
                 "level": _SARIF_LEVEL[f.level],
-                "message": {
-                    "text": f.message + "".join(f"\n{e.where}: {e.text}" for e in f.evidence)
-                },
+                "message": {"text": f.text + "".join(f"\n{e.where}: {e.text}" for e in f.evidence)},
                 "locations": [loc],
                 "partialFingerprints": {"mcpshim/v1": f.fingerprint},
             }

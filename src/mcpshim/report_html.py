@@ -196,7 +196,7 @@ def _findings(rep: SessionReport) -> str:
         out.append(
             f'<div class="finding sev-{sev}" data-rule="{h(f.rule.id)}">'
             f'<span class="sev">{sev}</span> <b>{h(f.rule.id)}</b> {h(f.rule.name)} — '
-            f'{hq(f.message)}<div class="muted">{h(f.group)}</div>'
+            f'{hq(f.text)}<div class="muted">{h(f.group)}</div>'
             f'<ul class="evidence">{ev}</ul><div class="muted">fix: {h(f.rule.remediation)}</div>'
             "</div>"
         )

@@ -208,7 +208,7 @@ def render_md(rep: SessionReport, subject: Mapping[str, Any]) -> str:
     for f in sorted(rep.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
         out.append(
             f"- **{f.level.label.upper()}** {f.rule.id} {f.rule.name} — "
-            f"{md_text(f.message)} _({md_text(f.group)})_"
+            f"{md_text(f.text)} _({md_text(f.group)})_"
         )
         for ev in f.evidence:
             out.append(f"  - {md_code(ev.where)} {md_code(safe(ev.text), escaped=True)}")

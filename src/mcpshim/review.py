@@ -221,18 +221,15 @@ def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> Re
                 m.evidence.extend(a.evidence[: EVIDENCE_CAP - len(m.evidence)])
     findings = []
     for (fam, _rid, _key), a in merged.items():
-        msg = a.hit.message
-        if a.count > 1:
-            shown = len(a.evidence)
-            msg += f" ({a.count} times" + (f", first {shown} shown)" if shown < a.count else ")")
         findings.append(
             Finding(
                 a.hit.rule,
-                msg,
+                a.hit.message,
                 tuple(a.evidence),
                 group=labels.get(fam, f"family {fam}"),
                 key=a.hit.key,
                 severity=a.hit.severity,
+                count=a.count,
             )
         )
     families = len({linker.family_of_family(f) for f in labels})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from mcpshim.attribution import Attribution, Call, attribute_log
 from mcpshim.display import quote_argv
@@ -197,7 +198,13 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
 
 
 def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
-    """File each finding about a process under the tool call that started it."""
+    """File each finding about a process under the tool call that started it.
+
+    A finding folds every occurrence in a family but keeps only the first few as evidence.
+    When all its occurrences are in the evidence it is split, one finding per tool call
+    (and one for what no call started); when some are not, whose they are is unknown, and
+    it stays with the family: never guessed.
+    """
     index: dict[tuple[str, int, int | None], str] = {}
     for att in atts:
         for node in att.nodes():
@@ -208,15 +215,18 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
         return list(findings)
     out = []
     for f in findings:
-        group = f.group
+        parts: dict[str, list[Evidence]] = {}
         for ev in f.evidence:
             d = ev.data
             start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-            key = (d.get("boot_id"), d.get("pid"), start)
-            if key in index:
-                group = index[key]
-                break
-        out.append(f if group == f.group else _with_group(f, group))
+            group = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start), f.group)
+            parts.setdefault(group, []).append(ev)
+        if f.count > len(f.evidence):
+            out.append(f)  # occurrences not in evidence: whose they are is unknown
+        elif len(parts) == 1:
+            out.append(replace(f, group=next(iter(parts))))
+        else:
+            out += [replace(f, group=g, evidence=tuple(e), count=len(e)) for g, e in parts.items()]
     return out
 
 
@@ -230,9 +240,3 @@ def with_tool_calls(
         return list(findings)
     extra = [f for att in atts for f in session_findings(att, policy)]
     return regroup(findings, atts) + apply_policy(extra, policy)
-
-
-def _with_group(f: Finding, group: str) -> Finding:
-    from dataclasses import replace
-
-    return replace(f, group=group)
