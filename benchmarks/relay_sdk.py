@@ -5,13 +5,15 @@ The official SDK's client calls the `echo` tool of a server written with the off
 the result. Three sessions stay open side by side and take turns call by call, so load from
 elsewhere falls on all alike: `direct` (the server as a client starts it), `direct-again`
 (a second identical one, the A/A comparison: what noise alone makes) and `run` (the server
-under `mcpshim run --mcp`, the relay recording every call).
+under `mcpshim run --mcp`, the relay recording every call); with --floor also `floor`, the
+server behind a bare splice relay that records nothing (relay_latency.FLOOR): what any
+process in the path costs.
 
 For each size: the direct median and p95 (ms), what `run` and `direct-again` add to the
 median, with the 95 % bootstrap interval, and whether that is measurable ('-': the
 interval holds zero; '+': slower; '<': faster).
 
-    .venv/bin/python benchmarks/relay_sdk.py [--rounds 200]
+    .venv/bin/python benchmarks/relay_sdk.py [--rounds 200] [--floor]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from relay_latency import FLOOR
 from stats import median_diff_ci, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +73,7 @@ async def measure(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=200, help="calls per size and session")
+    ap.add_argument("--floor", action="store_true", help="also time a bare splice relay")
     args = ap.parse_args()
     server = [sys.executable, str(SERVER)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,21 +87,24 @@ def main() -> None:
         }
         run = [sys.executable, "-m", "mcpshim", "run", "--dir", f"{tmp}/shims", "--mcp", "--"]
         commands = {"direct": server, "direct-again": server, "run": [*run, *server]}
+        if args.floor:
+            commands["floor"] = [sys.executable, "-c", FLOOR, *server]
         rounds = {s: args.rounds if s <= 64 << 10 else max(20, args.rounds // 4) for s in SIZES}
         with open(f"{tmp}/stderr", "w+") as errlog:
             times = anyio.run(measure, commands, env, rounds, errlog)
-    print(
-        f"{'size':>8} {'direct med':>10} {'p95':>7}  {'+run med':>9} {'95% interval':>17}  "
-        f"{'+direct-again':>13} {'95% interval':>17}   (ms)"
-    )
+    others = [name for name in commands if name != "direct"]
+    head = f"{'size':>8} {'direct med':>10} {'p95':>7}"
+    for name in others:
+        head += f"  {'+' + name + ' med':>13} {'95% interval':>17}  "
+    print(head + " (ms)")
     for size in SIZES:
         got = times[size]
         base = got["direct"]
         p95 = statistics.quantiles(base, n=20)[-1]
         line = f"{size:>8} {statistics.median(base):>10.3f} {p95:>7.3f}"
-        for name, width in (("run", 9), ("direct-again", 13)):
+        for name in others:
             diff, low, high = median_diff_ci(base, got[name])
-            line += f"  {diff:>+{width}.3f} [{low:>+7.3f},{high:>+7.3f}] {verdict(low, high)}"
+            line += f"  {diff:>+13.3f} [{low:>+7.3f},{high:>+7.3f}] {verdict(low, high)}"
         print(line, flush=True)
 
 

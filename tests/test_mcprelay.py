@@ -164,6 +164,24 @@ def test_recorder_batches_errors_and_server_requests() -> None:
     assert got[3][1]["reason"] == "not a JSON-RPC object"
 
 
+def test_recorder_takes_what_json_takes() -> None:
+    # Beyond orjson (the fast path) but JSON to Python's json: NaN, a 100-bit integer, a
+    # lone surrogate escape, UTF-16 text. Not UTF-8 text and not JSON stay unparsed.
+    rec, got = _recorder()
+    args = b'{"n":NaN,"big":1267650600228229401496703205376,"s":"\\ud800"}'
+    line = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":'
+    rec.message(C2S, 1.0, line + args + b"}}")
+    wide = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"w"}}'
+    rec.message(C2S, 2.0, wide.encode("utf-16"))
+    rec.message(C2S, 3.0, b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"\xff"}')
+    rec.message(C2S, 4.0, b'{"jsonrpc":"2.0",')
+    assert [k for k, _ in got] == ["mcp-request", "mcp-request", "mcp-unparsed", "mcp-unparsed"]
+    assert got[0][1]["arguments"]["big"] == 2**100 and got[0][1]["arguments"]["s"] == "\ud800"
+    assert got[1][1]["tool"] == "w"
+    assert got[2][1]["reason"] == "not UTF-8 text"
+    assert got[3][1]["reason"].startswith("not JSON: ")
+
+
 def test_recorder_survives_a_failing_log() -> None:
     def emit(kind: str, payload: dict[str, Any]) -> None:
         raise OSError(28, "No space left on device")
