@@ -23,9 +23,9 @@ from typing import Any
 
 from mcpshim import execlog
 from mcpshim.execlog import CLK_TCK, EventRecord, Record
+from mcpshim.images import parse_time
 from mcpshim.paths import Locations
 from mcpshim.tree import Forest, Image, Node, build_forest, image_of
-from mcpshim.tree import _time as parse_time
 
 __all__ = [
     "Attribution",

@@ -28,9 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcpshim import tree
 from mcpshim.execlog import EventRecord, ExecRecord, Record
-from mcpshim.tree import Image
+from mcpshim.images import SOURCES, Image, parse_time
 
 __all__ = [
     "ShimExec",
@@ -92,7 +91,7 @@ def trace_image(rec: EventRecord) -> Image | None:
     return Image(
         source,
         rec.where,
-        tree._time(d.get("time")),
+        parse_time(d.get("time")),
         _str(d.get("boot_id")),
         pid,
         _int(d.get("ppid")),
@@ -118,7 +117,7 @@ def gap_image(rec: EventRecord) -> Image | None:
     return Image(
         "trace-gap",
         rec.where,
-        tree._time(d.get("time")),
+        parse_time(d.get("time")),
         _str(d.get("boot_id")),
         pid,
         _int(d.get("ppid")),
@@ -133,8 +132,8 @@ def gap_image(rec: EventRecord) -> Image | None:
     )
 
 
-tree.SOURCES.setdefault("trace-exec", trace_image)
-tree.SOURCES.setdefault("trace-gap", gap_image)
+SOURCES.setdefault("trace-exec", trace_image)
+SOURCES.setdefault("trace-gap", gap_image)
 
 
 # ---- merging -------------------------------------------------------------------------------

@@ -6,23 +6,19 @@ with pid == ppid in the same boot that started no later than the child; with non
 under an "unknown" node for that ppid. Records with one identity are one process that exec'd
 several images (a shim for sh, then `exec git`): one node, its images in order.
 
-Every record source becomes an `Image` through `SOURCES` (shim exec records, and "observed"
-events sampled by the supervisor); later sources register a converter there.
+Every record source becomes an `Image` (images, which re-exports here).
 `Linker` does the linking while streaming, in memory bounded by the pid space, so review can
 walk a million records; `build_forest` keeps the nodes for the views in `tree_view`.
 """
 
 from __future__ import annotations
 
-import base64
-import os
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime
 
-from mcpshim.execlog import EventRecord, ExecRecord, Record
+from mcpshim.images import SOURCES, Image, image_of, images
 
 __all__ = [
     "SOURCES",
@@ -36,125 +32,6 @@ __all__ = [
 ]
 
 _RECENT = 4  # processes remembered per (boot, pid): pid reuse needs only the latest few
-
-
-@dataclass(frozen=True, slots=True)
-class Image:
-    """One program image a process ran, whatever recorded it."""
-
-    source: str  # "shim" | "observed" | later sources
-    where: str
-    time: datetime | None
-    boot_id: str
-    pid: int
-    ppid: int | None
-    start: int | None
-    parent_start: int | None
-    cwd: bytes
-    command: str  # the shim's name, or the executable's base name
-    target: bytes  # the executable that ran
-    argv0: bytes  # shim: the path the caller exec'd; observed: cmdline[0]
-    args: tuple[bytes, ...]
-    session: str
-    redactions: tuple[str, ...] = ()
-    uid: int | None = None
-
-
-def _from_exec(rec: ExecRecord) -> Image:
-    return Image(
-        "shim",
-        rec.where,
-        rec.time,
-        rec.boot_id,
-        rec.pid,
-        rec.ppid,
-        rec.start,
-        rec.parent_start,
-        rec.cwd,
-        rec.shim,
-        rec.target,
-        rec.invoked_as,
-        rec.args,
-        rec.session,
-        rec.redactions,
-    )
-
-
-def _bytes_field(data: Any, name: str) -> bytes:
-    b64 = data.get(f"{name}_b64")
-    if isinstance(b64, str):
-        return base64.b64decode(b64)
-    value = data.get(name)
-    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else b""
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
-def _from_observed(rec: EventRecord) -> Image | None:
-    """A process the supervisor saw (issue 5): cmdline items that were not UTF-8 are exact
-    in cmdline_b64 {index: base64}."""
-    d = rec.data
-    pid = _int(d.get("pid"))
-    if pid is None:
-        return None
-    raw = d.get("cmdline")
-    cmdline = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []
-    argv = [c.encode("utf-8", "surrogateescape") for c in cmdline]
-    b64 = d.get("cmdline_b64")
-    if isinstance(b64, dict):
-        for k, v in b64.items():
-            if str(k).isdigit() and int(k) < len(argv) and isinstance(v, str):
-                argv[int(k)] = base64.b64decode(v)
-    exe = _bytes_field(d, "exe")
-    name = os.path.basename(exe or (argv[0] if argv else b"")).decode("utf-8", "replace")
-    session = d.get("session")
-    return Image(
-        "observed",
-        rec.where,
-        _time(d.get("time")),
-        str(d.get("boot_id") or ""),
-        pid,
-        _int(d.get("ppid")),
-        _int(d.get("start")),
-        _int(d.get("parent_start")),
-        _bytes_field(d, "cwd"),
-        name,
-        exe,
-        argv[0] if argv else exe,
-        tuple(argv[1:]),
-        session if isinstance(session, str) else "",
-        (),
-        _int(d.get("uid")),
-    )
-
-
-SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
-
-
-def image_of(rec: Record) -> Image | None:
-    if isinstance(rec, ExecRecord):
-        return _from_exec(rec)
-    conv = SOURCES.get(rec.kind)
-    return conv(rec) if conv else None
-
-
-def images(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:
-    for rec in records:
-        img = image_of(rec)
-        if img is not None and (session is None or img.session == session):
-            yield img
 
 
 # ---- linking -----------------------------------------------------------------------------
