@@ -1,8 +1,8 @@
 """strace as the exec event engine of `mcpshim run --trace`: its command line and a parser.
 
-Everything here is pure: it builds strace's argv and turns the output strace wrote into
-processes and exec attempts. Running strace, probing for it and writing the log live in
-`trace_run`.
+Everything here is pure: it builds strace's argv and turns the events strace wrote (parsed
+by strace_output) into processes and exec attempts. Running strace, probing for it and
+writing the log live in `trace_run`.
 
 Why this command line. `-DD` keeps the traced command the supervisor's own child (same pid,
 same exit status, signals reach it directly; the tracer runs as a detached grandchild).
@@ -30,11 +30,10 @@ from __future__ import annotations
 import heapq
 import math
 import os
-import re
-import signal
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from mcpshim.strace_output import Event, parse_line, parse_output, read_output
 
 __all__ = [
     "MAX_ARG_STRLEN",
@@ -86,217 +85,6 @@ def strace_argv(strace: str, output: str, command: Sequence[str]) -> list[str]:
         "--",
         *command,
     ]
-
-
-# ---- one line ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One line of one thread's file."""
-
-    time: float
-    tid: int
-    kind: str  # exec | spawn | chdir | exit | superseded
-    filename: bytes = b""
-    argv: tuple[bytes, ...] | None = None  # None: strace could not read the array
-    truncated: bool = False
-    result: str = ""  # "ok", an errno name, or "?" when the call never returned
-    child: int = 0
-    thread: bool = False
-    same_parent: bool = False  # CLONE_PARENT: the child's parent is the caller's parent
-    path: bytes | None = None  # chdir/fchdir target; None when strace could not name it
-    dirfd_path: bytes | None = None  # execveat: the directory fd's path, b"" for AT_FDCWD
-    status: int | None = None  # exit: the exit code, or 128+N for signal N
-    signal: str = ""
-
-
-_TS = re.compile(rb"(\d+\.\d+) ")
-_STR = re.compile(rb'"((?:\\x[0-9a-f]{2})*)"(\.\.\.)?')
-_FD = re.compile(rb"(\d+)(?:<((?:\\x[0-9a-f]{2})*)>)?")
-_RESULT = re.compile(rb"\) += (-?\d+|\?)(?: ([A-Z][A-Z0-9_]*)\b.*)?$")
-_EXITED = re.compile(rb"\+\+\+ exited with (\d+) \+\+\+$")
-_KILLED = re.compile(rb"\+\+\+ killed by (SIG[A-Z0-9+-]+)")
-_SUPERSEDED = re.compile(rb"\+\+\+ superseded by execve in pid (\d+) \+\+\+$")
-_FLAGS = re.compile(rb"flags=([A-Z0-9_|]+)")
-
-
-def _unhex(s: bytes) -> bytes:
-    return bytes.fromhex(s.replace(b"\\x", b"").decode("ascii"))
-
-
-def _string(body: bytes, pos: int) -> tuple[bytes, bool, int] | None:
-    m = _STR.match(body, pos)
-    if m is None:
-        return None
-    return _unhex(m.group(1)), m.group(2) is not None, m.end()
-
-
-def _argv(body: bytes, pos: int) -> tuple[tuple[bytes, ...] | None, bool, int]:
-    """The `["..", ".."]` array at pos: (items, truncated, end); None if strace gave none."""
-    if not body.startswith(b"[", pos):
-        end = body.find(b", ", pos)
-        return None, False, end if end >= 0 else len(body)
-    pos += 1
-    items: list[bytes] = []
-    truncated = False
-    while not body.startswith(b"]", pos):
-        if body.startswith(b", ", pos):
-            pos += 2
-        if body.startswith(b"...", pos):
-            truncated = True
-            pos += 3
-            continue
-        s = _string(body, pos)
-        if s is None:
-            return tuple(items), True, pos
-        items.append(s[0])
-        truncated |= s[1]
-        pos = s[2]
-    return tuple(items), truncated, pos + 1
-
-
-def _result(line: bytes) -> str:
-    if line.endswith(b"<unfinished ...>"):
-        return "?"
-    m = _RESULT.search(line)
-    if m is None:
-        return "?"
-    if m.group(1) == b"?":
-        return "?"
-    if int(m.group(1)) < 0:
-        return (m.group(2) or b"EUNKNOWN").decode("ascii")
-    return "ok"
-
-
-def _retval(line: bytes) -> int:
-    m = _RESULT.search(line)
-    return int(m.group(1)) if m and m.group(1) != b"?" else -1
-
-
-def _signal_number(name: str) -> int | None:
-    try:
-        return int(signal.Signals[name])
-    except KeyError:
-        return None
-
-
-def parse_line(tid: int, line: bytes) -> Event | None:
-    """One line of one thread (`-ttt -xx -y`, pid prefix removed, splits joined), or None
-    for lines we do not use."""
-    m = _TS.match(line)
-    if m is None:
-        return None
-    t = float(m.group(1))
-    rest = line[m.end() :]
-    if rest.startswith(b"execve(") or rest.startswith(b"execveat("):
-        at = rest.startswith(b"execveat(")
-        pos = rest.index(b"(") + 1
-        dirfd: bytes | None = None
-        if at:
-            if rest.startswith(b"AT_FDCWD", pos):
-                dirfd, pos = b"", pos + len(b"AT_FDCWD")
-            else:
-                fd = _FD.match(rest, pos)
-                if fd is None:
-                    return None
-                dirfd = _unhex(fd.group(2)) if fd.group(2) is not None else None
-                pos = fd.end()
-            pos += 2
-        s = _string(rest, pos)
-        if s is None:
-            return None
-        filename, trunc, pos = s
-        argv, atrunc, _ = _argv(rest, pos + 2)
-        return Event(t, tid, "exec", filename, argv, trunc or atrunc, _result(rest),
-                     dirfd_path=dirfd)  # fmt: skip
-    if rest.startswith((b"clone(", b"clone3(", b"fork(", b"vfork(")):
-        child = _retval(rest)
-        if child <= 0:
-            return None
-        fm = _FLAGS.search(rest)
-        flags = set(fm.group(1).split(b"|")) if fm else set()
-        return Event(t, tid, "spawn", child=child, thread=b"CLONE_THREAD" in flags,
-                     same_parent=b"CLONE_PARENT" in flags)  # fmt: skip
-    if rest.startswith((b"chdir(", b"fchdir(")):
-        if _result(rest) != "ok":
-            return None
-        pos = rest.index(b"(") + 1
-        if rest.startswith(b"chdir("):
-            s = _string(rest, pos)
-            return Event(t, tid, "chdir", path=s[0] if s else None)
-        fd = _FD.match(rest, pos)
-        path = _unhex(fd.group(2)) if fd and fd.group(2) is not None else None
-        return Event(t, tid, "chdir", path=path)
-    if rest.startswith(b"+++ "):
-        if e := _EXITED.search(rest):
-            return Event(t, tid, "exit", status=int(e.group(1)))
-        if k := _KILLED.search(rest):
-            name = k.group(1).decode("ascii")
-            num = _signal_number(name)
-            return Event(t, tid, "exit", status=128 + num if num else None, signal=name)
-        if s2 := _SUPERSEDED.search(rest):
-            return Event(t, tid, "superseded", child=int(s2.group(1)))
-    return None
-
-
-_PID = re.compile(rb"(\d+) +")  # strace pads the pid column
-_UNFINISHED = b" <unfinished ...>"
-_RESUMED = re.compile(rb"(\d+\.\d+ )<\.\.\. [a-z0-9_]+ resumed>")
-
-
-def parse_output(lines: Iterable[bytes], final: bool = True) -> dict[int, list[Event]]:
-    """Events per thread from strace's single `-f -o FILE` output, in file order.
-
-    A syscall that blocks while another thread is printed is split in two lines,
-    `PID TS call(args <unfinished ...>` and later `PID TS <... call resumed>rest`; every
-    split is joined back (the entry's time, both halves' text), so no line is lost to it.
-    A split never resumed (the thread died in the call) keeps its entry half, result "?".
-    strace ends a line only when it starts the next one: once strace has exited the last
-    line is whole without its newline; while it runs (`final=False`) it is left for later.
-    """
-    out: dict[int, list[Event]] = {}
-    pending: dict[int, bytes] = {}
-    for raw in lines:
-        if not raw.endswith(b"\n") and not final:
-            break
-        m = _PID.match(raw)
-        if m is None:
-            continue
-        tid = int(m.group(1))
-        line = raw[m.end() :].rstrip(b"\n")
-        r = _RESUMED.match(line)
-        if r is not None:
-            head = pending.pop(tid, None)
-            if head is None:
-                continue
-            line = head + line[r.end() :]
-        elif line.endswith(_UNFINISHED):
-            if tid in pending:  # an earlier split that never resumed
-                _add(out, tid, pending.pop(tid) + _UNFINISHED)
-            pending[tid] = line[: -len(_UNFINISHED)]
-            continue
-        elif tid in pending and line[:1].isdigit() and b" +++ " in line[:40]:
-            _add(out, tid, pending.pop(tid) + _UNFINISHED)
-        _add(out, tid, line)
-    for tid, head in pending.items():
-        _add(out, tid, head + _UNFINISHED)
-    return out
-
-
-def _add(out: dict[int, list[Event]], tid: int, line: bytes) -> None:
-    ev = parse_line(tid, line)
-    if ev is not None:
-        out.setdefault(tid, []).append(ev)
-
-
-def read_output(path: Path, final: bool = True) -> dict[int, list[Event]]:
-    """The events of strace's output file (`final`: strace has exited); {} if none yet."""
-    try:
-        with path.open("rb") as fh:
-            return parse_output(fh, final)
-    except FileNotFoundError:
-        return {}
 
 
 # ---- processes -----------------------------------------------------------------------------
