@@ -291,7 +291,7 @@ def relay_pipe(size: int = 0) -> tuple[int, int]:
     Only the copy channel's pipes are enlarged (to 1 MiB): a copy waits there while the
     recorder sleeps. Every pipe page counts against the user's pipe-user-pages-soft (64 MiB
     by default), past which the kernel gives each new pipe of that user, in any program,
-    two pages; at 2.3 MiB a session stays far from it. Larger pipes to the server and
+    two pages; at 3.3 MiB a session stays well below it. Larger pipes to the server and
     between the pump steps were measured: no faster through a real SDK client and server
     (1 MiB calls were slower), at three times the pages.
     """
