@@ -293,7 +293,7 @@ def relay_pipe(size: int = 0) -> tuple[int, int]:
     by default), past which the kernel gives each new pipe of that user, in any program,
     two pages; at 3.3 MiB a session stays well below it. Larger pipes to the server and
     between the pump steps were measured: no faster through a real SDK client and server
-    (1 MiB calls were slower), at three times the pages.
+    (1 MiB calls were slower), at more than twice the pages.
     """
     r, w = os.pipe()
     if size:
