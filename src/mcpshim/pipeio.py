@@ -18,6 +18,7 @@ import ctypes.util
 import errno
 import os
 import select
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -116,11 +117,15 @@ def read_exactly(fd: int, count: int) -> bytes:
     return b"".join(parts)
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data`, waiting for room when the fd is non-blocking."""
+def write_all(fd: int, data: bytes, progress: Callable[[], None] | None = None) -> None:
+    """Write all of `data`, waiting for room when the fd is non-blocking; `progress` is
+    called after each write that took some of it."""
     view = memoryview(data)
     while view:
         try:
             view = view[os.write(fd, view) :]
         except BlockingIOError:
             _wait(fd, select.POLLOUT)
+            continue
+        if progress is not None:
+            progress()

@@ -58,7 +58,7 @@ HEAD = struct.Struct("<BBdI")  # direction index (| EOF), copy pipe, time read, 
 OVERFLOW = len(DIRECTIONS)  # the copy pipe both directions fall back on when theirs is full
 EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 _READ = 1 << 20
-_FLUSH_S = 5.0  # after the control pipe closes: how long copies may still go out
+_FLUSH_S = 5.0  # after the control pipe closes: how long copies may make no progress
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -90,7 +90,8 @@ class _Channel:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._backlog: deque[tuple[int, bytes, bytes]] = deque()  # (fd, bytes, head)
-        self.gone = False  # the supervisor stopped reading for good: copies are dropped
+        self.gone = False  # the recorder stopped reading for good: copies are dropped
+        self._last_write = 0.0  # when the backlog last got a write out (monotonic)
         threading.Thread(target=self._drain, name="backlog", daemon=True).start()
 
     def tee(self, index: int, t: float, mid: int, n: int) -> tuple[int, bytes | None]:
@@ -162,8 +163,8 @@ class _Channel:
                     self._changed.wait()
                 fd, data, head = self._backlog[0]
             try:
-                pipeio.write_all(fd, data)
-                pipeio.write_all(self._heads, head)
+                pipeio.write_all(fd, data, self._progressed)
+                pipeio.write_all(self._heads, head, self._progressed)
             except OSError:
                 with self._lock:
                     self._lost()
@@ -173,14 +174,21 @@ class _Channel:
                     self._backlog.popleft()
                 self._changed.notify_all()
 
+    def _progressed(self) -> None:
+        self._last_write = time.monotonic()
+
     def flush(self, give_up: threading.Event, grace: float) -> None:
-        """Wait until every copy is out, or `grace` seconds after `give_up` is set."""
-        deadline: float | None = None
+        """Wait until every copy is out; once `give_up` is set, only while the recorder
+        keeps taking them: `grace` seconds without a write and the rest is dropped. A
+        recorder that is slow (a busy machine) loses nothing; one that is stuck does not
+        keep this process alive."""
+        since: float | None = None
         with self._lock:
             while self._backlog and not self.gone:
                 if give_up.is_set():
-                    deadline = deadline or time.monotonic() + grace
-                    if time.monotonic() >= deadline:
+                    now = time.monotonic()
+                    since = since or now
+                    if now - max(since, self._last_write) >= grace:
                         return
                 self._changed.wait(0.1)
 
