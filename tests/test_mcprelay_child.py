@@ -350,6 +350,7 @@ def test_the_recorder_is_a_helper_behind_the_others(home: Home, tmp_path: Path) 
         return None
 
     rec = poll(recorder, "the recorder child")
+    assert os.sched_getscheduler(rec) == os.SCHED_BATCH
     assert os.getpriority(os.PRIO_PROCESS, rec) == os.getpriority(os.PRIO_PROCESS, 0) + 10
     # It holds the copy channel's four read ends and stderr, nothing of the client's.
     fds = sorted(int(n) for n in os.listdir(f"/proc/{rec}/fd"))

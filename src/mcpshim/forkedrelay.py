@@ -1,15 +1,15 @@
 """`mcpshim run --mcp` on Linux: the relay as two processes of mcpshim's own.
 
 The pump child (relaychild) moves the bytes; a recorder child reads their copies, cuts
-them into messages and writes the records, at nice 10, between messages rather than during
-them (`_Batches`). Neither shares an interpreter lock with the supervisor or with each
-other. Measured through a real SDK client and server on two cores (benchmarks/relay_sdk.py),
-recording in the supervisor's own threads at nice 10 added 0.13-0.26 ms to a 1 ms tool
-call; in this child, in batches, the whole relay adds 0.04-0.16 ms, about what a bare relay
-that records nothing adds. On a busy machine recording lags, which costs memory in the pump
-child's backlog and nothing else: every record keeps the time its bytes were read. It is a
-child of its own rather than a thread of the supervisor so that its work never holds the
-interpreter lock the supervisor's signal forwarding needs.
+them into messages and writes the records: as batch work at nice 10 (`_behind`), between
+messages rather than during them (`_Batches`). Neither shares an interpreter lock with the
+supervisor or with each other. Measured through a real SDK client and server on two cores
+(benchmarks/relay_sdk.py), recording in the supervisor's own threads at nice 10 added
+0.13-0.26 ms to a 1 ms tool call; in this child, in batches, the whole relay adds 0.04-0.2
+ms, about what a bare relay that records nothing adds. On a busy machine recording lags,
+which costs memory in the pump child's backlog and nothing else: every record keeps the
+time its bytes were read. It is a child of its own rather than a thread of the supervisor
+so that its work never holds the interpreter lock the supervisor's signal forwarding needs.
 
 Both are children of the supervisor, forked before the server starts and any thread does:
 `helpers` lists them for `Supervisor.add_helper` (never observed, a survivor or reaped in
@@ -47,11 +47,13 @@ _NICE = 10
 
 
 def _behind() -> None:
-    """Behind the client, the server and the pumps, never starved: nice 10 takes about a
-    tenth of what a nice-0 process gets when they compete. The idle class was measured no
-    faster through a real SDK client and server once recording waits for quiet (below), and
-    on a machine kept busy it recorded almost nothing: at session end the records were
-    still coming, and an unprivileged process can never leave that class again."""
+    """Behind the client, the server and the pumps, never starved. SCHED_BATCH: its
+    wakeups never preempt a running process; nice 10: about a tenth of what a nice-0
+    process gets when they compete. The idle class was no faster through a real SDK client
+    and server once recording waits for quiet (below), and on a machine kept busy it
+    recorded almost nothing, with no way back: an unprivileged process cannot leave it."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # type: ignore[attr-defined, unused-ignore]
     with contextlib.suppress(OSError):
         os.nice(_NICE)
 
