@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from mcpshim import pipeio
 from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
 from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, OVERFLOW, keep_only, pump_main
 
@@ -86,7 +87,7 @@ class _Batches(io.RawIOBase):
         return True
 
     def readinto(self, buf: Any) -> int:
-        select.select([self._heads], [], [])
+        pipeio.wait_for(self._heads, select.POLLIN)
         deadline = time.monotonic() + _BATCH_S
         seen = -1
         while True:
@@ -202,7 +203,7 @@ class ForkedRelay(Relay):
         s2c = DIRECTIONS.index(S2C)
         while s2c not in self._ended:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._status], [], [], left)[0]:
+            if left <= 0 or not pipeio.wait_for(self._status, select.POLLIN, left):
                 return False
             got = os.read(self._status, 8)
             if not got:

@@ -51,10 +51,15 @@ SPLICE_OK = _TEE is not None
 _NONBLOCK = getattr(os, "SPLICE_F_NONBLOCK", 2)
 
 
-def _wait(fd: int, event: int) -> None:
+def wait_for(fd: int, event: int, timeout: float | None = None) -> bool:
+    """poll(2) one fd (any fd number, unlike select); False when `timeout` seconds passed."""
     poller = select.poll()
     poller.register(fd, event)
-    poller.poll()
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
+
+
+def _wait(fd: int, event: int) -> None:
+    wait_for(fd, event)
 
 
 def tee(src: int, dst: int, count: int) -> int:
