@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tty
 from collections.abc import Callable
 from pathlib import Path
@@ -230,6 +231,37 @@ def test_files_and_an_append_mode_stdout(home: Home, tmp_path: Path) -> None:
     assert dst.read_bytes() == b"before\n" + sent_s
     assert _server_got(tmp_path) == _digest(sent_c)
     assert len(events(home, "mcp-response")) == 3
+
+
+def test_peers_a_client_made_non_blocking(home: Home, tmp_path: Path) -> None:
+    # O_NONBLOCK belongs to the open file, which the client shares with the relay: a read
+    # or splice that would block must wait, not be taken for the end of the stream.
+    sent_c, sent_s = byte_server.client_stream(), byte_server.server_stream()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.set_blocking(in_r, False)
+    os.set_blocking(out_w, False)
+    proc = _run_byte_server(home, tmp_path, in_r, out_w)
+    os.close(in_r)
+    os.close(out_w)
+
+    def send() -> None:
+        with open(in_w, "wb") as f:
+            for i in range(0, len(sent_c), 4096):  # in pieces, so the relay finds it empty
+                f.write(sent_c[i : i + 4096])
+                f.flush()
+                time.sleep(0.0005)
+
+    writer = threading.Thread(target=send)
+    writer.start()
+    got = bytearray()
+    with open(out_r, "rb", buffering=0) as out:
+        while chunk := out.read(1 << 20):
+            got += chunk
+    writer.join()
+    assert proc.wait(timeout=120) == 0
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(sent_s).hexdigest()
+    assert _server_got(tmp_path) == _digest(sent_c)
 
 
 def test_a_terminal_as_stdout(home: Home, tmp_path: Path) -> None:
