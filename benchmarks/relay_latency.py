@@ -74,6 +74,13 @@ SIZES = [1, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
 WARMUP = 5
 
 
+def throwaway_env(home: str) -> dict[str, str]:
+    """This environment with HOME and the XDG directories under `home`: the benchmark's
+    shims and log never touch the user's."""
+    xdg = {f"XDG_{k.upper()}_HOME": f"{home}/{k}" for k in ("data", "state", "config", "cache")}
+    return {**os.environ, "HOME": home, **xdg}
+
+
 def message(i: int, size: int) -> bytes:
     body = {
         "jsonrpc": "2.0",
@@ -159,14 +166,7 @@ def main() -> None:
     args = ap.parse_args()
     echo = [sys.executable, "-c", ECHO]
     with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            **os.environ,
-            "HOME": tmp,
-            "XDG_DATA_HOME": f"{tmp}/data",
-            "XDG_STATE_HOME": f"{tmp}/state",
-            "XDG_CONFIG_HOME": f"{tmp}/config",
-            "XDG_CACHE_HOME": f"{tmp}/cache",
-        }
+        env = throwaway_env(tmp)
         log = str(Path(tmp) / "log")
         host = [sys.executable, str(RELAYHOST)]
         run = ["run", "--dir", str(Path(tmp) / "shims"), "--mcp", "--", *echo]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from relay_latency import FLOOR
+from relay_latency import FLOOR, throwaway_env
 from stats import median_diff_ci, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,14 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     server = [sys.executable, str(SERVER)]
     with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            **os.environ,
-            "HOME": tmp,
-            "XDG_DATA_HOME": f"{tmp}/data",
-            "XDG_STATE_HOME": f"{tmp}/state",
-            "XDG_CONFIG_HOME": f"{tmp}/config",
-            "XDG_CACHE_HOME": f"{tmp}/cache",
-        }
+        env = throwaway_env(tmp)
         run = [sys.executable, "-m", "mcpshim", "run", "--dir", f"{tmp}/shims", "--mcp", "--"]
         commands = {"direct": server, "direct-again": server, "run": [*run, *server]}
         if args.floor:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mcpshim.mcpsession import FamilyProbe
-from mcpshim.procinfo import LINUX, start_ticks
+from mcpshim.procinfo import LINUX, read_stat, start_ticks
 
 TREE = "sleep 30 & sleep 30 & echo ready; wait"
 
@@ -24,19 +24,15 @@ def _tree() -> subprocess.Popen[bytes]:
 def _kids(pid: int) -> list[int]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        kids = [int(n) for n in os.listdir("/proc") if n.isdigit() and _ppid(int(n)) == pid]
+        kids = [
+            int(n)
+            for n in os.listdir("/proc")
+            if n.isdigit() and (st := read_stat(int(n))) is not None and st.ppid == pid
+        ]
         if len(kids) == 2:
             return sorted(kids)
         time.sleep(0.01)
     raise AssertionError("the sleeps never showed up")
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 @pytest.mark.skipif(not LINUX, reason="the outsider cache is the Linux path")

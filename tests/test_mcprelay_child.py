@@ -194,6 +194,17 @@ def _digest(data: bytes) -> str:
     return f"{hashlib.sha256(data).hexdigest()} {len(data)}\n"
 
 
+def _talk(send: Callable[[], None], read: Callable[[], bytes]) -> bytes:
+    """`send` on a thread while this one reads to EOF, so neither side blocks the other."""
+    writer = threading.Thread(target=send, daemon=True)
+    writer.start()
+    got = bytearray()
+    while chunk := read():
+        got += chunk
+    writer.join(60)
+    return bytes(got)
+
+
 def test_socket_peers_as_node_clients_give_them(home: Home, tmp_path: Path) -> None:
     # Node's child_process hands a server socketpairs, not pipes: splice takes those too.
     sent_c, sent_s = byte_server.client_stream(), byte_server.server_stream()
@@ -206,12 +217,7 @@ def test_socket_peers_as_node_clients_give_them(home: Home, tmp_path: Path) -> N
             ours.sendall(sent_c)
             ours.shutdown(socket.SHUT_WR)
 
-        writer = threading.Thread(target=send)
-        writer.start()
-        got = bytearray()
-        while chunk := ours.recv(1 << 20):
-            got += chunk
-        writer.join()
+        got = _talk(send, lambda: ours.recv(1 << 20))
     assert proc.wait(timeout=120) == 0
     assert hashlib.sha256(got).hexdigest() == hashlib.sha256(sent_s).hexdigest()
     assert _server_got(tmp_path) == _digest(sent_c)
@@ -252,13 +258,8 @@ def test_peers_a_client_made_non_blocking(home: Home, tmp_path: Path) -> None:
                 f.flush()
                 time.sleep(0.0005)
 
-    writer = threading.Thread(target=send)
-    writer.start()
-    got = bytearray()
     with open(out_r, "rb", buffering=0) as out:
-        while chunk := out.read(1 << 20):
-            got += chunk
-    writer.join()
+        got = _talk(send, lambda: out.read(1 << 20))
     assert proc.wait(timeout=120) == 0
     assert hashlib.sha256(got).hexdigest() == hashlib.sha256(sent_s).hexdigest()
     assert _server_got(tmp_path) == _digest(sent_c)
@@ -314,15 +315,10 @@ def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]
             pipeio.write_all(c_in_w, msg)  # one write() each for the small ones
         os.close(c_in_w)
 
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    got = bytearray()
     with open(c_out_r, "rb", buffering=0) as out:
-        while chunk := out.read(1 << 20):
-            got += chunk
-    writer.join(60)
+        got = _talk(write, lambda: out.read(1 << 20))
     assert cat.wait(timeout=60) == 0
-    return bytes(got)
+    return got
 
 
 def _logged_relay(home: Home) -> ForkedRelay:

@@ -24,6 +24,7 @@ from typing import Any
 
 import filelock
 
+from mcpshim import pipeio
 from mcpshim.execlog import encode_record
 from mcpshim.paths import Locations
 
@@ -70,9 +71,7 @@ class EventLog:
             self._flock()
             try:
                 self._current()
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._log_fd, view) :]
+                pipeio.write_all(self._log_fd, data)
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 

@@ -34,6 +34,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import psutil
+
 from mcpshim import pipeio
 from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
 from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, OVERFLOW, keep_only, pump_main
@@ -99,14 +101,13 @@ class _Batches(io.RawIOBase):
         return os.readv(self._heads, [buf])
 
 
-def _cpu_ticks(pid: int) -> int | None:
-    """utime + stime of a process, in clock ticks (None once it is gone)."""
+def _cpu_time(pid: int) -> float | None:
+    """The CPU time a process has used so far (None once it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return None
+    return times.user + times.system
 
 
 def transcribe(recorder: Recorder, heads: int, data: Sequence[int]) -> None:
@@ -220,7 +221,7 @@ class ForkedRelay(Relay):
             os.close(self._ctl)
         if self.recorder_pid <= 0:
             return
-        worked, since = _cpu_ticks(self.recorder_pid), time.monotonic()
+        worked, since = _cpu_time(self.recorder_pid), time.monotonic()
         while True:
             try:
                 done, _ = os.waitpid(self.recorder_pid, os.WNOHANG)
@@ -230,15 +231,15 @@ class ForkedRelay(Relay):
                 return
             now = time.monotonic()
             if now - since >= timeout:
-                ticks = _cpu_ticks(self.recorder_pid)
-                if ticks is None or ticks == worked:
+                used = _cpu_time(self.recorder_pid)
+                if used is None or used == worked:
                     print(
                         f"mcpshim: warning: the recorder (pid {self.recorder_pid}) has "
                         "stopped; records it did not write are missing from the log",
                         file=sys.stderr,
                     )
                     return
-                worked, since = ticks, now
+                worked, since = used, now
             time.sleep(0.005)
 
     def reap(self) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 from mcpshim.execlog import EventRecord, ExecRecord, Record
 
-__all__ = ["SOURCES", "Image", "image_of", "images", "parse_time"]
+__all__ = ["SOURCES", "Image", "bytes_field", "image_of", "images", "parse_time"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,8 @@ def _from_exec(rec: ExecRecord) -> Image:
     )
 
 
-def _bytes_field(data: Any, name: str) -> bytes:
+def bytes_field(data: Any, name: str) -> bytes:
+    """A byte field of a JSON event: exact from its `NAME_b64` twin when there is one."""
     b64 = data.get(f"{name}_b64")
     if isinstance(b64, str):
         return base64.b64decode(b64)
@@ -98,7 +99,7 @@ def _from_observed(rec: EventRecord) -> Image | None:
         for k, v in b64.items():
             if str(k).isdigit() and int(k) < len(argv) and isinstance(v, str):
                 argv[int(k)] = base64.b64decode(v)
-    exe = _bytes_field(d, "exe")
+    exe = bytes_field(d, "exe")
     name = os.path.basename(exe or (argv[0] if argv else b"")).decode("utf-8", "replace")
     session = d.get("session")
     return Image(
@@ -110,7 +111,7 @@ def _from_observed(rec: EventRecord) -> Image | None:
         _int(d.get("ppid")),
         _int(d.get("start")),
         _int(d.get("parent_start")),
-        _bytes_field(d, "cwd"),
+        bytes_field(d, "cwd"),
         name,
         exe,
         argv[0] if argv else exe,

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from mcpshim import pipeio
 from mcpshim.mcpredact import redact_json
 
 __all__ = [
@@ -302,12 +303,6 @@ def relay_pipe(size: int = 0) -> tuple[int, int]:
     return r, w
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def close_end(fd: int) -> None:
     """Close our end; a standard stream becomes /dev/null so its number is never reused."""
     with contextlib.suppress(OSError):
@@ -362,7 +357,7 @@ class Relay:
             put((direction, time.time(), data))
             if write:
                 try:
-                    _write_all(dst, data)
+                    pipeio.write_all(dst, data)
                 except OSError as exc:
                     # The reader is gone: keep draining so the writer never blocks on us.
                     write = False

@@ -14,7 +14,6 @@ that would block then waits in poll() instead of being taken for an end of strea
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import select
@@ -36,7 +35,7 @@ def _libc_tee() -> Any:
     if not hasattr(os, "splice"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's own symbols: libc's
         fn = libc.tee
     except (OSError, AttributeError):
         return None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpshim.execlog import EventRecord, ExecRecord, Record
-from mcpshim.images import SOURCES, Image, parse_time
+from mcpshim.images import SOURCES, Image, bytes_field, parse_time
 
 __all__ = [
     "ShimExec",
@@ -38,14 +38,6 @@ __all__ = [
     "pair_shim_records",
     "trace_image",
 ]
-
-
-def _bytes(d: Any, name: str) -> bytes:
-    b64 = d.get(f"{name}_b64")
-    if isinstance(b64, str):
-        return base64.b64decode(b64)
-    value = d.get(name)
-    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else b""
 
 
 def _argv(d: Any, name: str) -> list[bytes]:
@@ -83,7 +75,7 @@ def trace_image(rec: EventRecord) -> Image | None:
     pid = _int(d.get("pid"))
     if pid is None:
         return None
-    filename = _bytes(d, "filename")
+    filename = bytes_field(d, "filename")
     argv = _argv(d, "argv")
     red = d.get("argv_redacted")
     source = trace_source(d)
@@ -97,7 +89,7 @@ def trace_image(rec: EventRecord) -> Image | None:
         _int(d.get("ppid")),
         _int(d.get("start")),
         _int(d.get("parent_start")),
-        _bytes(d, "cwd"),
+        bytes_field(d, "cwd"),
         os.path.basename(filename).decode("utf-8", "replace"),
         filename if ok else b"",  # nothing ran: rules about the executable do not apply
         (argv[0] if argv else filename) if ok else filename,
@@ -113,7 +105,7 @@ def gap_image(rec: EventRecord) -> Image | None:
     if pid is None:
         return None
     argv = _argv(d, "cmdline")
-    exe = _bytes(d, "exe")
+    exe = bytes_field(d, "exe")
     return Image(
         "trace-gap",
         rec.where,
@@ -172,12 +164,12 @@ def pair_shim_records(records: Iterable[Record]) -> list[ShimExec]:
         for i, t in enumerate(seq):
             if id(t) in used or not _close(_int(t.data.get("start")), s.start):
                 continue
-            if _bytes(t.data, "filename") == s.target:
+            if bytes_field(t.data, "filename") == s.target:
                 prev = seq[i - 1] if i > 0 else None
                 if (
                     prev is not None
                     and id(prev) not in used
-                    and _bytes(prev.data, "filename") == s.invoked_as
+                    and bytes_field(prev.data, "filename") == s.invoked_as
                 ):
                     script = prev
                 target = t
