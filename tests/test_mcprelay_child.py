@@ -4,6 +4,7 @@ member of the family the session records."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -44,21 +45,25 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _relay_child(supervisor: int) -> int:
-    """The supervisor's child named mcpshim-relay, once it is there."""
+def _relay_child(supervisor: int, comm: bytes = b"mcpshim-relay") -> int:
+    """The supervisor's child named `comm` (the pump child by default), once it is there."""
 
     def find() -> int | None:
         for pid in _children(supervisor):
             st = read_stat(pid)
-            if st is not None and st.comm == b"mcpshim-relay":
+            if st is not None and st.comm == comm:
                 return pid
         return None
 
-    return poll(find, "the relay child")
+    return poll(find, comm.decode())
 
 
 def _fd(pid: int | str, fd: int) -> str:
     return os.readlink(f"/proc/{pid}/fd/{fd}")
+
+
+def _pipe_size(f: Any) -> int:
+    return int(fcntl.fcntl(f.fileno(), fcntl.F_GETPIPE_SZ))
 
 
 def _family_records(home: Home, pid: int) -> list[dict[str, Any]]:
@@ -75,13 +80,16 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     assert proc.stdin and proc.stdout
     relay = _relay_child(proc.pid)
     # Only the child holds the client's streams; it holds nothing else but stderr and its
-    # pipes: to the server both ways, its own two (one per direction), the four of the
-    # copy channel, the control pipe and the status pipe.
+    # pipes: to the server both ways, the five of the copy channel (heads, the bytes of
+    # each direction, the overflow, the bell), the control pipe and the status pipe. Both
+    # sources are pipes, teed from where they are: no pipe of its own in between.
     assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
     assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
     assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
+    # The pipes it pumps hold a 256 KiB message whole (the client's among them).
+    poll(lambda: _pipe_size(proc.stdin) == _pipe_size(proc.stdout) == 256 << 10, "resizing")
     fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
-    assert len(fds) == 15 and fds[:3] == [0, 1, 2], fds
+    assert len(fds) == 12 and fds[:3] == [0, 1, 2], fds
     assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
     # The supervisor alone decides its lifetime.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -364,25 +372,39 @@ def test_a_recorder_that_died_costs_the_copies_only(home: Home) -> None:
     assert not home.loc.log_file.exists()  # nothing was recorded, nothing half-written
 
 
+def test_a_request_still_unanswered_is_recorded(home: Home) -> None:
+    # Small requests do not wake the recorder (the server's output does); it still looks
+    # for copies now and then, so a call the server never answers is on record while the
+    # session runs.
+    argv = run_argv(home, [sys.executable, "-c", "import sys; sys.stdin.read()"], "--mcp")
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE)
+    assert proc.stdin
+    rec = _relay_child(proc.pid, b"mcpshim-record")
+    poll(lambda: "poll" in Path(f"/proc/{rec}/wchan").read_text(), "the recorder to wait")
+    proc.stdin.write(_request(7, 3))
+    proc.stdin.flush()
+
+    def recorded() -> list[dict[str, Any]]:
+        return events(home, "mcp-request") if home.loc.log_file.exists() else []
+
+    [req] = poll(recorded, "the request's record", 10)
+    assert req["id"] == 7 and req["tool"] == "ttt"
+    assert proc.poll() is None
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+
+
 def test_the_recorder_is_a_helper_behind_the_others(home: Home, tmp_path: Path) -> None:
     argv = run_argv(home, [sys.executable, "-c", "import sys; sys.stdin.read()"], "--mcp")
     proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE)
     assert proc.stdin
     relay = _relay_child(proc.pid)
-
-    def recorder() -> int | None:
-        for pid in _children(proc.pid):
-            st = read_stat(pid)
-            if st is not None and st.comm == b"mcpshim-record":
-                return pid
-        return None
-
-    rec = poll(recorder, "the recorder child")
+    rec = _relay_child(proc.pid, b"mcpshim-record")
     assert os.sched_getscheduler(rec) == os.SCHED_BATCH
     assert os.getpriority(os.PRIO_PROCESS, rec) == os.getpriority(os.PRIO_PROCESS, 0) + 10
-    # It holds the copy channel's four read ends and stderr, nothing of the client's.
+    # It holds the copy channel's five read ends and stderr, nothing of the client's.
     fds = sorted(int(n) for n in os.listdir(f"/proc/{rec}/fd"))
-    assert fds[0] == 2 and len(fds) == 5, fds
+    assert fds[0] == 2 and len(fds) == 6, fds
     proc.stdin.close()
     assert proc.wait(timeout=60) == 0
     assert _family_records(home, rec) == [] and _family_records(home, relay) == []

@@ -5,8 +5,10 @@ them into messages and writes the records: as batch work at nice 10 (`_behind`),
 messages rather than during them (`_Batches`). Neither shares an interpreter lock with the
 supervisor or with each other. Measured through a real SDK client and server on two cores
 (benchmarks/relay_sdk.py), recording in the supervisor's own threads at nice 10 added
-0.13-0.26 ms to a 1 ms tool call; in this child, in batches, the whole relay adds 0.04-0.2
-ms, about what a bare relay that records nothing adds. On a busy machine recording lags,
+0.13-0.26 ms to a 1 ms tool call. In this child, in batches, woken by the bell rather than
+by every request, the whole relay adds 0.15-0.3 ms to a 2-3 ms call, of which a bare relay
+that records nothing takes 0.05-0.1 ms; what is left is the pump child's Python between a
+chunk's arrival and its passing on. On a busy machine recording lags,
 which costs memory in the pump child's backlog and nothing else: every record keeps the
 time its bytes were read. It is a child of its own rather than a thread of the supervisor
 so that its work never holds the interpreter lock the supervisor's signal forwarding needs.
@@ -61,6 +63,7 @@ def _behind() -> None:
         os.nice(_NICE)
 
 
+_IDLE_S = 0.1  # with no bell, look for copies this often (a request still unanswered)
 _SETTLE_S = 0.001  # read the copies once the channel has been quiet this long,
 _BATCH_S = 0.1  # or once a batch has been growing this long,
 _BATCH_BYTES = 2 * _READ  # or once the copy pipes (1 MiB each, three) hold this much
@@ -73,23 +76,34 @@ def _unread(fd: int) -> int:
 
 
 class _Batches(io.RawIOBase):
-    """The heads pipe, read a batch at a time. Once a head arrives the recorder sleeps
-    until the channel has been quiet for _SETTLE_S (within the limits above), then reads
-    all that came: recording between messages rather than during them. Through a real SDK
-    client and server on two cores, reading each chunk as it came (a 1 MiB message is
-    sixteen 64 KiB chunks) made 256 KiB calls 0.4-0.5 ms slower, even in the idle
-    scheduling class; batched, the difference is within the noise. A sleeping recorder
-    is not even woken by the pump child's writes."""
+    """The heads pipe, read a batch at a time, between calls rather than during them.
 
-    def __init__(self, heads: int, data: Sequence[int]) -> None:
+    The recorder sleeps until the pump child rings the bell, which it does once it has
+    passed on something of the server's (a response, after the client has it), or for
+    _IDLE_S; then, once the channel has been quiet for _SETTLE_S (within the limits
+    above), it reads all that came. Woken by each request's copy instead, it took the
+    other core just as the server needed it: through a real SDK client and server on two
+    cores, 0.1 ms more per call. Reading each chunk as it came (a 1 MiB message is sixteen
+    64 KiB chunks) made 256 KiB calls 0.4-0.5 ms slower, even in the idle scheduling
+    class."""
+
+    def __init__(self, heads: int, data: Sequence[int], bell: int) -> None:
         super().__init__()
-        self._heads, self._data = heads, data
+        self._heads, self._data, self._bell = heads, data, bell
+        os.set_blocking(bell, False)
+        self._rung_off = False  # the bell's writer is gone: the pump child has ended
 
     def readable(self) -> bool:
         return True
 
+    def _listen(self) -> None:
+        while not self._rung_off and not _unread(self._heads):
+            pipeio.wait_for(self._bell, select.POLLIN, _IDLE_S)
+            with contextlib.suppress(BlockingIOError):
+                self._rung_off = not os.read(self._bell, 4096)
+
     def readinto(self, buf: Any) -> int:
-        pipeio.wait_for(self._heads, select.POLLIN)
+        self._listen()
         deadline = time.monotonic() + _BATCH_S
         seen = -1
         while True:
@@ -110,12 +124,12 @@ def _cpu_time(pid: int) -> float | None:
     return times.user + times.system
 
 
-def transcribe(recorder: Recorder, heads: int, data: Sequence[int]) -> None:
+def transcribe(recorder: Recorder, heads: int, data: Sequence[int], bell: int) -> None:
     """Read the copy channel until the pump child is gone, recording every message."""
     scribe = Transcriber(recorder)
     with contextlib.ExitStack() as stack:
         data_r = [stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in data]
-        head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data), 1 << 16))
+        head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data, bell), 1 << 16))
         while len(head := head_r.read(HEAD.size)) == HEAD.size:
             index, pipe, t, size = HEAD.unpack(head)
             end, index = index & EOF, index & ~EOF
@@ -136,7 +150,7 @@ def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoRetu
         comm.write("mcpshim-record")
     os.close(ready)  # what it inherited is closed: no peer waits on an end held here
     _behind()
-    transcribe(recorder, fds[0], fds[1:])
+    transcribe(recorder, fds[0], fds[1:-1], fds[-1])
     os._exit(0)
 
 
@@ -154,8 +168,8 @@ class ForkedRelay(Relay):
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
-        # heads (14 bytes a chunk), then each direction's bytes, then the overflow
-        channel = [relay_pipe(), *(relay_pipe(_READ) for _ in range(OVERFLOW + 1))]
+        # heads (14 bytes a chunk), each direction's bytes, the overflow, then the bell
+        channel = [relay_pipe(), *(relay_pipe(_READ) for _ in range(OVERFLOW + 1)), relay_pipe()]
         ours, theirs = [r for r, _ in channel], [w for _, w in channel]
         ctl_r, ctl_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -170,7 +184,7 @@ class ForkedRelay(Relay):
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
                 pumps = ((client_in, server_in), (server_out, client_out))
-                pump_main(pumps, theirs[0], theirs[1:], ctl_r, status_w)
+                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w)
             finally:
                 os._exit(70)
         self.pid = pid

@@ -289,12 +289,10 @@ class Transcriber:
 def relay_pipe(size: int = 0) -> tuple[int, int]:
     """A pipe of the relay's: the default size (64 KiB), or `size` bytes where Linux allows.
 
-    Only the copy channel's pipes are enlarged (to 1 MiB): a copy waits there while the
-    recorder sleeps. Every pipe page counts against the user's pipe-user-pages-soft (64 MiB
-    by default), past which the kernel gives each new pipe of that user, in any program,
-    two pages; at 3.3 MiB a session stays well below it. Larger pipes to the server and
-    between the pump steps were measured: no faster through a real SDK client and server
-    (1 MiB calls were slower), at more than twice the pages.
+    The copy channel's pipes are 1 MiB (a copy waits there while the recorder sleeps); the
+    relay child makes the pipes it pumps 256 KiB (relaychild). Every pipe page counts
+    against the user's pipe-user-pages-soft (64 MiB by default), past which the kernel gives
+    each new pipe of that user, in any program, two pages; a session takes about 4 MiB.
     """
     r, w = os.pipe()
     if size:
