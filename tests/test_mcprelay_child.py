@@ -25,10 +25,10 @@ from conftest import Home
 from fixtures import byte_server
 from fixtures.runhelp import events, poll, run_argv
 from mcpshim import eventlog, pipeio
-from mcpshim.forkedrelay import ForkedRelay
+from mcpshim.forkedrelay import ForkedRelay, InOrder
 from mcpshim.mcprelay import C2S, S2C, Recorder, relay_pipe
 from mcpshim.procinfo import read_stat
-from mcpshim.relaychild import available
+from mcpshim.relaychild import EOF, MORE, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="the forked relay is Linux-only")
 
@@ -80,16 +80,17 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     assert proc.stdin and proc.stdout
     relay = _relay_child(proc.pid)
     # Only the child holds the client's streams; it holds nothing else but stderr and its
-    # pipes: to the server both ways, the five of the copy channel (heads, the bytes of
-    # each direction, the overflow, the bell), the control pipe and the status pipe. Both
-    # sources are pipes, teed from where they are: no pipe of its own in between.
+    # pipes: to the server both ways, a probe per direction (both ends), the five of the
+    # copy channel (heads, the bytes of each direction, the overflow, the bell), the
+    # control pipe and the status pipe. Both sources are pipes, teed from where they are:
+    # no pipe of its own in between.
     assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
     assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
     assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
     # The pipes it pumps hold a 256 KiB message whole (the client's among them).
     poll(lambda: _pipe_size(proc.stdin) == _pipe_size(proc.stdout) == 256 << 10, "resizing")
     fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
-    assert len(fds) == 12 and fds[:3] == [0, 1, 2], fds
+    assert len(fds) == 16 and fds[:3] == [0, 1, 2], fds
     assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
     # The supervisor alone decides its lifetime.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -372,6 +373,37 @@ def test_a_recorder_that_died_costs_the_copies_only(home: Home) -> None:
     assert not home.loc.log_file.exists()  # nothing was recorded, nothing half-written
 
 
+ANSWER_AT_ONCE = """
+import json, sys
+for line in sys.stdin.buffer:
+    answer = {"jsonrpc": "2.0", "id": json.loads(line)["id"], "result": {}}
+    sys.stdout.buffer.write(json.dumps(answer).encode() + b"\\n")
+    sys.stdout.buffer.flush()
+"""
+
+
+def test_a_response_is_never_taken_for_the_next_request_with_its_id(home: Home) -> None:
+    # A server that answers at once and a client that reuses one id: heads are written
+    # after their chunk has gone on, so a response's head can reach the pipe before its
+    # request's; were they recorded in that order, a response would be matched to the
+    # request after it. The numbers taken before passing on keep cause before effect.
+    argv = run_argv(home, [sys.executable, "-c", ANSWER_AT_ONCE], "--mcp")
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin and proc.stdout
+    calls = 400
+    for i in range(calls):
+        proc.stdin.write(_request(1, i % 7 + 1))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    reqs, resps = events(home, "mcp-request"), events(home, "mcp-response")
+    assert [r["tool"] for r in reqs] == ["t" * (i % 7 + 1) for i in range(calls)]
+    assert len(resps) == calls
+    assert all(q["time"] <= r["time"] for q, r in zip(reqs, resps, strict=True))
+    assert [r["size"] for r in resps] == [len(b'{"jsonrpc": "2.0", "id": 1, "result": {}}')] * calls
+
+
 def test_a_request_still_unanswered_is_recorded(home: Home) -> None:
     # Small requests do not wake the recorder (the server's output does); it still looks
     # for copies now and then, so a call the server never answers is on record while the
@@ -409,3 +441,17 @@ def test_the_recorder_is_a_helper_behind_the_others(home: Home, tmp_path: Path) 
     assert proc.wait(timeout=60) == 0
     assert _family_records(home, rec) == [] and _family_records(home, relay) == []
     assert not os.path.exists(f"/proc/{rec}")  # reaped
+
+
+def test_copies_are_put_back_in_the_order_they_were_read() -> None:
+    order = InOrder()
+    # Number 1 (the response) reaches the pipe first: it waits for number 0.
+    assert order.add(1, 1, 2.0, b"response") == []
+    # Number 0 came in two parts (its pipe filled): nothing is due before the last.
+    assert order.add(0 | MORE, 0, 1.0, b"req") == []
+    due = [(0, 1.0, b"req"), (0, 1.0, b"uest"), (1, 2.0, b"response")]
+    assert order.add(0, 0, 1.0, b"uest") == due
+    assert order.add(1 | EOF, 2, 3.0, b"") == [(1, 3.0, None)]
+    # A number whose head never came (its pump died) holds back the rest until the end.
+    assert order.add(0, 4, 5.0, b"late") == []
+    assert order.rest() == [(0, 5.0, b"late")]

@@ -40,7 +40,7 @@ import psutil
 
 from mcpshim import pipeio
 from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
-from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, OVERFLOW, keep_only, pump_main
+from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, MORE, OVERFLOW, keep_only, pump_main
 
 __all__ = ["ForkedRelay"]
 
@@ -124,19 +124,57 @@ def _cpu_time(pid: int) -> float | None:
     return times.user + times.system
 
 
+Part = tuple[int, float, bytes | None]  # direction index, time read, bytes (None: the end)
+
+
+class InOrder:
+    """Copies back in the order their bytes were read. A pump writes a chunk's head after
+    passing the chunk on, so two heads may reach the pipe in the other order; their numbers,
+    taken before anything was passed on, hold the order of cause and effect (a response's
+    number is after its request's). A chunk split over two pipes has one number and a head
+    for each part, MORE on all but the last."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._parts: dict[int, list[Part]] = {}
+        self._whole: set[int] = set()
+
+    def add(self, flags: int, seq: int, t: float, data: bytes) -> list[Part]:
+        """One head's part; the parts now due, in order."""
+        end = bool(flags & EOF)
+        self._parts.setdefault(seq, []).append((flags & ~(EOF | MORE), t, None if end else data))
+        if not flags & MORE:
+            self._whole.add(seq)
+        due: list[Part] = []
+        while self._next in self._whole:
+            self._whole.discard(self._next)
+            due += self._parts.pop(self._next)
+            self._next += 1
+        return due
+
+    def rest(self) -> list[Part]:
+        """What is left at the end (a pump that died between number and head), in order."""
+        due = [part for seq in sorted(self._parts) for part in self._parts[seq]]
+        self._parts.clear()
+        return due
+
+
 def transcribe(recorder: Recorder, heads: int, data: Sequence[int], bell: int) -> None:
     """Read the copy channel until the pump child is gone, recording every message."""
     scribe = Transcriber(recorder)
+    order = InOrder()
     with contextlib.ExitStack() as stack:
         data_r = [stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in data]
         head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data, bell), 1 << 16))
         while len(head := head_r.read(HEAD.size)) == HEAD.size:
-            index, pipe, t, size = HEAD.unpack(head)
-            end, index = index & EOF, index & ~EOF
+            flags, pipe, seq, t, size = HEAD.unpack(head)
             chunk = data_r[pipe].read(size) if size else b""
             if len(chunk) < size:
                 break  # the pump child died mid-copy
-            scribe.feed(DIRECTIONS[index], t, None if end else chunk)
+            for index, when, part in order.add(flags, seq, t, chunk):
+                scribe.feed(DIRECTIONS[index], when, part)
+        for index, when, part in order.rest():
+            scribe.feed(DIRECTIONS[index], when, part)
         os.close(heads)
 
 
@@ -168,7 +206,7 @@ class ForkedRelay(Relay):
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
-        # heads (14 bytes a chunk), each direction's bytes, the overflow, then the bell
+        # heads (22 bytes a chunk part), each direction's bytes, the overflow, then the bell
         channel = [relay_pipe(), *(relay_pipe(_READ) for _ in range(OVERFLOW + 1)), relay_pipe()]
         ours, theirs = [r for r, _ in channel], [w for _, w in channel]
         ctl_r, ctl_w = os.pipe()

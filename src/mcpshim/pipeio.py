@@ -25,8 +25,9 @@ __all__ = [
     "read_exactly",
     "read_some",
     "splice_all",
+    "splice_now",
     "splice_some",
-    "tee",
+    "tee_wait",
     "write_all",
 ]
 
@@ -61,18 +62,30 @@ def _wait(fd: int, event: int) -> None:
     wait_for(fd, event)
 
 
-def tee(src: int, dst: int, count: int) -> int:
-    """Duplicate up to `count` bytes at the head of pipe `src` into pipe `dst`, never
-    waiting: 0 when `dst` is full (or `src` empty)."""
+def tee_wait(src: int, dst: int, count: int) -> int:
+    """tee(2) that waits for bytes in pipe `src` (and for room in pipe `dst`, which callers
+    keep empty): how many were duplicated, 0 at EOF. The duplicate exists as the call that
+    waited returns: nothing runs in between. A `src` someone made non-blocking is waited
+    for with poll()."""
     if _TEE is None:
         raise OSError(errno.ENOSYS, "tee(2) is not available")
-    n = int(_TEE(src, dst, count, _NONBLOCK))
-    if n >= 0:
-        return n
-    err = ctypes.get_errno()
-    if err == errno.EAGAIN:
+    while True:
+        n = int(_TEE(src, dst, count, 0))
+        if n >= 0:
+            return n
+        err = ctypes.get_errno()
+        if err == errno.EAGAIN:
+            _wait(src, select.POLLIN)
+        elif err != errno.EINTR:
+            raise OSError(err, os.strerror(err))
+
+
+def splice_now(src: int, dst: int, count: int) -> int:
+    """splice(2) what fits now, never waiting: 0 when `dst` is full."""
+    try:
+        return os.splice(src, dst, count, flags=_NONBLOCK)
+    except BlockingIOError:
         return 0
-    raise OSError(err, os.strerror(err))
 
 
 def splice_some(src: int, dst: int, count: int) -> int:

@@ -7,32 +7,38 @@ that does nothing but move bytes: client stdin -> server stdin, server stdout ->
 stdout, with the thread Relay's semantics (a peer that goes away is drained so the other
 side never blocks; EOF is passed on; nothing is reordered or altered).
 
-The bytes do not pass through Python: each pump tees what its source holds into the copy
-channel (page references, no copy) and splices it on (pipeio). A source that is not a pipe
-(a socket, a file) is spliced into a pipe of the pump's own first: tee takes pipes only.
-Only the chunk's length and time go through the interpreter. The copy channel, read by the
-recorder child (forkedrelay), is five pipes: the bytes of each direction in one, an
-overflow pipe either direction fills when its own is full, a 14-byte head per copied part
-(direction, pipe, time read, length), written after the part's copy and before the part is
-passed on, so a request's head always precedes its response's; and a bell, rung once the
-server's output (or a large request) has been passed on: the recorder sleeps until then.
-Both pumps write heads into that one pipe; a write under PIPE_BUF is atomic. The copy pipes
-are 1 MiB each, but a pipe holds 256 pages, however full each is: with the overflow, a 1 MiB
-message still crosses without the slow path below while the recorder sleeps (it records
-between messages).
+The bytes do not pass through Python, and nothing Python does stands between a chunk's
+arrival and its passing on: each pump waits in tee(2), which duplicates the chunk into an
+empty pipe of the pump's own (the probe) as it wakes; the pump splices the chunk on at
+once, and only then moves the duplicate into the copy channel (page references, no copy)
+and writes its head. Through a real SDK client and server, doing the copy and the head
+first (poll, tee, write, splice) cost 0.05-0.1 ms a call more. A source that is not a
+pipe (a socket, a file) is spliced into a pipe of the pump's own first: tee takes pipes
+only.
+
+The copy channel, read by the recorder child (forkedrelay), is five pipes: the bytes of
+each direction in one, an overflow pipe either direction fills when its own is full, a
+22-byte head per copied part (direction, pipe, number, time read, length), and a bell,
+rung once the server's output (or a large request) has been passed on: the recorder sleeps
+until then. Heads are written after the chunk has gone on, so a response's head may reach
+the pipe before its request's; the number, taken before the chunk goes on, is what orders
+them (forkedrelay.InOrder). Both pumps write heads into that one pipe; a write under
+PIPE_BUF is atomic. The copy pipes are 1 MiB each, but a pipe holds 256 pages, however full
+each is: with the overflow, a 1 MiB message still crosses without the slow path below
+while the recorder sleeps (it records between messages).
 
 The channel never holds back a byte: its writes do not wait. When the recorder falls
-behind and the pipes are full, the chunk is read into memory instead, written on from
-there, and its copy goes to a backlog that a thread of the child writes out, waiting as
-long as it must; while the backlog has anything, every copy joins it, so the order holds.
-An fd that splice does not take (a file opened for appending, some devices) is read and
-written instead, its copies written from memory.
+behind and the pipes are full, the duplicate is read into memory instead and goes to a
+backlog that a thread of the child writes out, waiting as long as it must; while the
+backlog has anything, every copy joins it, so the order holds. An fd that splice does not
+take (a file opened for appending, some devices) is read and written instead, its copies
+written from memory.
 
-The child keeps only the fds it pumps, its pipes, a control pipe, a status pipe and stderr; it ignores
-SIGINT, SIGTERM and SIGHUP (the supervisor decides its lifetime) and ends when both
-directions have reached EOF and their copies are out, or when the control pipe closes (the
-supervisor is done with it, or died). The supervisor keeps it out of the family (never
-observed, a survivor or reaped: `Supervisor.add_helper`) and reaps it.
+The child keeps only the fds it pumps, its pipes, a control pipe, a status pipe and
+stderr; it ignores SIGINT, SIGTERM and SIGHUP (the supervisor decides its lifetime) and
+ends when both directions have reached EOF and their copies are out, or when the control
+pipe closes (the supervisor is done with it, or died). The supervisor keeps it out of the
+family (never observed, a survivor or reaped: `Supervisor.add_helper`) and reaps it.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ import contextlib
 import errno
 import fcntl
 import gc
+import itertools
 import os
-import select
 import signal
 import stat
 import struct
@@ -56,12 +62,13 @@ from mcpshim import pipeio
 from mcpshim.mcprelay import C2S, S2C, close_end, relay_pipe
 from mcpshim.procinfo import LINUX
 
-__all__ = ["DIRECTIONS", "EOF", "HEAD", "OVERFLOW", "available", "keep_only", "pump_main"]
+__all__ = ["DIRECTIONS", "EOF", "HEAD", "MORE", "OVERFLOW", "available", "keep_only", "pump_main"]
 
 DIRECTIONS = (C2S, S2C)
-HEAD = struct.Struct("<BBdI")  # direction index (| EOF), copy pipe, time read, length
+HEAD = struct.Struct("<BBQdI")  # direction index | flags, copy pipe, number, time read, length
 OVERFLOW = len(DIRECTIONS)  # the copy pipe both directions fall back on when theirs is full
 EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
+MORE = 0x40  # the chunk goes on in the next head of the same number (it filled a pipe)
 _READ = 1 << 20
 # The recorder sleeps through the client's requests (waking it as the server starts work
 # cost 0.1 ms a call) unless one is large: recording a 1 MiB request while the server
@@ -92,7 +99,7 @@ def keep_only(keep: set[int]) -> None:
 
 
 class _Channel:
-    """The copies to the supervisor: heads in one pipe, each direction's bytes in another.
+    """The copies to the recorder: heads in one pipe, each direction's bytes in another.
     A pump's calls never wait; what does not fit now goes to the backlog (see the module
     docstring)."""
 
@@ -103,37 +110,40 @@ class _Channel:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._backlog: deque[tuple[int, bytes, bytes]] = deque()  # (fd, bytes, head)
+        self._numbers = itertools.count()
         self.gone = False  # the recorder stopped reading for good: copies are dropped
         self._last_write = 0.0  # when the backlog last got a write out (monotonic)
         threading.Thread(target=self._drain, name="backlog", daemon=True).start()
 
-    def tee(self, index: int, t: float, pipe: int, n: int | None) -> tuple[int, bytes | None]:
-        """Copy what can be copied of the `n` bytes waiting in `pipe` (n None: `pipe` is
-        the source itself, holding what it holds): (k, None) when its first k bytes are
-        copied (splice those on, then call again for the rest), (k, bytes) when none could
-        be and k bytes had to be read out of `pipe` (write them); (0, b'') at the source's
-        end."""
+    def number(self) -> int:
+        """The next chunk's place in the order bytes were read, both directions together.
+        Taken before the chunk is passed on: what the chunk causes gets a later number."""
+        return next(self._numbers)  # one step under the interpreter lock: never shared
+
+    def copy(self, index: int, seq: int, t: float, probe: int, n: int) -> None:
+        """Move the `n` bytes waiting in pipe `probe` (a duplicate of a chunk) into the
+        channel: into the direction's pipe, the overflow pipe, or the backlog, a head for
+        each part."""
         with self._lock:
             if not self.gone and not self._backlog:
-                for copy in (index, OVERFLOW):
+                for pipe in (index, OVERFLOW):
                     try:
-                        k = pipeio.tee(pipe, self._data[copy], _READ if n is None else n)
+                        k = pipeio.splice_now(probe, self._data[pipe], n)
                     except OSError:
                         self._lost()
                         break
                     if k:
-                        self._head(HEAD.pack(index, copy, t, k))
-                        return k, None
-            if self.gone and n is not None:
-                return n, None
-            data = pipeio.read_some(pipe, _READ) if n is None else pipeio.read_exactly(pipe, n)
-            if data and not self.gone:
-                self._later(self._data[index], data, HEAD.pack(index, index, t, len(data)))
-            return len(data), data
+                        n -= k
+                        self._head(HEAD.pack(index | (MORE if n else 0), pipe, seq, t, k))
+                        if not n:
+                            return
+            data = pipeio.read_exactly(probe, n)  # the probe is left empty, whatever comes
+            if not self.gone:
+                self._later(self._data[index], data, HEAD.pack(index, index, seq, t, n))
 
-    def write(self, index: int, t: float, data: bytes) -> None:
+    def write(self, index: int, seq: int, t: float, data: bytes) -> None:
         """Copy a chunk that is in memory already (or, with index | EOF, an end)."""
-        head = HEAD.pack(index, index & ~EOF, t, len(data))
+        head = HEAD.pack(index, index & ~EOF, seq, t, len(data))
         fd = self._data[index & ~EOF]
         with self._lock:
             if self.gone:
@@ -210,10 +220,10 @@ class _Channel:
 
 
 class _Pump:
-    """One direction: src -> dst, a copy of each chunk to the channel. A source that is a
-    pipe is teed from where it is; any other goes through a pipe of our own first (tee
-    takes pipes only). The bell gets a byte after each chunk of at least `ring_at` bytes
-    is passed on."""
+    """One direction: src -> dst, each chunk duplicated into a probe pipe by the call that
+    waits for it, passed on, then moved from the probe into the channel. A source that is
+    not a pipe is spliced into a pipe of our own first (tee takes pipes only). The bell
+    gets a byte after each chunk of at least `ring_at` bytes is passed on."""
 
     def __init__(
         self, src: int, dst: int, index: int, channel: _Channel, bell: int, ring_at: int
@@ -221,8 +231,8 @@ class _Pump:
         self.src, self.dst, self.index, self.channel = src, dst, index, channel
         self.bell, self.ring_at = bell, ring_at
         self.splice_in = self.splice_out = pipeio.SPLICE_OK
-        self.direct = pipeio.SPLICE_OK and _is_pipe(src)
-        self.mid_r, self.mid_w = (-1, -1) if self.direct else relay_pipe()
+        self.mid_r, self.mid_w = (-1, -1) if _is_pipe(src) else relay_pipe()
+        self.probe_r, self.probe_w = relay_pipe(_PUMPED_PIPE)  # blocking, and always empty
         self.broken = ""
         for fd in (src, dst):
             with contextlib.suppress(OSError, AttributeError):  # not a pipe; over the limit
@@ -238,21 +248,22 @@ class _Pump:
                 break
         if not self.broken:
             close_end(self.dst)
-        self.channel.write(self.index | EOF, time.time(), self.broken.encode())
+        self.channel.write(self.index | EOF, self.channel.number(), time.time(), b"")
 
     def _step(self) -> bool:
         if not self.splice_in:
             data = pipeio.read_some(self.src, _READ)
             if not data:
                 return False
-            self.channel.write(self.index, time.time(), data)
-            self._write(data)
-            if len(data) >= self.ring_at:
-                self._ring()
+            seq, t = self.channel.number(), time.time()
+            try:
+                self._write(data)
+            finally:
+                self.channel.write(self.index, seq, t, data)
+            self._ring(len(data))
             return True
-        if self.direct:
-            pipeio.wait_for(self.src, select.POLLIN)
-            return self._pass(self.src, time.time(), None)
+        if self.mid_r < 0:
+            return self._pass(self.src) > 0
         try:
             n = pipeio.splice_some(self.src, self.mid_w, _READ)
         except OSError as exc:
@@ -260,38 +271,46 @@ class _Pump:
                 raise
             self.splice_in = False  # a source splice does not take: read it
             return True
-        return bool(n) and self._pass(self.mid_r, time.time(), n)
+        if not n:
+            return False
+        while n > 0:
+            n -= self._pass(self.mid_r)  # our own pipe, holding n bytes: never 0 here
+        return True
 
-    def _pass(self, pipe: int, t: float, n: int | None) -> bool:
-        """Copy and pass on the `n` bytes in `pipe` (None: what the source `pipe` holds);
-        False when the source has ended."""
-        while True:
-            k, held = self.channel.tee(self.index, t, pipe, n)
-            if held is not None:
-                if not held:
-                    return False
-                self._write(held)
-            elif self.broken:
-                pipeio.read_exactly(pipe, k)  # nobody reads: drop it, keep draining
-            elif not self.splice_out:
-                self._write(pipeio.read_exactly(pipe, k))
-            else:
-                moved, err = pipeio.splice_all(pipe, self.dst, k)
-                if err is not None:
-                    rest = pipeio.read_exactly(pipe, k - moved)
-                    if err.errno == errno.EINVAL:
-                        self.splice_out = False  # a destination splice does not take: write
-                        self._write(rest)
-                    else:
-                        self._stop(err)
-            if k >= self.ring_at:
-                self._ring()
-            if n is None or not (n := n - k):
-                return True
+    def _pass(self, pipe: int) -> int:
+        """Wait for bytes in `pipe`, then copy and pass them on: how many (0: it ended).
+        The wait is the tee into the probe, so the bytes are duplicated as the call that
+        waited returns and go on at once; what remains (the channel, the bell) comes after."""
+        k = pipeio.tee_wait(pipe, self.probe_w, _READ)
+        if not k:
+            return 0
+        seq, t = self.channel.number(), time.time()
+        try:
+            self._forward(pipe, k)
+        finally:
+            self.channel.copy(self.index, seq, t, self.probe_r, k)
+        self._ring(k)
+        return k
 
-    def _ring(self) -> None:
-        with contextlib.suppress(OSError):  # full: rung already; closed: nobody listens
-            os.write(self.bell, b"\0")
+    def _forward(self, pipe: int, k: int) -> None:
+        if self.broken:
+            pipeio.read_exactly(pipe, k)  # nobody reads: drop it, keep draining
+        elif not self.splice_out:
+            self._write(pipeio.read_exactly(pipe, k))
+        else:
+            moved, err = pipeio.splice_all(pipe, self.dst, k)
+            if err is not None:
+                rest = pipeio.read_exactly(pipe, k - moved)
+                if err.errno == errno.EINVAL:
+                    self.splice_out = False  # a destination splice does not take: write
+                    self._write(rest)
+                else:
+                    self._stop(err)
+
+    def _ring(self, size: int) -> None:
+        if size >= self.ring_at:
+            with contextlib.suppress(OSError):  # full: rung already; closed: nobody listens
+                os.write(self.bell, b"\0")
 
     def _write(self, data: bytes) -> None:
         if not self.broken:
