@@ -1,10 +1,11 @@
 """Moving bytes between fds without holding them: splice(2), tee(2), and waits for fds that
 someone else made non-blocking.
 
-The relay child (relaychild) forwards through a pipe of its own: splice pulls what the
-peer wrote into it, tee duplicates it into the copy channel (page references, no copy),
-splice pushes it on. Python has os.splice but no tee, so tee comes from libc through ctypes
-(a foreign call releases the interpreter lock, as os.splice does).
+The relay child (relaychild) waits for a peer's bytes in tee, which duplicates them into an
+empty pipe of its own (page references, no copy) as it returns; splice then pushes the
+bytes on, and moves the duplicate into the copy channel. Python has os.splice but no tee,
+so tee comes from libc through ctypes (a foreign call releases the interpreter lock, as
+os.splice does).
 
 The fds the relay reads and writes are the client's: one may be non-blocking (O_NONBLOCK
 belongs to the open file description, which the client may share and set). A read or write

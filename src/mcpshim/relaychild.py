@@ -12,7 +12,7 @@ arrival and its passing on: each pump waits in tee(2), which duplicates the chun
 empty pipe of the pump's own (the probe) as it wakes; the pump splices the chunk on at
 once, and only then moves the duplicate into the copy channel (page references, no copy)
 and writes its head. Through a real SDK client and server, doing the copy and the head
-first (poll, tee, write, splice) cost 0.05-0.1 ms a call more. A source that is not a
+first (poll, tee, write, splice) cost up to 0.1 ms a call more. A source that is not a
 pipe (a socket, a file) is spliced into a pipe of the pump's own first: tee takes pipes
 only.
 
