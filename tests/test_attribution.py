@@ -52,7 +52,7 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
     findings = session_findings(att, default_policy())
     # "shell" explains sh, not git; git_version explains git.
     assert [(f.rule.id, f.evidence[0].data["command"]) for f in findings] == [("MCS502", "git")]
-    assert "tool call tools/call shell" in findings[0].group
+    assert ": tools/call shell" in findings[0].group
     tools = parse_policy('[tools]\nshell = ["sh", "git"]\n', Path("p.toml"))
     assert session_findings(att, tools) == []
     text = render_calls_text(att)

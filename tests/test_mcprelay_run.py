@@ -70,11 +70,18 @@ def test_run_mcp_attributes_processes_to_tool_calls(home: Home, tmp_path: Path) 
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)
     groups = {f["rule"]: f["group"] for f in doc["findings"]}
-    assert "tool call tools/call run_test (id" in groups["MCS501"]
-    assert "tool call tools/call run_test (id" in groups["MCS107"]  # npm test's finding
-    assert "tool call tools/call run_test (id" in groups["MCS301"]  # the supervisor's survivor
+    assert ": tools/call run_test (id" in groups["MCS501"]
+    assert ": tools/call run_test (id" in groups["MCS107"]  # npm test's finding
+    assert ": tools/call run_test (id" in groups["MCS301"]  # the supervisor's survivor
     git_groups = [f["group"] for f in doc["findings"] if f["rule"] == "MCS101"]
-    assert any("tool call tools/call git_version (id" in g for g in git_groups)
+    assert any(": tools/call git_version (id" in g for g in git_groups)
+    # The text lists the family, then the calls in the order they were made (run_test's
+    # name sorts after git_version's).
+    done = _cli(home, "review", "--session", sid)
+    heads = [line for line in done.stdout.splitlines() if line.startswith("== ")]
+    assert "family" in heads[0], heads
+    tools = [h.split(": tools/call ")[1].split()[0] for h in heads[1:]]
+    assert tools == ["run_test", "git_version"], heads
     # tree: the tool-call view after the family.
     done = _cli(home, "tree", "--session", sid)
     assert done.returncode == 0, done.stderr

@@ -67,12 +67,12 @@ UNPARSED = define_rule(
 )
 
 
-def _ts(call: Call) -> str:
-    return call.request.strftime("%H:%M:%S.%f")[:-3] + "Z"
-
-
 def call_group(att: Attribution, call: Call) -> str:
-    return f"session {att.session} tool call {call.label} at {_ts(call)}"
+    """The heading a call's findings go under. Review and report sort headings as text: the
+    call's full UTC time comes first, so a session's calls come in the order they were made
+    (and after the session's family)."""
+    when = call.request.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return f"session {att.session} tool call at {when}: {call.label}"
 
 
 def _img_text(img: Image) -> str:
