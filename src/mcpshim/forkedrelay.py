@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 import psutil
 
 from mcpshim import pipeio
-from mcpshim.mcprelay import S2C, Recorder, Relay, Transcriber, close_end, relay_pipe
+from mcpshim.mcprelay import S2C, Recorder, Transcriber, close_end, relay_pipe
 from mcpshim.relaychild import DIRECTIONS, EOF, HEAD, MORE, OVERFLOW, keep_only, pump_main
 
 __all__ = ["ForkedRelay"]
@@ -193,11 +193,12 @@ def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoRetu
     os._exit(0)
 
 
-class ForkedRelay(Relay):
-    """The Relay interface with the pumps and the recorder in children (module docstring)."""
+class ForkedRelay:
+    """A relay (mcprelay.Relaying) with the pumps and the recorder in children (module
+    docstring)."""
 
     def __init__(self, recorder: Recorder) -> None:
-        super().__init__(recorder)
+        self.recorder = recorder
         self.pid = 0  # the pump child
         self.recorder_pid = 0
         self.helpers: set[int] = set()

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -41,6 +41,7 @@ __all__ = [
     "Framer",
     "Recorder",
     "Relay",
+    "Relaying",
     "Transcriber",
     "announce",
     "close_end",
@@ -314,6 +315,20 @@ def close_end(fd: int) -> None:
 
 _Item = tuple[str, float, bytes | None]
 _STOP = "stop"
+
+
+class Relaying(Protocol):
+    """What a session needs of a relay, in threads here (Relay) or in children
+    (forkedrelay.ForkedRelay)."""
+
+    def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
+        """Pump client_in -> server_in and server_out -> client_out, recording a copy."""
+
+    def server_done(self, timeout: float) -> bool:
+        """Wait for the server's output to end; True when it did within `timeout`."""
+
+    def finish(self, timeout: float = ...) -> None:
+        """Record everything relayed so far."""
 
 
 class Relay:

@@ -22,7 +22,7 @@ import psutil
 
 from mcpshim import relaychild
 from mcpshim.forkedrelay import ForkedRelay
-from mcpshim.mcprelay import Recorder, Relay, announce, relay_pipe
+from mcpshim.mcprelay import Recorder, Relay, Relaying, announce, relay_pipe
 from mcpshim.procinfo import LINUX, Stat, read_stat, start_ticks
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def run_relayed(sup: Supervisor) -> int:
     recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, mcpshims_own))
     # Linux: the pumps and the recorder run in children of their own, out of reach of this
     # process's interpreter lock (forkedrelay); elsewhere they are threads here.
-    relay: Relay = Relay(recorder)
+    relay: Relaying | None = None
     if relaychild.available():
         forked = ForkedRelay(recorder)
         try:
@@ -129,7 +129,8 @@ def run_relayed(sup: Supervisor) -> int:
             for pid in forked.helpers:
                 sup.add_helper(pid)
             relay = forked
-    if not isinstance(relay, ForkedRelay):
+    if relay is None:
+        relay = Relay(recorder)
         relay.start(0, in_w, out_r, 1)
     actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
     closed = False
