@@ -132,12 +132,14 @@ def main() -> None:
             if not name or name in variants or not (src / "mcpshim").is_dir():
                 ap.error(f"--tree {spec}: want a new NAME=DIR, DIR holding src/mcpshim")
             variants[name] = ["env", f"PYTHONPATH={src}", *run, *server]
-        rounds = {s: args.rounds if s <= 64 << 10 else max(10, args.rounds // 4) for s in sizes}
+        # As many calls at 1 MiB as at 1 byte: with a quarter, a 3 % difference on 21 ms
+        # calls went unseen.
+        rounds = dict.fromkeys(sizes, args.rounds)
         with open(f"{tmp}/stderr", "w+") as errlog:
             times = anyio.run(measure, variants, args.sessions, env, rounds, args.gap, errlog)
     print(
-        f"{args.sessions} sessions per variant, {args.rounds} calls per session "
-        f"({max(10, args.rounds // 4)} from 256 KiB), {args.gap:g} ms between calls"
+        f"{args.sessions} sessions per variant, {args.rounds} calls per session and size, "
+        f"{args.gap:g} ms between calls"
     )
     others = [name for name in variants if name != "direct"]
     head = f"{'size':>8} {'direct med':>10} {'p95':>7}"
