@@ -209,7 +209,7 @@ class ForkedRelay:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
         # heads (22 bytes a chunk part), each direction's bytes, the overflow, then the bell
-        channel = [relay_pipe(), *(relay_pipe(_READ) for _ in range(OVERFLOW + 1)), relay_pipe()]
+        channel = [relay_pipe() for _ in range(OVERFLOW + 3)]  # they grow in the pump child
         ours, theirs = [r for r, _ in channel], [w for _, w in channel]
         ctl_r, ctl_w = os.pipe()
         status_r, status_w = os.pipe()

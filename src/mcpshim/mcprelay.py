@@ -17,7 +17,6 @@ processes (pid, start ticks; see mcpsession): evidence that a process outlived i
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import queue
@@ -287,19 +286,14 @@ class Transcriber:
 # ---- the relay ---------------------------------------------------------------------------
 
 
-def relay_pipe(size: int = 0) -> tuple[int, int]:
-    """A pipe of the relay's: the default size (64 KiB), or `size` bytes where Linux allows.
+def relay_pipe() -> tuple[int, int]:
+    """A pipe of the relay's, of the default size (64 KiB).
 
-    The copy channel's pipes are 1 MiB (a copy waits there while the recorder sleeps); the
-    relay child makes the pipes it pumps 256 KiB (relaychild). Every pipe page counts
-    against the user's pipe-user-pages-soft (64 MiB by default), past which the kernel gives
-    each new pipe of that user, in any program, two pages; a session takes about 4 MiB.
+    Every pipe page counts against the user's pipe-user-pages-soft (64 MiB by default), past
+    which the kernel gives each new pipe of that user, in any program, two pages: the relay
+    child grows its pipes only in a session that carries large messages (relaychild).
     """
-    r, w = os.pipe()
-    if size:
-        with contextlib.suppress(OSError, AttributeError):
-            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, size)  # type: ignore[attr-defined, unused-ignore]
-    return r, w
+    return os.pipe()
 
 
 def close_end(fd: int) -> None:

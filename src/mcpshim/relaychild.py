@@ -74,11 +74,17 @@ _READ = 1 << 20
 # cost 0.1 ms a call) unless one is large: recording a 1 MiB request while the server
 # parses it keeps that work out of the response's way.
 _RING_C2S = 32 << 10
-# The pipes to and from both peers (and the probes): 64 KiB by default, 256 KiB here, so a
-# large message crosses in few turns of writer, pump and reader. Through a real SDK client
-# and server, 64 KiB pipes cost 0.6 ms more on a 7 ms call at 256 KiB; 512 KiB pipes looked
-# 0.2-0.5 ms better there in two runs, at 2 MiB more of the user's pipe pages a session.
-_PUMPED_PIPE = 256 << 10
+# Pipes grow only in a session that carries large messages: every pipe page counts against
+# the user's pipe-user-pages-soft (64 MiB by default), past which each new pipe of that
+# user, in any program, gets two pages. A session of small messages keeps the default
+# pipes, about 1.6 MiB in all; the first chunk of _LARGE_CHUNK bytes or more (the writer
+# filled half a pipe) makes the pipes to and from both peers and the probe _LARGE_PIPE,
+# and the first copy the channel cannot take makes its pipes _LARGE_COPY: about 6 MiB.
+# Through a real SDK client and server, pipes of 64 KiB cost 0.6 ms more on a 7 ms call at
+# 256 KiB than pipes of 256 KiB; 512 KiB looked 0.2-0.5 ms better again.
+_LARGE_CHUNK = 32 << 10
+_LARGE_PIPE = 512 << 10
+_LARGE_COPY = 1 << 20
 _FLUSH_S = 5.0  # after the control pipe closes: how long copies may make no progress
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -112,6 +118,7 @@ class _Channel:
         self._changed = threading.Condition(self._lock)
         self._backlog: deque[tuple[int, bytes, bytes]] = deque()  # (fd, bytes, head)
         self._numbers = itertools.count()
+        self._grown = False
         self.gone = False  # the recorder stopped reading for good: copies are dropped
         self._last_write = 0.0  # when the backlog last got a write out (monotonic)
         threading.Thread(target=self._drain, name="backlog", daemon=True).start()
@@ -124,23 +131,36 @@ class _Channel:
     def copy(self, index: int, seq: int, t: float, probe: int, n: int) -> None:
         """Move the `n` bytes waiting in pipe `probe` (a duplicate of a chunk) into the
         channel: into the direction's pipe, the overflow pipe, or the backlog, a head for
-        each part."""
+        each part. The first time the pipes are full they grow, once."""
         with self._lock:
             if not self.gone and not self._backlog:
-                for pipe in (index, OVERFLOW):
-                    try:
-                        k = pipeio.splice_now(probe, self._data[pipe], n)
-                    except OSError:
-                        self._lost()
-                        break
-                    if k:
-                        n -= k
-                        self._head(HEAD.pack(index | (MORE if n else 0), pipe, seq, t, k))
-                        if not n:
-                            return
+                n = self._splice_parts(index, seq, t, probe, n)
+                if n and not self._grown:
+                    self._grown = True
+                    for fd in self._data:
+                        _grow(fd, _LARGE_COPY)
+                    n = self._splice_parts(index, seq, t, probe, n)
+            if not n:
+                return
             data = pipeio.read_exactly(probe, n)  # the probe is left empty, whatever comes
             if not self.gone:
                 self._later(self._data[index], data, HEAD.pack(index, index, seq, t, n))
+
+    def _splice_parts(self, index: int, seq: int, t: float, probe: int, n: int) -> int:
+        """Splice what fits into the direction's pipe, then the overflow pipe, a head for
+        each part: how many bytes are left in the probe."""
+        for pipe in (index, OVERFLOW):
+            try:
+                k = pipeio.splice_now(probe, self._data[pipe], n)
+            except OSError:
+                self._lost()
+                return n
+            if k:
+                n -= k
+                self._head(HEAD.pack(index | (MORE if n else 0), pipe, seq, t, k))
+                if not n:
+                    return 0
+        return n
 
     def write(self, index: int, seq: int, t: float, data: bytes) -> None:
         """Copy a chunk that is in memory already (or, with index | EOF, an end)."""
@@ -233,11 +253,9 @@ class _Pump:
         self.bell, self.ring_at = bell, ring_at
         self.splice_in = self.splice_out = pipeio.SPLICE_OK
         self.mid_r, self.mid_w = (-1, -1) if _is_pipe(src) else relay_pipe()
-        self.probe_r, self.probe_w = relay_pipe(_PUMPED_PIPE)  # blocking, and always empty
+        self.probe_r, self.probe_w = relay_pipe()  # blocking, and always empty
+        self.grown = False
         self.broken = ""
-        for fd in (src, dst):
-            with contextlib.suppress(OSError, AttributeError):  # not a pipe; over the limit
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PUMPED_PIPE)  # type: ignore[attr-defined, unused-ignore]
 
     def run(self) -> None:
         while True:
@@ -291,6 +309,10 @@ class _Pump:
         finally:
             self.channel.copy(self.index, seq, t, self.probe_r, k)
         self._ring(k)
+        if k >= _LARGE_CHUNK and not self.grown:
+            self.grown = True  # large messages: pipes that take one in a single turn
+            for fd in (self.src, self.dst, self.probe_w, self.mid_w):
+                _grow(fd, _LARGE_PIPE)
         return k
 
     def _forward(self, pipe: int, k: int) -> None:
@@ -324,6 +346,13 @@ class _Pump:
         # The reader is gone: keep draining so the writer never blocks on us.
         self.broken = exc.strerror or str(exc)
         close_end(self.dst)
+
+
+def _grow(fd: int, size: int) -> None:
+    """Make pipe `fd` hold `size` bytes, where it is a pipe and the user's limit allows."""
+    if fd >= 0:
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)  # type: ignore[attr-defined, unused-ignore]
 
 
 def _is_pipe(fd: int) -> bool:
