@@ -67,7 +67,7 @@ def _behind() -> None:
 _IDLE_S = 0.1  # with no bell, look for copies this often (a request still unanswered)
 _SETTLE_S = 0.001  # read the copies once the channel has been quiet this long,
 _BATCH_S = 0.1  # or once a batch has been growing this long,
-_BATCH_BYTES = 2 * _READ  # or once the copy pipes (1 MiB each, three) hold this much
+_BATCH_BYTES = 2 * _READ  # or once the copy pipes (three, grown to 1 MiB) hold this much
 
 
 def _unread(fd: int) -> int:

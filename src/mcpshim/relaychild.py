@@ -23,9 +23,10 @@ rung once the server's output (or a large request) has been passed on: the recor
 until then. Heads are written after the chunk has gone on, so a response's head may reach
 the pipe before its request's; the number, taken before the chunk goes on, is what orders
 them (forkedrelay.InOrder). Both pumps write heads into that one pipe; a write under
-PIPE_BUF is atomic. The copy pipes are 1 MiB each, but a pipe holds 256 pages, however full
-each is: with the overflow, a 1 MiB message still crosses without the slow path below
-while the recorder sleeps (it records between messages).
+PIPE_BUF is atomic. The copy pipes start at 64 KiB and grow to 1 MiB the first time they
+are full (a pipe holds 256 pages then, however full each is): with the overflow, a 1 MiB
+message crosses without the slow path below while the recorder sleeps (it records between
+messages).
 
 The channel never holds back a byte: its writes do not wait. When the recorder falls
 behind and the pipes are full, the duplicate is read into memory instead and goes to a
