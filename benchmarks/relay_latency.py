@@ -10,13 +10,18 @@ round trip is timed directly and through each chosen path:
   recorder; the forked pumps on Linux); run-threads: the same with the pumps forced back
   into the supervisor's threads (the fallback, and the design before relaychild);
 - floor: the least any relay process adds, a bare two-thread os.splice relay that copies
-  and records nothing.
+  and records nothing; tee-floor: the least a relay that copies before passing on adds,
+  the same waiting in tee(2) into a pipe of its own, splicing on, then reading the copy
+  (what relaychild's pumps do before they file the copy).
 
-All paths run at once and take turns message by message, so load from elsewhere on the
-machine falls on every path alike. Prints the direct median and p95 (ms) and what each
-path adds to them.
+--gap MS pauses between round trips: the machine goes idle as it does between an agent's
+tool calls, and every process wakes cold.
 
-    .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run,floor]
+All paths run at once and take turns message by message, in a new random order each
+round, so load from elsewhere on the machine falls on every path alike. Prints the direct
+median and p95 (ms) and what each path adds to them.
+
+    .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run,floor] [--gap 0]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -65,6 +71,30 @@ FLOOR = (
     "def pump(src, dst):\n"
     "    while os.splice(src, dst, 1 << 20):\n"
     "        pass\n"
+    "    os.close(dst)\n"
+    "threading.Thread(target=pump, args=(0, w0), daemon=True).start()\n"
+    "pump(r1, 1)\n"
+    "os.waitpid(pid, 0)\n"
+)
+# The same, copying before it passes on: it waits in tee(2), which duplicates the bytes into
+# a pipe of its own as it returns, splices them on, then reads the duplicate.
+TEE_FLOOR = (
+    "import ctypes, os, sys, threading\n"
+    "tee = ctypes.CDLL(None, use_errno=True).tee\n"
+    "tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]\n"
+    "tee.restype = ctypes.c_ssize_t\n"
+    "r0, w0 = os.pipe()\n"
+    "r1, w1 = os.pipe()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.dup2(r0, 0); os.dup2(w1, 1)\n"
+    "    os.execv(sys.argv[1], sys.argv[1:])\n"
+    "os.close(r0); os.close(w1)\n"
+    "def pump(src, dst):\n"
+    "    copy_r, copy_w = os.pipe()\n"
+    "    while (k := tee(src, copy_w, 1 << 20, 0)) > 0:\n"
+    "        os.splice(src, dst, k)\n"
+    "        os.read(copy_r, k)\n"
     "    os.close(dst)\n"
     "threading.Thread(target=pump, args=(0, w0), daemon=True).start()\n"
     "pump(r1, 1)\n"
@@ -131,9 +161,11 @@ class Peer:
 
 
 def measure(
-    modes: dict[str, list[str]], size: int, rounds: int, env: dict[str, str]
+    modes: dict[str, list[str]], size: int, rounds: int, env: dict[str, str], gap: float = 0.0
 ) -> dict[str, list[float]]:
-    """Round-trip times in ms per mode, warm-up rounds left out, modes taking turns."""
+    """Round-trip times in ms per mode, warm-up rounds left out, modes taking turns in a new
+    random order each round (none always follows the same other), `gap` ms apart."""
+    rng = random.Random(size)
     with contextlib.ExitStack() as stack:
         peers = {
             m: Peer(argv, env, stack.enter_context(tempfile.TemporaryFile()))
@@ -143,10 +175,10 @@ def measure(
             stack.callback(peer.close)
         for i in range(rounds + WARMUP):
             msg = message(i, size)
-            order = list(peers.values())
-            order = order[i % len(order) :] + order[: i % len(order)]  # no fixed first
-            for peer in order:
+            for peer in rng.sample(list(peers.values()), len(peers)):
                 peer.round_trip(msg, i >= WARMUP)
+                if gap:
+                    time.sleep(gap / 1000)
     return {m: p.times for m, p in peers.items()}
 
 
@@ -161,8 +193,9 @@ def main() -> None:
         "--modes",
         default="run,floor",
         help="comma-separated paths besides direct: relay, record, frelay, frecord, run, "
-        "run-threads, floor",
+        "run-threads, floor, tee-floor",
     )
+    ap.add_argument("--gap", type=float, default=0.0, help="ms between round trips (0: none)")
     args = ap.parse_args()
     echo = [sys.executable, "-c", ECHO]
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +212,7 @@ def main() -> None:
             "run": [sys.executable, "-m", "mcpshim", *run],
             "run-threads": [sys.executable, "-c", THREADS, *run],
             "floor": [sys.executable, "-c", FLOOR, *echo],
+            "tee-floor": [sys.executable, "-c", TEE_FLOOR, *echo],
         }
         chosen = [m.strip() for m in args.modes.split(",") if m.strip()]
         unknown = [m for m in chosen if m not in every or m == "direct"]
@@ -191,7 +225,7 @@ def main() -> None:
         print(head + "   (ms; + = added to direct)")
         for size in SIZES:
             rounds = args.rounds if size <= 64 << 10 else max(20, args.rounds // 3)
-            got = measure(modes, size, rounds, env)
+            got = measure(modes, size, rounds, env, args.gap)
             med = {m: statistics.median(t) for m, t in got.items()}
             top = {m: p95(t) for m, t in got.items()}
             line = f"{size:>8} {med['direct']:>10.3f} {top['direct']:>7.3f}"
