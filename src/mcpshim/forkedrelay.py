@@ -64,7 +64,10 @@ def _behind() -> None:
         os.nice(_NICE)
 
 
-_IDLE_S = 0.1  # with no bell, look for copies this often (a request still unanswered)
+# With no bell, look for copies (a request still unanswered) after _IDLE_S, then twice as
+# long each time nothing came, up to _IDLE_MAX_S: an idle session wakes once a second.
+_IDLE_S = 0.1
+_IDLE_MAX_S = 1.0
 _SETTLE_S = 0.001  # read the copies once the channel has been quiet this long,
 _BATCH_S = 0.1  # or once a batch has been growing this long,
 _BATCH_BYTES = 2 * _READ  # or once the copy pipes (three, grown to 1 MiB) hold this much
@@ -80,13 +83,13 @@ class _Batches(io.RawIOBase):
     """The heads pipe, read a batch at a time, between calls rather than during them.
 
     The recorder sleeps until the pump child rings the bell, which it does once it has
-    passed on something of the server's (a response, after the client has it), or for
-    _IDLE_S; then, once the channel has been quiet for _SETTLE_S (within the limits
-    above), it reads all that came. Woken by each request's copy instead, it took the
-    other core just as the server needed it: through a real SDK client and server on two
-    cores, 0.1 ms more per call. Reading each chunk as it came (a 1 MiB message is sixteen
-    64 KiB chunks) made 256 KiB calls 0.4-0.5 ms slower, even in the idle scheduling
-    class."""
+    passed on something of the server's (a response, after the client has it), or for a
+    while (_IDLE_S, longer when idle); then, once the channel has been quiet for _SETTLE_S
+    (within the limits above), it reads all that came. Woken by each request's copy
+    instead, it took the other core just as the server needed it: through a real SDK
+    client and server on two cores, 0.1 ms more per call. Reading each chunk as it came (a
+    1 MiB message is sixteen 64 KiB chunks) made 256 KiB calls 0.4-0.5 ms slower, even in
+    the idle scheduling class."""
 
     def __init__(self, heads: int, data: Sequence[int], bell: int) -> None:
         super().__init__()
@@ -98,10 +101,12 @@ class _Batches(io.RawIOBase):
         return True
 
     def _listen(self) -> None:
+        wait = _IDLE_S
         while not self._rung_off and not _unread(self._heads):
-            pipeio.wait_for(self._bell, select.POLLIN, _IDLE_S)
+            rung = pipeio.wait_for(self._bell, select.POLLIN, wait)
             with contextlib.suppress(BlockingIOError):
                 self._rung_off = not os.read(self._bell, 4096)
+            wait = _IDLE_S if rung else min(2 * wait, _IDLE_MAX_S)
 
     def readinto(self, buf: Any) -> int:
         self._listen()
