@@ -58,47 +58,49 @@ THREADS = (
     "sys.argv[0] = 'mcpshim'\n"
     "main()\n"
 )
+
+
+def _bare_relay(setup: str, pump: str) -> str:
+    """A relay process that does nothing but `pump(src, dst)` both ways (a Python script
+    run as `python -c SCRIPT COMMAND...`), its command's stdin and stdout its pipes."""
+    return (
+        "import os, sys, threading\n"
+        f"{setup}"
+        "r0, w0 = os.pipe()\n"
+        "r1, w1 = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.dup2(r0, 0); os.dup2(w1, 1)\n"
+        "    os.execv(sys.argv[1], sys.argv[1:])\n"
+        "os.close(r0); os.close(w1)\n"
+        f"{pump}"
+        "threading.Thread(target=pump, args=(0, w0), daemon=True).start()\n"
+        "pump(r1, 1)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+
+
 # A relay process and nothing else: what putting any process in the path costs.
-FLOOR = (
-    "import os, sys, threading\n"
-    "r0, w0 = os.pipe()\n"
-    "r1, w1 = os.pipe()\n"
-    "pid = os.fork()\n"
-    "if pid == 0:\n"
-    "    os.dup2(r0, 0); os.dup2(w1, 1)\n"
-    "    os.execv(sys.argv[1], sys.argv[1:])\n"
-    "os.close(r0); os.close(w1)\n"
+FLOOR = _bare_relay(
+    "",
     "def pump(src, dst):\n"
     "    while os.splice(src, dst, 1 << 20):\n"
     "        pass\n"
-    "    os.close(dst)\n"
-    "threading.Thread(target=pump, args=(0, w0), daemon=True).start()\n"
-    "pump(r1, 1)\n"
-    "os.waitpid(pid, 0)\n"
+    "    os.close(dst)\n",
 )
 # The same, copying before it passes on: it waits in tee(2), which duplicates the bytes into
 # a pipe of its own as it returns, splices them on, then reads the duplicate.
-TEE_FLOOR = (
-    "import ctypes, os, sys, threading\n"
+TEE_FLOOR = _bare_relay(
+    "import ctypes\n"
     "tee = ctypes.CDLL(None, use_errno=True).tee\n"
     "tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]\n"
-    "tee.restype = ctypes.c_ssize_t\n"
-    "r0, w0 = os.pipe()\n"
-    "r1, w1 = os.pipe()\n"
-    "pid = os.fork()\n"
-    "if pid == 0:\n"
-    "    os.dup2(r0, 0); os.dup2(w1, 1)\n"
-    "    os.execv(sys.argv[1], sys.argv[1:])\n"
-    "os.close(r0); os.close(w1)\n"
+    "tee.restype = ctypes.c_ssize_t\n",
     "def pump(src, dst):\n"
     "    copy_r, copy_w = os.pipe()\n"
     "    while (k := tee(src, copy_w, 1 << 20, 0)) > 0:\n"
     "        os.splice(src, dst, k)\n"
     "        os.read(copy_r, k)\n"
-    "    os.close(dst)\n"
-    "threading.Thread(target=pump, args=(0, w0), daemon=True).start()\n"
-    "pump(r1, 1)\n"
-    "os.waitpid(pid, 0)\n"
+    "    os.close(dst)\n",
 )
 SIZES = [1, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
 WARMUP = 5

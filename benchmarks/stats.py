@@ -20,13 +20,6 @@ import statistics
 from collections.abc import Sequence
 
 
-def median_diff_ci(
-    a: list[float], b: list[float], resamples: int = 2000, seed: int = 1
-) -> tuple[float, float, float]:
-    """median(b) - median(a), and its 95 % bootstrap interval (low, high)."""
-    return grouped_median_diff_ci([a], [b], resamples, seed)
-
-
 def grouped_median_diff_ci(
     a: Sequence[list[float]], b: Sequence[list[float]], resamples: int = 2000, seed: int = 1
 ) -> tuple[float, float, float]:

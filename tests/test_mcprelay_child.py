@@ -300,9 +300,9 @@ def _request(i: int, size: int) -> bytes:
     return json.dumps(body).encode() + b"\n"
 
 
-def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]) -> bytes:
-    """Relay `stream` from a client to `cat` and back, `before` called once the relay
-    runs; what the client got."""
+def _to_cat(relay: ForkedRelay) -> tuple[int, int, subprocess.Popen[bytes]]:
+    """Start `relay` between a client's pipes and `cat`: the client's write end, its read
+    end, and cat."""
     c_in_r, c_in_w = os.pipe()
     c_out_r, c_out_w = os.pipe()
     in_r, in_w = relay_pipe()
@@ -311,6 +311,13 @@ def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]
     os.close(in_r)
     os.close(out_w)
     relay.start(c_in_r, in_w, out_r, c_out_w)
+    return c_in_w, c_out_r, cat
+
+
+def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]) -> bytes:
+    """Relay `stream` from a client to `cat` and back, `before` called once the relay
+    runs; what the client got."""
+    c_in_w, c_out_r, cat = _to_cat(relay)
     before()
 
     def write() -> None:
@@ -357,15 +364,8 @@ def test_pipes_grow_only_in_a_session_with_large_messages(home: Home) -> None:
     # Every pipe page counts against the user's allowance: small messages keep the default
     # 64 KiB pipes; the first large one makes the pipes to both peers 512 KiB (the
     # client's among them), so the next crosses in one turn.
-    c_in_r, c_in_w = os.pipe()
-    c_out_r, c_out_w = os.pipe()
-    in_r, in_w = relay_pipe()
-    out_r, out_w = relay_pipe()
-    cat = subprocess.Popen(["cat"], stdin=in_r, stdout=out_w)
-    os.close(in_r)
-    os.close(out_w)
     relay = _logged_relay(home)
-    relay.start(c_in_r, in_w, out_r, c_out_w)
+    c_in_w, c_out_r, cat = _to_cat(relay)
 
     def size(fd: int) -> int:
         return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))

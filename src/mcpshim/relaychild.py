@@ -71,18 +71,17 @@ OVERFLOW = len(DIRECTIONS)  # the copy pipe both directions fall back on when th
 EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 MORE = 0x40  # the chunk goes on in the next head of the same number (it filled a pipe)
 _READ = 1 << 20
-# The recorder sleeps through the client's requests (waking it as the server starts work
-# cost 0.1 ms a call) unless one is large: recording a 1 MiB request while the server
-# parses it keeps that work out of the response's way.
-_RING_C2S = 32 << 10
-# Pipes grow only in a session that carries large messages: every pipe page counts against
-# the user's pipe-user-pages-soft (64 MiB by default), past which each new pipe of that
-# user, in any program, gets two pages. A session of small messages keeps the default
-# pipes, about 1.6 MiB in all; the first chunk of _LARGE_CHUNK bytes or more (the writer
-# filled half a pipe) makes the pipes to and from both peers and the probe _LARGE_PIPE,
-# and the first copy the channel cannot take makes its pipes _LARGE_COPY: about 6 MiB.
-# Through a real SDK client and server, pipes of 64 KiB cost 0.6 ms more on a 7 ms call at
-# 256 KiB than pipes of 256 KiB; 512 KiB looked 0.2-0.5 ms better again.
+# A chunk of _LARGE_CHUNK bytes or more (its writer filled half a pipe) is part of a large
+# message. The recorder sleeps through the client's requests (waking it as the server
+# starts work cost 0.1 ms a call) unless one is large: recording a 1 MiB request while the
+# server parses it keeps that work out of the response's way. Pipes grow only in a session
+# that carries large messages: every pipe page counts against the user's
+# pipe-user-pages-soft (64 MiB by default), past which each new pipe of that user, in any
+# program, gets two pages. A session of small messages keeps the default pipes, under 1 MiB
+# in all; the first large chunk makes the pipes to and from both peers and the probe
+# _LARGE_PIPE, and the first copy the channel cannot take makes its pipes _LARGE_COPY:
+# about 6.3 MiB. Through a real SDK client and server, pipes of 64 KiB cost 0.6 ms more on
+# a 7 ms call at 256 KiB than pipes of 256 KiB; 512 KiB looked 0.2-0.5 ms better again.
 _LARGE_CHUNK = 32 << 10
 _LARGE_PIPE = 512 << 10
 _LARGE_COPY = 1 << 20
@@ -268,7 +267,8 @@ class _Pump:
                 break
         if not self.broken:
             close_end(self.dst)
-        self.channel.write(self.index | EOF, self.channel.number(), time.time(), b"")
+        why = self.broken.encode()  # why writing stopped, if it did
+        self.channel.write(self.index | EOF, self.channel.number(), time.time(), why)
 
     def _step(self) -> bool:
         if not self.splice_in:
@@ -403,7 +403,7 @@ def pump_main(
         over.set()
 
     for index, (src, dst) in enumerate(pumps):
-        ring_at = 0 if DIRECTIONS[index] == S2C else _RING_C2S
+        ring_at = 0 if DIRECTIONS[index] == S2C else _LARGE_CHUNK
         worker = _Pump(src, dst, index, channel, bell, ring_at)
         threading.Thread(target=pump, args=(worker,), daemon=True).start()
     threading.Thread(target=control, daemon=True).start()
