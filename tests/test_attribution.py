@@ -75,6 +75,13 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
         "shell",
     ]
     assert all(len(f.evidence) == 1 for f in split)
+    # Two results, told apart (SARIF, JSON) by the tool, the same from session to session.
+    prints = {f.fingerprint for f in split}
+    assert len(prints) == 2 and folded.fingerprint not in prints
+    assert {f.key.rpartition("\0")[2] for f in split} == {
+        "tools/call git_version",
+        "tools/call shell",
+    }
 
 
 async def _overlapping(s: ClientSession) -> None:

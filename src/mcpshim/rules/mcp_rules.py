@@ -205,29 +205,38 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
     (and one for what no call started); when some are not, whose they are is unknown, and
     it stays with the family: never guessed.
     """
-    index: dict[tuple[str, int, int | None], str] = {}
+    index: dict[tuple[str, int, int | None], tuple[str, str]] = {}
     for att in atts:
         for node in att.nodes():
             owner = att.owner.get(node.id)
             if isinstance(owner, int):
-                index[(node.boot_id, node.pid, node.start)] = call_group(att, att.calls[owner])
+                call = att.calls[owner]
+                where = (call_group(att, call), f"{call.method} {call.name}")
+                index[(node.boot_id, node.pid, node.start)] = where
     if not index:
         return list(findings)
     out = []
     for f in findings:
-        parts: dict[str, list[Evidence]] = {}
+        parts: dict[tuple[str, str], list[Evidence]] = {}
         for ev in f.evidence:
             d = ev.data
             start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-            group = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start), f.group)
-            parts.setdefault(group, []).append(ev)
+            found = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start))
+            parts.setdefault(found or (f.group, ""), []).append(ev)
         if f.count > len(f.evidence):
             out.append(f)  # occurrences not in evidence: whose they are is unknown
-        elif len(parts) == 1:
-            out.append(replace(f, group=next(iter(parts))))
-        else:
-            out += [replace(f, group=g, evidence=tuple(e), count=len(e)) for g, e in parts.items()]
+            continue
+        for (group, tool), evidence in parts.items():
+            part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
+            out.append(replace(part, key=_call_key(f, tool)) if tool else part)
     return out
+
+
+def _call_key(f: Finding, tool: str) -> str:
+    """A finding filed under a tool call is told apart by the tool (its fingerprint, in
+    SARIF and JSON): the halves of a split finding are two results. The tool's name, not
+    the call's time, so the fingerprint is the same from one session to the next."""
+    return f"{f.key or f.message}\0{tool}"
 
 
 def with_tool_calls(
