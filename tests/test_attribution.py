@@ -3,6 +3,7 @@ real shims, the relay): sequential calls, overlapping calls, a helper that outli
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,11 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
     # "shell" explains sh, not git; git_version explains git.
     assert [(f.rule.id, f.evidence[0].data["command"]) for f in findings] == [("MCS502", "git")]
     assert ": tools/call shell" in findings[0].group
+    # Its evidence reads as review's does: source, time, pids, argv, what it reached.
+    line = (
+        r"\[shim\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z pid \d+ ppid \d+: git status -> /\S+/git"
+    )
+    assert re.fullmatch(line, findings[0].evidence[0].text), findings[0].evidence[0].text
     tools = parse_policy('[tools]\nshell = ["sh", "git"]\n', Path("p.toml"))
     assert session_findings(att, tools) == []
     text = render_calls_text(att)

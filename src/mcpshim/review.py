@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mcpshim.baseline import Baseline
-from mcpshim.display import quote_argv
 from mcpshim.execlog import ExecRecord, Record
 from mcpshim.findings import Evidence, Finding
 from mcpshim.policy import Policy, apply_policy
@@ -20,7 +19,7 @@ from mcpshim.rules import Context, Hit, run_checks
 from mcpshim.rules.session_rules import SessionEvidence
 from mcpshim.shims import Manifest
 from mcpshim.tree import Image, Linker, image_of
-from mcpshim.tree_view import argv_of
+from mcpshim.tree_view import evidence_line, stamp
 
 __all__ = [
     "EVIDENCE_CAP",
@@ -54,24 +53,17 @@ class ReviewResult:
     families: int
 
 
-def _ts(img: Image) -> str:
-    return img.time.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if img.time else "?"
-
-
 def family_label(img: Image, unknown_ppid: int | None) -> str:
     """How findings name a family: its root process, or the missing parent it hangs under."""
     boot = img.boot_id[:8] or "?"
     sess = f"session {img.session} " if img.session else ""
     if unknown_ppid is not None:
         return f"{sess}family under pid {unknown_ppid} (parent not in log, boot {boot})"
-    return f"{sess}family of pid {img.pid} {img.command} started {_ts(img)} (boot {boot})"
+    return f"{sess}family of pid {img.pid} {img.command} started {stamp(img)} (boot {boot})"
 
 
 def _evidence(img: Image, hit: Hit) -> Evidence:
-    text = (
-        f"[{img.source}] {_ts(img)} pid {img.pid} ppid {img.ppid}: "
-        f"{quote_argv(argv_of(img))} -> {os.fsdecode(img.target) or '?'}"
-    )
+    text = evidence_line(img)
     data = {
         "command": hit.data.get("command", img.command),
         "path": hit.path,

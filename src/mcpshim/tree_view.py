@@ -6,6 +6,7 @@ All process-derived text goes through display.escape/quote_argv; JSON keeps exac
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -18,16 +19,27 @@ __all__ = [
     "TREE_RENDERERS",
     "TREE_SCHEMA_ID",
     "argv_of",
+    "evidence_line",
     "render_dot",
     "render_json",
     "render_text",
+    "stamp",
 ]
 
 TREE_SCHEMA_ID = "mcpshim.tree/1"
 
 
-def _ts(img: Image) -> str:
+def stamp(img: Image) -> str:
+    """An image's time as every view shows it: UTC to the millisecond, '?' when unknown."""
     return img.time.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if img.time else "?"
+
+
+def evidence_line(img: Image) -> str:
+    """One image as a finding's evidence: source, time, pids, argv and what it reached."""
+    return (
+        f"[{img.source}] {stamp(img)} pid {img.pid} ppid {img.ppid}: "
+        f"{quote_argv(argv_of(img))} -> {os.fsdecode(img.target) or '?'}"
+    )
 
 
 def argv_of(img: Image) -> list[bytes]:
@@ -38,7 +50,7 @@ def argv_of(img: Image) -> list[bytes]:
 
 def _image_text(img: Image) -> str:
     return (
-        f"[{img.source}] {_ts(img)} {quote_argv(argv_of(img))}"
+        f"[{img.source}] {stamp(img)} {quote_argv(argv_of(img))}"
         f"  -> {escape(img.target) if img.target else '?'}"
     )
 
@@ -95,7 +107,7 @@ def _image_json(img: Image) -> dict[str, Any]:
     out: dict[str, Any] = {
         "source": img.source,
         "where": img.where,
-        "time": _ts(img) if img.time else None,
+        "time": stamp(img) if img.time else None,
         "command": img.command,
         "argv": [json_text(a) for a in argv_of(img)],
         "target": json_text(img.target),

@@ -13,12 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from mcpshim.attribution import Attribution, Call, attribute_log
-from mcpshim.display import quote_argv
 from mcpshim.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.paths import Locations
 from mcpshim.policy import Policy, apply_policy
 from mcpshim.tree import Image, Node
-from mcpshim.tree_view import argv_of
+from mcpshim.tree_view import evidence_line
 
 __all__ = [
     "AMBIGUOUS",
@@ -75,10 +74,6 @@ def call_group(att: Attribution, call: Call) -> str:
     return f"session {att.session} tool call at {when}: {call.label}"
 
 
-def _img_text(img: Image) -> str:
-    return f"[{img.source}] pid {img.pid} ppid {img.ppid}: {quote_argv(argv_of(img))}"
-
-
 def _data(node: Node, img: Image, call: Call | None) -> dict[str, object]:
     out: dict[str, object] = {
         "command": img.command,
@@ -126,7 +121,7 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
             evidence = tuple(
                 Evidence(
                     where or n.images[0].where,
-                    f"{_img_text(n.images[-1])}: {text}",
+                    f"{evidence_line(n.images[-1])}: {text}",
                     _data(n, n.images[-1], call),
                 )
                 for n, (where, text) in gone[:10]
@@ -155,7 +150,7 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
                 Finding(
                     UNEXPLAINED,
                     f"tool {call.name!r} started {command!r}, which {how} does not explain",
-                    (Evidence(img.where, _img_text(img), _data(node, img, call)),),
+                    (Evidence(img.where, evidence_line(img), _data(node, img, call)),),
                     group,
                     key=f"{call.name}\0{command}",
                 )
@@ -172,7 +167,7 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
                     f"pid {node.pid} ({img.command}) started while "
                     + " and ".join(c.label for c in cands)
                     + " were running; it belongs to one of them, not said which",
-                    (Evidence(img.where, _img_text(img), _data(node, img, None)),),
+                    (Evidence(img.where, evidence_line(img), _data(node, img, None)),),
                     f"session {att.session} overlapping tool calls",
                     key="\0".join([img.command, *sorted(c.name for c in cands)]),
                 )
