@@ -3,7 +3,14 @@ and policy.example.toml driving a real review."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import tty
 from pathlib import Path
 
 import click
@@ -14,7 +21,9 @@ from conftest import REPO, SHARED, Home
 from mcpshim import __version__, policy
 from mcpshim.cli import cli, main
 from mcpshim.findings import RULES
-from test_review_kit import Lab, ids, of
+from test_review_kit import Lab, fake_exec, ids, of
+
+BOOT = "cccccccc-0000-4000-8000-000000000004"
 
 SARIF_SCHEMA = SHARED / "data" / "sarif-schema-2.1.0.json"
 
@@ -200,3 +209,50 @@ def test_example_policy_drives_a_review(home: Home, tmp_path: Path) -> None:
     # git's target is listed, so its PATH lookups drop to info; ssh's stay medium
     levels = {f.evidence[0].data["command"]: f.level.label for f in of(found, "MCS101")}
     assert levels == {"git": "info", "ssh": "medium"}
+
+
+def _review(home: Home, terminal: bool) -> tuple[bytes, subprocess.CompletedProcess[bytes]]:
+    """`mcpshim review` as a user runs it, its stderr a terminal (a pty, read while it runs:
+    it holds little) or a pipe: (what the terminal got, the process)."""
+    got = bytearray()
+    master, slave = os.openpty() if terminal else (-1, subprocess.PIPE)
+    if terminal:
+        tty.setraw(slave)
+
+    def read() -> None:
+        with contextlib.suppress(OSError):  # EIO once the last writer is gone
+            while chunk := os.read(master, 1 << 16):
+                got.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    if terminal:
+        reader.start()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcpshim", "review"],
+        env=home.env,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        timeout=300,
+        check=False,
+    )
+    if terminal:
+        os.close(slave)
+        reader.join(60)
+        os.close(master)
+    return bytes(got), proc
+
+
+def test_progress_on_a_terminal_only(home: Home) -> None:
+    fake_exec(home.loc, boot=BOOT, pid=40, ppid=1, start=10)
+    one = home.loc.log_file.read_bytes()
+    with open(home.loc.log_file, "ab") as fh:
+        fh.write(one * 119_999)  # 120,000 records: progress every 50,000
+    shown, on_tty = _review(home, terminal=True)
+    _, piped = _review(home, terminal=False)
+    assert on_tty.returncode == piped.returncode in (0, 1)
+    assert on_tty.stdout == piped.stdout  # nothing of it on stdout
+    assert b"records" not in piped.stderr  # and nothing when stderr is not a terminal
+    steps = re.findall(rb"\rmcpshim: ([\d,]+) records, (\d+)%", shown)
+    assert [n for n, _ in steps] == [b"50,000", b"100,000"]
+    assert 0 < int(steps[0][1]) < int(steps[1][1]) < 100
+    assert shown.endswith(b"\r\x1b[K")  # the line is cleared before the report
