@@ -149,3 +149,10 @@ def _peak_rss(home: Home) -> int:
         timeout=300,
     )
     return int(out.stderr.strip().splitlines()[-1])
+
+
+def test_no_log_is_an_input_error_with_nothing_on_stdout(home: Home) -> None:
+    for fmt in ("text", "json", "ecs"):
+        out = cli(home, "log", "--format", fmt)
+        assert (out.returncode, out.stdout) == (2, ""), out.stderr
+        assert out.stderr.startswith("mcpshim: error: no exec log at ")

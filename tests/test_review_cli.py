@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from conftest import REPO, SHARED, Home
-from mcpshim import __version__, policy
+from mcpshim import __version__, eventlog, policy
 from mcpshim.cli import cli, main
 from mcpshim.findings import RULES
 from test_review_kit import Lab, fake_exec, ids, of
@@ -54,6 +54,24 @@ def test_exit_codes_follow_fail_on(composed: Lab, capsys: pytest.CaptureFixture[
     assert code == 1
     code, _, err = _run(capsys, "review", "--fail-on", "urgent")
     assert code == 2 and "urgent" in err
+
+
+def test_a_session_that_is_not_in_the_log_is_an_error(
+    composed: Lab, capsys: pytest.CaptureFixture[str]
+) -> None:
+    composed.run(["git", "--version"], session="S-real", check=True)
+    eventlog.append_event(composed.home.loc, "session-start", {"session": "S-events"})
+    for command in ("review", "tree"):
+        # A typo in a session id: said so, never an empty session that reviews clean.
+        code, out, err = _run(capsys, command, "--session", "S-typo")
+        assert (code, out) == (2, "") and "no records of session 'S-typo'" in err
+        # A session of events only (nothing exec'd) is there, and empty.
+        code, out, err = _run(capsys, command, "--session", "S-events")
+        assert code == 0 and "S-events" in out, err
+    code, out, _ = _run(capsys, "review", "--session", "S-real", "--fail-on", "high")
+    assert code == 0 and "MCS101" in out  # git through PATH
+    code, out, _ = _run(capsys, "tree", "--session", "S-real")
+    assert code == 0 and "git --version" in out and "sh -c" not in out
 
 
 def test_malformed_policy_exits_2_naming_file_line_key(

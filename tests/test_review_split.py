@@ -60,5 +60,6 @@ def test_split_review_equals_single_pass(
         single.processes,
         single.families,
     )
+    assert split.in_session == single.in_session == single.records
     assert parts == [2 if split_min == 0 else 1]
     assert single.families == 3  # this test process, pid 1 on BOOT, pid 999 on BOOT

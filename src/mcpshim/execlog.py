@@ -33,12 +33,15 @@ __all__ = [
     "ExecRecord",
     "LogProblem",
     "Record",
+    "SessionSeen",
     "current_boot_id",
     "encode_record",
     "iter_records",
+    "missing_session",
     "now_anchor",
     "read_stream",
     "segments",
+    "session_of",
     "write_boot_anchor",
 ]
 
@@ -102,6 +105,40 @@ class EventRecord:
 
 
 Record = ExecRecord | EventRecord
+
+
+def session_of(rec: Record) -> str | None:
+    """The session a record belongs to: an exec's MCPSHIM_SESSION, an event's own field."""
+    if isinstance(rec, ExecRecord):
+        return rec.session
+    sid = rec.data.get("session")
+    return sid if isinstance(sid, str) else None
+
+
+class SessionSeen:
+    """Passes records through and notes whether any belongs to `session`: a session id
+    that matches nothing is a typo to report, not an empty, clean session."""
+
+    def __init__(self, records: Iterable[Record], session: str | None) -> None:
+        self._records, self.session = records, session
+        self.seen = session is None
+
+    def __iter__(self) -> Iterator[Record]:
+        for rec in self._records:
+            if not self.seen and session_of(rec) == self.session:
+                self.seen = True
+            yield rec
+
+    def check(self, loc: Locations) -> None:
+        if not self.seen and self.session is not None:
+            raise missing_session(loc, self.session)
+
+
+def missing_session(loc: Locations, session: str) -> InputError:
+    return InputError(
+        f"no records of session {session!r} in {loc.log_dir} "
+        "(`mcpshim log` shows each record's session)"
+    )
 
 
 @dataclass(frozen=True)
@@ -323,9 +360,14 @@ def segments(loc: Locations) -> list[Path]:
 
 
 def iter_records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
-    """Every record of every segment, in log order."""
+    """Every record of every segment, in log order. A missing log is an error at the call,
+    not at the first record: a command says so before it prints anything."""
     if not loc.log_dir.is_dir():
         raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    return _records(loc, problems)
+
+
+def _records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
     files: list[tuple[str, BinaryIO]] = []
     with contextlib.ExitStack() as stack:
         # Open all segments first: a rotation while we read renames, never loses, a file.

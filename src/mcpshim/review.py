@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mcpshim.baseline import Baseline
-from mcpshim.execlog import ExecRecord, Record
+from mcpshim.execlog import ExecRecord, Record, session_of
 from mcpshim.findings import Evidence, Finding
 from mcpshim.policy import Policy, apply_policy
 from mcpshim.rules import Context, Hit, run_checks
@@ -51,6 +51,7 @@ class ReviewResult:
     images: int  # images reviewed (after the session filter)
     processes: int
     families: int
+    in_session: int = 0  # records of the session reviewed (of any kind); all without one
 
 
 def family_label(img: Image, unknown_ppid: int | None) -> str:
@@ -88,6 +89,7 @@ class Scan:
     images: int = 0
     processes: int = 0
     events: list[Record] = field(default_factory=list)  # kept for the session rules
+    in_session: int = 0
 
 
 def make_context(
@@ -118,7 +120,7 @@ def scan(
     hit_ids: dict[tuple[str, str], int] = {}  # (rule id, key) -> hit id
     memo: dict[tuple[object, ...], tuple[tuple[int, Hit], ...]] = {}
     events: list[Record] = []
-    n_records = n_images = n_procs = 0
+    n_records = n_images = n_procs = n_in = 0  # n_in: records of the session, any kind
     for rec in records:
         n_records += 1
         if progress is not None and n_records % every == 0:
@@ -130,6 +132,7 @@ def scan(
         if isinstance(rec, ExecRecord):
             if session is not None and rec.session != session:
                 continue
+            n_in += 1
             ident = (rec.boot_id, rec.pid, rec.ppid, rec.start, rec.parent_start, rec.session)
             memo_key: tuple[object, ...] = (
                 "shim",
@@ -141,6 +144,8 @@ def scan(
                 rec.redactions,
             )
         else:
+            if session is None or session_of(rec) == session:
+                n_in += 1
             if session_ev is not None:
                 session_ev.feed(rec)
             if keep_events:
@@ -188,7 +193,7 @@ def scan(
                 assert img is not None
                 a.evidence.append(_evidence(img, hit))
     by_key = {(k >> 32, a.hit.rule.id, a.hit.key): a for k, a in acc.items()}
-    return Scan(linker, by_key, labels, n_records, n_images, n_procs, events)
+    return Scan(linker, by_key, labels, n_records, n_images, n_procs, events, n_in)
 
 
 def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> ReviewResult:
@@ -232,6 +237,7 @@ def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> Re
         sum(s.images for s in scans),
         sum(s.processes for s in scans),
         families,
+        sum(s.in_session for s in scans),
     )
 
 

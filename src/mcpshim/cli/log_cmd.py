@@ -49,9 +49,10 @@ def log(
     flt = logview.Filter(session, logview.parse_since(since) if since else None, pid)
     problems: list[execlog.LogProblem] = []
     uid = loc.log_dir.stat().st_uid if loc.log_dir.exists() else None
+    records = logview.select(execlog.iter_records(loc, problems), flt)
     if fmt == "text":
         click.echo(logview.TEXT_HEADER)
-    for rec in logview.select(execlog.iter_records(loc, problems), flt):
+    for rec in records:
         if fmt == "text":
             click.echo(logview.record_text(rec))
         elif fmt == "json":

@@ -69,7 +69,10 @@ def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[ex
 
 @click.command("tree")
 @location_options
-@click.option("--session", help="Only records of this session id (MCPSHIM_SESSION).")
+@click.option(
+    "--session",
+    help="Only records of this session id (MCPSHIM_SESSION); an id with none is an error.",
+)
 @click.option("--root", "root_pid", type=int, help="Only the subtrees of processes with this pid.")
 @click.option(
     "--format",
@@ -93,7 +96,9 @@ def tree_(
     """
     loc = locations(shim_dir, log_dir)
     with _records(loc) as (records, _problems):
-        forest = tree.build_forest(tree.images(records, session))
+        seen = execlog.SessionSeen(records, session)
+        forest = tree.build_forest(tree.images(seen, session))
+    seen.check(loc)
     if root_pid is not None:
         forest = forest.select_pid(root_pid)
     subject = {"log": str(loc.log_file), "session": session or "(all)"}
@@ -116,7 +121,10 @@ def tree_(
 
 @click.command()
 @location_options
-@click.option("--session", help="Only records of this session id (MCPSHIM_SESSION).")
+@click.option(
+    "--session",
+    help="Only records of this session id (MCPSHIM_SESSION); an id with none is an error.",
+)
 @click.option(
     "--policy",
     "policy_file",
@@ -176,6 +184,8 @@ def review(
         progress=_progress(loc),
     )
     _problems_to_stderr(problems)
+    if session is not None and not result.in_session:
+        raise execlog.missing_session(loc, session)
     # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx.
     tool_calls = with_tool_calls(loc, session, result.findings, pol)
     result = dataclasses.replace(result, findings=tool_calls)
@@ -259,7 +269,10 @@ def baseline_group() -> None:
 
 @baseline_group.command("save")
 @location_options
-@click.option("--session", help="Only records of this session id (MCPSHIM_SESSION).")
+@click.option(
+    "--session",
+    help="Only records of this session id (MCPSHIM_SESSION); an id with none is an error.",
+)
 @click.option(
     "-o",
     "--output",
