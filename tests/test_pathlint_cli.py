@@ -265,22 +265,34 @@ def test_wrap_usage_errors(home: Home, tmp_path: Path, args: list[str]) -> None:
     assert r.returncode == 2 and "mcpshim: error:" in r.stderr
 
 
-def test_wrapped_entry_really_starts_with_shims_first(home: Home, tmp_path: Path) -> None:
-    """Start the wrapped launch line the way a client would: command, args, env."""
+@pytest.mark.parametrize("flag", [[], ["--no-mcp"]])
+def test_wrapped_entry_really_starts_with_shims_first(
+    home: Home, tmp_path: Path, flag: list[str]
+) -> None:
+    """Start the wrapped launch line the way a client would: command, args, env; by
+    default the session is relayed (its tool calls recorded), with --no-mcp it is not."""
     out = tmp_path / "seen-path"
     cfg = tmp_path / ".mcp.json"
     server = {"command": "/bin/sh", "args": ["-c", f'printf %s "$PATH" > {out}']}
     cfg.write_text(json.dumps({"mcpServers": {"probe": server}}, indent=2))
-    r = mcpshim(home, "wrap-config", str(cfg), "--server", "probe", env={"PATH": "/usr/bin:/bin"})
+    r = mcpshim(
+        home, "wrap-config", str(cfg), "--server", "probe", *flag, env={"PATH": "/usr/bin:/bin"}
+    )
     assert r.returncode == 0, r.stderr
     s = load_config(cfg).server("probe")
     assert s.command == MCPSHIM
     run = subprocess.run(
-        [s.command, *s.args], env={**home.env, **s.env}, capture_output=True, timeout=60
+        [s.command, *s.args],
+        env={**home.env, **s.env},
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
     )
     assert run.returncode == 0, run.stderr
     assert out.read_text().split(":")[0] == str(home.loc.shim_dir)
     assert out.read_text().endswith("/usr/bin:/bin")
+    kinds = [getattr(rec, "kind", "exec") for rec in home.records()]
+    assert "session-start" in kinds and ("mcp-session" in kinds) == (not flag)
 
 
 def test_pid_without_path_lints_the_execvp_default(home: Home) -> None:

@@ -58,7 +58,7 @@ def test_wrap_all_then_undo_is_byte_identical(tmp_path: Path, rel: Path) -> None
             assert new.node.value == old.node.value
             continue
         assert new.command == EXE
-        assert list(new.args) == ["run", "--", old.command, *old.args]
+        assert list(new.args) == ["run", "--mcp", "--", old.command, *old.args]
         base = old.env.get("PATH", INHERITED)
         assert new.env["PATH"] == f"{SHIM}:{base}"
         assert {k: v for k, v in new.env.items() if k != "PATH"} == {
@@ -96,23 +96,38 @@ def test_vscode_comments_stay_on_their_lines(tmp_path: Path) -> None:
     assert '"PERPLEXITY_API_KEY": "${input:perplexity-key}", // from the prompt above\n' in text
     assert "// pinned? no: fetched at start\n" in text
     line = next(x for x in text.splitlines() if "pinned?" in x)
-    assert '"args": ["run", "--", "uvx", "mcp-server-fetch"]' in line
+    assert '"args": ["run", "--mcp", "--", "uvx", "mcp-server-fetch"]' in line
 
 
 def test_explicit_shim_dir_is_passed_to_run(tmp_path: Path) -> None:
     path = copy(tmp_path, RELS[0])
     wrap(path, ["sqlite"], explicit=True)
     s = load_config(path).server("sqlite")
-    assert list(s.args[:4]) == ["run", "--dir", SHIM, "--"]
+    assert list(s.args[:5]) == ["run", "--mcp", "--dir", SHIM, "--"]
     assert wrap(path, ["sqlite"], explicit=True) is False
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_no_mcp_records_execs_only(tmp_path: Path, explicit: bool) -> None:
+    path = copy(tmp_path, RELS[0])
+    cfg = load_config(path)
+    apply_plan(plan_wrap(cfg, ["sqlite"], SHIM, EXE, INHERITED, explicit, mcp=False), cfg)
+    s = load_config(path).server("sqlite")
+    want = ["run", *(["--dir", SHIM] if explicit else []), "--", "/usr/local/bin/uvx"]
+    assert list(s.args[: len(want)]) == want
+    undo(load_config(path))
+    assert path.read_bytes() == (FIXTURES / RELS[0]).read_bytes()
 
 
 @pytest.mark.parametrize(
     ("entry", "expect"),
     [
-        ('{"command": "a"}', '{"command": "/usr/local/bin/mcpshim", "args": ["run", "--", "a"]'),
-        ('{"command": "a", "args": []}', '"args": ["run", "--", "a"]'),
-        ('{"command": "a", "args": [/* none */]}', '"args": ["run", "--", "a"/* none */]'),
+        (
+            '{"command": "a"}',
+            '{"command": "/usr/local/bin/mcpshim", "args": ["run", "--mcp", "--", "a"]',
+        ),
+        ('{"command": "a", "args": []}', '"args": ["run", "--mcp", "--", "a"]'),
+        ('{"command": "a", "args": [/* none */]}', '"args": ["run", "--mcp", "--", "a"/* none */]'),
         ('{"command": "a", "env": {}}', '"env": {"PATH": "/opt/mcpshim/shims:'),
         ('{"command": "a", "env": {"PATH": "/x"}}', '"env": {"PATH": "/opt/mcpshim/shims:/x"}'),
         (
@@ -143,7 +158,7 @@ def test_crlf_and_unicode_survive(tmp_path: Path) -> None:
     wrap(path)
     new = path.read_bytes()
     assert b"\n" not in new.replace(b"\r\n", b"")  # every newline is still CRLF
-    assert load_config(path).server("ü").args == ("run", "--", "/opt/séver")
+    assert load_config(path).server("ü").args == ("run", "--mcp", "--", "/opt/séver")
     undo(load_config(path))
     assert path.read_bytes() == original
 
@@ -208,7 +223,7 @@ def test_duplicate_keys_edit_the_member_json_readers_use(tmp_path: Path) -> None
     cfg = load_config(path)
     plan = plan_wrap(cfg, None, SHIM, EXE, INHERITED)
     doc = jsonc.parse(plan.new.decode())
-    assert doc.root.value["mcpServers"]["s"]["args"] == ["run", "--", "b"]
+    assert doc.root.value["mcpServers"]["s"]["args"] == ["run", "--mcp", "--", "b"]
 
 
 @pytest.mark.parametrize("style", ["compact", "indent4", "tabs", "spaced"])
@@ -229,7 +244,7 @@ def test_any_formatting_wraps_and_undoes(tmp_path: Path, rel: Path, style: str) 
     for name, entry in value["mcpServers"].items():
         got = wrapped["mcpServers"][name]
         if "command" in entry:
-            assert got["args"][2:] == [entry["command"], *entry.get("args", [])]
+            assert got["args"][3:] == [entry["command"], *entry.get("args", [])]
         else:
             assert got == entry
     undo(load_config(path))
@@ -253,4 +268,9 @@ def test_edit_check_refuses_to_drop_a_comment(tmp_path: Path) -> None:
 def test_a_server_named_twice_is_wrapped_once(tmp_path: Path) -> None:
     path = copy(tmp_path, RELS[0])
     assert wrap(path, ["sqlite", "sqlite"])
-    assert load_config(path).server("sqlite").args[:3] == ("run", "--", "/usr/local/bin/uvx")
+    assert load_config(path).server("sqlite").args[:4] == (
+        "run",
+        "--mcp",
+        "--",
+        "/usr/local/bin/uvx",
+    )

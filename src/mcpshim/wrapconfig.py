@@ -76,9 +76,15 @@ def unwrapped(args: Sequence[str]) -> tuple[str, list[str]]:
     return args[i + 1], list(args[i + 2 :])
 
 
-def run_prefix(shim_dir: str, explicit_dir: bool) -> list[str]:
-    """`run --`, naming the shim dir when it is not the default one run would use anyway."""
-    return ["run", "--dir", shim_dir, "--"] if explicit_dir else ["run", "--"]
+def run_prefix(shim_dir: str, explicit_dir: bool, mcp: bool = True) -> list[str]:
+    """`run --mcp --` (a wrapped entry is a stdio MCP server: its tool calls are relayed and
+    recorded), naming the shim dir when it is not the default one run would use anyway."""
+    return (
+        ["run"]
+        + (["--mcp"] if mcp else [])
+        + (["--dir", shim_dir] if explicit_dir else [])
+        + ["--"]
+    )
 
 
 def _json(value: str) -> str:
@@ -247,6 +253,7 @@ def plan_wrap(
     exe: str,
     inherited_path: str,
     explicit_dir: bool = False,
+    mcp: bool = True,
 ) -> WrapPlan:
     """What wrapping the named servers (None: all) would write; nothing is written here."""
     if not os.path.isabs(exe) or not os.path.isabs(shim_dir):
@@ -267,7 +274,7 @@ def plan_wrap(
         if is_wrapped(s.command, s.args) and new_path is None:
             already.append(s.name)
             continue
-        prefix = run_prefix(shim_dir, explicit_dir)
+        prefix = run_prefix(shim_dir, explicit_dir, mcp)
         _wrap_entry(ed, s, exe, prefix, new_path, entries[s.name])
         wrapped.append(s.name)
     if names is not None and skipped and not wrapped and not already:

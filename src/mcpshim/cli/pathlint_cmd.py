@@ -160,6 +160,12 @@ def _mcpshim_exe() -> str:
 @click.option("--server", "servers", multiple=True, help="Wrap this server (repeatable).")
 @click.option("--all", "everything", is_flag=True, help="Wrap every stdio server in FILE.")
 @click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path), help=_DIR_HELP)
+@click.option(
+    "--mcp/--no-mcp",
+    default=True,
+    show_default=True,
+    help="Relay and record each server's tool calls (`run --mcp`), or only its execs.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
 @click.option("--undo", is_flag=True, help="Restore the exact original bytes from the backup.")
 def wrap_config(
@@ -167,20 +173,24 @@ def wrap_config(
     servers: tuple[str, ...],
     everything: bool,
     shim_dir: Path | None,
+    mcp: bool,
     dry_run: bool,
     undo: bool,
 ) -> None:
-    """Rewrite MCP client config entries to run under `mcpshim run --` with shims first.
+    """Rewrite MCP client config entries to run under `mcpshim run --mcp` with shims first.
 
-    Each chosen server's command becomes this mcpshim executable, its args
-    `run -- <old command> <old args>` (`run --dir DIR --` when --dir is given), and its
-    env.PATH `<shim dir>:<its PATH>` (its own env.PATH if set, else this process's PATH,
-    which the client is assumed to pass on). Remote (url) servers are skipped.
-    Every other key, value, comment and indentation is kept: the file is edited only at
-    those values and the result is re-parsed and compared before anything is written.
-    The first run keeps the original in FILE.mcpshim-backup (never overwritten), the file
-    is replaced atomically with its mode kept, and running again changes nothing.
-    --undo restores the original bytes exactly and removes the backup.
+    Each chosen server's command becomes this mcpshim executable and its args
+    `run --mcp -- <old command> <old args>` (`run --mcp --dir DIR --` when --dir is given;
+    no --mcp with --no-mcp), so review, tree and report file its processes under the tool
+    calls that started them. Its env.PATH becomes `<shim dir>:<its PATH>` (its own
+    env.PATH if set, else this process's PATH, which the client is assumed to pass on).
+    Remote (url) servers are skipped; an entry already wrapped is left as it is (--undo,
+    then wrap again, to change how). Every other key, value, comment and indentation is
+    kept: the file is edited only at those values and the result is re-parsed and
+    compared before anything is written. The first run keeps the original in
+    FILE.mcpshim-backup (never overwritten), the file is replaced atomically with its mode
+    kept, and running again changes nothing. --undo restores the original bytes exactly
+    and removes the backup.
     """
     config = load_config(config_file)
     if undo:
@@ -205,6 +215,7 @@ def wrap_config(
         _mcpshim_exe(),
         os.environ.get("PATH", ""),
         explicit_dir=shim_dir is not None,
+        mcp=mcp,
     )
     if dry_run:
         click.echo(
