@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from mcpshim.paths import Locations
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+NODE_FIXTURE = Path(__file__).parent / "fixtures" / "node_mcp_server"
+_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
 
 
 @dataclass(frozen=True)
@@ -81,3 +84,26 @@ def interpreter(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def install(home: Home, names: list[str], interpreter: str | None = None, **kw: object) -> None:
     shims.install(home.loc, names, {}, interpreter=interpreter, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def node_server() -> Path:
+    """The Node.js fixture server (official TypeScript SDK), its SDK installed from the npm
+    registry (cached, gitignored); its client.mjs is the SDK's stdio client."""
+    npm = shutil.which("npm")
+    if shutil.which("node") is None or npm is None:
+        pytest.skip("node/npm not installed")
+    if not (NODE_FIXTURE / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        proc = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund"],
+            cwd=NODE_FIXTURE,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode != 0:
+            if any(k in proc.stderr for k in _OFFLINE):
+                pytest.skip(f"npm registry unreachable: {proc.stderr.strip()[-300:]}")
+            raise AssertionError(f"npm install failed:\n{proc.stderr}")
+    return NODE_FIXTURE / "server.mjs"

@@ -6,7 +6,6 @@ exactly, and review names it."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,38 +23,13 @@ from mcpshim.review import review
 from mcpshim.trace_merge import pair_shim_records
 from mcpshim.trace_probe import trace_unavailable
 
-FIXTURE = Path(__file__).parent / "fixtures" / "node_mcp_server"
-SERVER = FIXTURE / "server.mjs"
 MCPSHIM_BIN = Path(sys.executable).parent / "mcpshim"
 LINE = "git status --short; echo hi"
-_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or trace_unavailable(None)[0] is None,
     reason="needs Linux with strace allowed to trace its children",
 )
-
-
-@pytest.fixture(scope="module")
-def node_server() -> Path:
-    """The fixture server with its SDK installed from the npm registry (cached, gitignored)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node/npm not installed")
-    if not (FIXTURE / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        proc = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund"],
-            cwd=FIXTURE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if proc.returncode != 0:
-            if any(k in proc.stderr for k in _OFFLINE):
-                pytest.skip(f"npm registry unreachable: {proc.stderr.strip()[-300:]}")
-            raise AssertionError(f"npm install failed:\n{proc.stderr}")
-    return SERVER
 
 
 async def _call(params: StdioServerParameters) -> str:
