@@ -16,8 +16,9 @@ With --gap 0 the calls follow each other, and a call can share the cores with th
 of the one before (another session's, or its own).
 
 For each size: the direct median and p95 (ms), what each other variant adds to the
-median, with the 95 % interval from resampling sessions and then calls (benchmarks/stats),
-and whether that is measurable ('-': the interval holds zero; '+': slower; '<': faster).
+median (with --floor, also what `run` adds to `floor`), with the 95 % interval from
+resampling sessions and then calls (benchmarks/stats), and whether that is measurable
+('-': the interval holds zero; '+': slower; '<': faster).
 
     .venv/bin/python benchmarks/relay_sdk.py [--rounds 100] [--sessions 3] [--gap 10] [--floor]
         [--sizes 1,1024,...] [--tree NAME=DIR ...]
@@ -141,18 +142,22 @@ def main() -> None:
         f"{args.sessions} sessions per variant, {args.rounds} calls per session and size, "
         f"{args.gap:g} ms between calls"
     )
-    others = [name for name in variants if name != "direct"]
+    # (label, baseline, variant): each variant against direct; with --floor also what the
+    # recording relay adds to the bare one (what mcpshim costs beyond having a process there).
+    pairs = [(f"+{name} med", "direct", name) for name in variants if name != "direct"]
+    if args.floor:
+        pairs.append(("run-floor med", "floor", "run"))
     head = f"{'size':>8} {'direct med':>10} {'p95':>7}"
-    for name in others:
-        head += f"  {'+' + name + ' med':>13} {'95% interval':>17}  "
+    for label, _, _ in pairs:
+        head += f"  {label:>13} {'95% interval':>17}  "
     print(head + " (ms)")
     for size in sizes:
         got = times[size]
         base = [x for s in got["direct"] for x in s]
         p95 = statistics.quantiles(base, n=20)[-1]
         line = f"{size:>8} {statistics.median(base):>10.3f} {p95:>7.3f}"
-        for name in others:
-            diff, low, high = grouped_median_diff_ci(got["direct"], got[name])
+        for _, baseline, name in pairs:
+            diff, low, high = grouped_median_diff_ci(got[baseline], got[name])
             line += f"  {diff:>+13.3f} [{low:>+7.3f},{high:>+7.3f}] {verdict(low, high)}"
         print(line, flush=True)
 
