@@ -72,8 +72,8 @@ def run(
     """Run COMMAND as a supervised session and record its whole execution family.
 
     \b
-    Use it as the `command` of an MCP client config:
-      "command": "mcpshim", "args": ["run", "--", "npx", "-y", "some-server"]
+    Use it as the `command` of an MCP client config (`mcpshim wrap-config` writes this):
+      "command": "mcpshim", "args": ["run", "--mcp", "--", "npx", "-y", "some-server"]
 
     COMMAND gets a new session id in MCPSHIM_SESSION and the shim directory first on PATH;
     stdin, stdout and stderr are passed through untouched; SIGINT, SIGTERM and SIGHUP are
