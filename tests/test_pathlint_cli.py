@@ -254,6 +254,21 @@ def test_wrap_dry_run_then_wrap_then_undo(home: Home, tmp_path: Path) -> None:
     assert r.returncode == 0 and cfg.read_bytes() == original
 
 
+def test_an_entry_wrapped_without_mcp_is_left_and_said_so(home: Home, tmp_path: Path) -> None:
+    cfg = tmp_path / DESKTOP
+    cfg.parent.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / DESKTOP, cfg)
+    assert mcpshim(home, "wrap-config", str(cfg), "--all", "--no-mcp").returncode == 0
+    wrapped = cfg.read_bytes()
+    r = mcpshim(home, "wrap-config", str(cfg), "--all")
+    assert r.returncode == 0 and cfg.read_bytes() == wrapped  # left as it is
+    assert f"already wrapped filesystem: {MCPSHIM} run -- npx -y" in r.stdout
+    assert "note: github runs without --mcp" in r.stdout and "--undo, then wrap again" in r.stdout
+    assert TOKEN not in r.stdout  # the launch lines shown keep credentials out
+    r = mcpshim(home, "wrap-config", str(cfg), "--all", "--no-mcp")
+    assert "already wrapped github" in r.stdout and "without --mcp" not in r.stdout
+
+
 @pytest.mark.parametrize(
     "args", [["--undo", "--all"], [], ["--all", "--server", "x"], ["--server", "nope"]]
 )

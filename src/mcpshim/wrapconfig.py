@@ -32,6 +32,7 @@ __all__ = [
     "is_wrapped",
     "plan_undo",
     "plan_wrap",
+    "relays_mcp",
     "render_diff",
     "run_prefix",
     "undo",
@@ -68,6 +69,11 @@ def is_wrapped(command: str | None, args: Sequence[str]) -> bool:
         and "--" in args
         and args.index("--") + 1 < len(args)
     )
+
+
+def relays_mcp(args: Sequence[str]) -> bool:
+    """A wrapped entry's `run` has --mcp: its tool calls are recorded, not only its execs."""
+    return "--mcp" in list(args)[: list(args).index("--")] if "--" in args else False
 
 
 def unwrapped(args: Sequence[str]) -> tuple[str, list[str]]:

@@ -227,7 +227,12 @@ def wrap_config(
         verb = "would wrap" if dry_run else "wrapped"
         click.echo(f"{verb} {escape(name)}: {launch_line(after.server(name))}")
     for name in plan.already:
-        click.echo(f"already wrapped {escape(name)}")
+        click.echo(f"already wrapped {escape(name)}: {launch_line(after.server(name))}")
+        if mcp and not wrapconfig.relays_mcp(after.server(name).args):
+            click.echo(
+                f"note: {escape(name)} runs without --mcp (its execs are recorded, not its "
+                "tool calls); --undo, then wrap again, to record them"
+            )
     for name, why in plan.skipped.items():
         click.echo(f"skipped {escape(name)}: {escape(why)}")
     click.echo(f"shim dir: {escape(shim)} ({shim_source})")
