@@ -80,7 +80,8 @@ def _bare_relay(setup: str, pump: str) -> str:
     )
 
 
-# A relay process and nothing else: what putting any process in the path costs.
+# A relay process and nothing else: what putting any process in the path costs. Pipes
+# only: splicing from a socket straight into the command's stdin stalls (relaychild).
 FLOOR = _bare_relay(
     "",
     "def pump(src, dst):\n"

@@ -14,7 +14,10 @@ once, and only then moves the duplicate into the copy channel (page references, 
 and writes its head. Through a real SDK client and server, doing the copy and the head
 first (poll, tee, write, splice) cost up to 0.1 ms a call more. A source that is not a
 pipe (a socket, a file) is spliced into a pipe of the pump's own first: tee takes pipes
-only.
+only, and a splice from a socket holds its destination pipe's lock while it waits for the
+socket's next bytes, so spliced straight into the server's stdin it would keep the server
+from reading the request it has just delivered (a bare relay that did so stalled every
+call of a Node client, which gives its server sockets).
 
 The copy channel, read by the recorder child (forkedrelay), is five pipes: the bytes of
 each direction in one, an overflow pipe either direction fills when its own is full, a
