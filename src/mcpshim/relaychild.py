@@ -17,7 +17,7 @@ pipe (a socket, a file) is spliced into a pipe of the pump's own first: tee take
 only, and a splice from a socket holds its destination pipe's lock while it waits for the
 socket's next bytes, so spliced straight into the server's stdin it would keep the server
 from reading the request it has just delivered (a bare relay that did so stalled every
-call of a Node client, which gives its server sockets).
+call when its client gave it a socketpair, as Node's child_process does).
 
 The copy channel, read by the recorder child (forkedrelay), is five pipes: the bytes of
 each direction in one, an overflow pipe either direction fills when its own is full, a
