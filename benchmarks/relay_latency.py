@@ -15,13 +15,15 @@ round trip is timed directly and through each chosen path:
   (what relaychild's pumps do before they file the copy).
 
 --gap MS pauses between round trips: the machine goes idle as it does between an agent's
-tool calls, and every process wakes cold.
+tool calls, and every process wakes cold. --sockets gives each path a socketpair for stdin
+and stdout instead of pipes, as Node's child_process (and so Node-based MCP clients) does.
 
 All paths run at once and take turns message by message, in a new random order each
 round, so load from elsewhere on the machine falls on every path alike. Prints the direct
 median and p95 (ms) and what each path adds to them.
 
     .venv/bin/python benchmarks/relay_latency.py [--rounds 300] [--modes run,floor] [--gap 0]
+        [--sockets]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import contextlib
 import json
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -62,9 +65,21 @@ THREADS = (
 
 def _bare_relay(setup: str, pump: str) -> str:
     """A relay process that does nothing but `pump(src, dst)` both ways (a Python script
-    run as `python -c SCRIPT COMMAND...`), its command's stdin and stdout its pipes."""
+    run as `python -c SCRIPT COMMAND...`), its command's stdin and stdout its pipes.
+    `piped(src, step)` calls `step(pipe)` (pass on what is in `pipe`: how many bytes, 0 at
+    the end) on `src` itself when it is a pipe, else on a pipe of its own that `src` is
+    spliced into first (a socket: see relaychild on why not straight into the command)."""
     return (
-        "import os, sys, threading\n"
+        "import os, stat, sys, threading\n"
+        "def piped(src, step):\n"
+        "    if stat.S_ISFIFO(os.fstat(src).st_mode):\n"
+        "        while step(src):\n"
+        "            pass\n"
+        "        return\n"
+        "    mid_r, mid_w = os.pipe()\n"
+        "    while (n := os.splice(src, mid_w, 1 << 20)):\n"
+        "        while n > 0:\n"
+        "            n -= step(mid_r)\n"
         f"{setup}"
         "r0, w0 = os.pipe()\n"
         "r1, w1 = os.pipe()\n"
@@ -80,13 +95,11 @@ def _bare_relay(setup: str, pump: str) -> str:
     )
 
 
-# A relay process and nothing else: what putting any process in the path costs. Pipes
-# only: splicing from a socket straight into the command's stdin stalls (relaychild).
+# A relay process and nothing else: what putting any process in the path costs.
 FLOOR = _bare_relay(
     "",
     "def pump(src, dst):\n"
-    "    while os.splice(src, dst, 1 << 20):\n"
-    "        pass\n"
+    "    piped(src, lambda pipe: os.splice(pipe, dst, 1 << 20))\n"
     "    os.close(dst)\n",
 )
 # The same, copying before it passes on: it waits in tee(2), which duplicates the bytes into
@@ -98,9 +111,13 @@ TEE_FLOOR = _bare_relay(
     "tee.restype = ctypes.c_ssize_t\n",
     "def pump(src, dst):\n"
     "    copy_r, copy_w = os.pipe()\n"
-    "    while (k := tee(src, copy_w, 1 << 20, 0)) > 0:\n"
-    "        os.splice(src, dst, k)\n"
+    "    def step(pipe):\n"
+    "        k = left = max(tee(pipe, copy_w, 1 << 20, 0), 0)\n"
+    "        while left:  # all k: a splice moves only what dst has room for\n"
+    "            left -= os.splice(pipe, dst, left)\n"
     "        os.read(copy_r, k)\n"
+    "        return k\n"
+    "    piped(src, step)\n"
     "    os.close(dst)\n",
 )
 SIZES = [1, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
@@ -134,23 +151,37 @@ def read_line(fd: int, buf: bytearray) -> None:
 
 
 class Peer:
-    """One path under test: a running process, its stdout buffer and its round-trip times."""
+    """One path under test: a running process, its stdout buffer and its round-trip times.
+    Its stdin and stdout are pipes, or with `sockets` one end of a socketpair, as Node's
+    child_process gives a server."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], err: IO[bytes]) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], err: IO[bytes], sockets: bool = False
+    ) -> None:
         self.argv, self.err = argv, err
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
-        )
+        self.sock: socket.socket | None = None
+        if sockets:
+            self.sock, theirs = socket.socketpair()
+            with theirs:
+                fd = theirs.fileno()
+                self.proc = subprocess.Popen(argv, stdin=fd, stdout=fd, stderr=err, env=env)
+            self.w = self.r = self.sock.fileno()
+        else:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
+            )
+            assert self.proc.stdin and self.proc.stdout
+            self.w, self.r = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         self.buf = bytearray()
         self.times: list[float] = []
 
     def round_trip(self, msg: bytes, keep: bool) -> None:
-        assert self.proc.stdin and self.proc.stdout
         t0 = time.perf_counter()
         try:
-            self.proc.stdin.write(msg)
-            self.proc.stdin.flush()
-            read_line(self.proc.stdout.fileno(), self.buf)
+            view = memoryview(msg)
+            while view:
+                view = view[os.write(self.w, view) :]
+            read_line(self.r, self.buf)
         except (EOFError, BrokenPipeError):
             self.err.seek(0)
             sys.exit(f"{self.argv[:4]} failed:\n{self.err.read().decode(errors='replace')}")
@@ -158,20 +189,30 @@ class Peer:
             self.times.append((time.perf_counter() - t0) * 1000)
 
     def close(self) -> None:
-        assert self.proc.stdin
-        self.proc.stdin.close()
+        if self.sock is not None:
+            self.sock.shutdown(socket.SHUT_WR)
+        else:
+            assert self.proc.stdin
+            self.proc.stdin.close()
         self.proc.wait()
+        if self.sock is not None:
+            self.sock.close()
 
 
 def measure(
-    modes: dict[str, list[str]], size: int, rounds: int, env: dict[str, str], gap: float = 0.0
+    modes: dict[str, list[str]],
+    size: int,
+    rounds: int,
+    env: dict[str, str],
+    gap: float = 0.0,
+    sockets: bool = False,
 ) -> dict[str, list[float]]:
     """Round-trip times in ms per mode, warm-up rounds left out, modes taking turns in a new
     random order each round (none always follows the same other), `gap` ms apart."""
     rng = random.Random(size)
     with contextlib.ExitStack() as stack:
         peers = {
-            m: Peer(argv, env, stack.enter_context(tempfile.TemporaryFile()))
+            m: Peer(argv, env, stack.enter_context(tempfile.TemporaryFile()), sockets)
             for m, argv in modes.items()
         }
         for peer in peers.values():
@@ -199,6 +240,11 @@ def main() -> None:
         "run-threads, floor, tee-floor",
     )
     ap.add_argument("--gap", type=float, default=0.0, help="ms between round trips (0: none)")
+    ap.add_argument(
+        "--sockets",
+        action="store_true",
+        help="give each path a socketpair as stdin and stdout (as Node clients do), not pipes",
+    )
     args = ap.parse_args()
     echo = [sys.executable, "-c", ECHO]
     with tempfile.TemporaryDirectory() as tmp:
@@ -228,7 +274,7 @@ def main() -> None:
         print(head + "   (ms; + = added to direct)")
         for size in SIZES:
             rounds = args.rounds if size <= 64 << 10 else max(20, args.rounds // 3)
-            got = measure(modes, size, rounds, env, args.gap)
+            got = measure(modes, size, rounds, env, args.gap, args.sockets)
             med = {m: statistics.median(t) for m, t in got.items()}
             top = {m: p95(t) for m, t in got.items()}
             line = f"{size:>8} {med['direct']:>10.3f} {top['direct']:>7.3f}"
