@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from mcpshim import pipeio
+
 ROOT = Path(__file__).resolve().parents[1]
 RELAYHOST = ROOT / "tests" / "fixtures" / "relayhost.py"
 ECHO = (
@@ -178,9 +180,7 @@ class Peer:
     def round_trip(self, msg: bytes, keep: bool) -> None:
         t0 = time.perf_counter()
         try:
-            view = memoryview(msg)
-            while view:
-                view = view[os.write(self.w, view) :]
+            pipeio.write_all(self.w, msg)
             read_line(self.r, self.buf)
         except (EOFError, BrokenPipeError):
             self.err.seek(0)

@@ -4,11 +4,11 @@ The official SDK's client calls the `echo` tool of a server written with the off
 (tests/fixtures/mcp_tools_server.py): the same bytes go out as arguments and come back as
 the result. Each variant runs in several sessions (server processes) at once, and all the
 sessions take turns call by call, in a new random order each round, so load from elsewhere
-falls on all alike: `direct` (the
-server as a client starts it), `direct-again` (identical: the A/A comparison, what noise
-alone makes) and `run` (the server under `mcpshim run --mcp`, the relay recording every
-call); with --floor also `floor`, the server behind a bare splice relay that records
-nothing (relay_latency.FLOOR): what any process in the path costs.
+falls on all alike: `direct` (the server as a client starts it), `direct-again`
+(identical: the A/A comparison, what noise alone makes) and `run` (the server under
+`mcpshim run --mcp`, the relay recording every call); with --floor also `floor`, the
+server behind a bare splice relay that records nothing (relay_latency.FLOOR): what any
+process in the path costs.
 
 Between two calls the client waits --gap ms, as an agent does between tool calls (a model
 turn takes far longer): the recorder writes a call's records in that pause, as it would.

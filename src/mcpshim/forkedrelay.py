@@ -6,9 +6,10 @@ messages rather than during them (`_Batches`). Neither shares an interpreter loc
 supervisor or with each other. Measured through a real SDK client and server on two cores
 (benchmarks/relay_sdk.py), recording in the supervisor's own threads at nice 10 added
 0.13-0.26 ms to a 1 ms tool call. In this child, in batches, woken by the bell rather than
-by every request, the whole relay adds 0.12-0.24 ms to a 2.5 ms call, of which a bare
-splice relay that records nothing takes 0.06-0.16 ms; most of the rest is the second
-system call a copy needs before the chunk may go on (tee, then splice). On a busy machine
+by every request, the whole relay adds 0.18-0.25 ms to a 2.3-3.0 ms call, of which a bare
+splice relay that records nothing takes 0.05-0.15 ms. Of the rest, about 0.02 ms is
+copying before passing on (tee, then splice) and most is filing the copy and ringing the
+bell, which share the two cores with the client as it wakes. On a busy machine
 recording lags, which costs memory in the pump child's backlog and nothing else: every
 record keeps the time its bytes were read. It is a child of its own rather than a thread of
 the supervisor so that its work never holds the interpreter lock the supervisor's signal

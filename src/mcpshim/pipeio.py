@@ -59,10 +59,6 @@ def wait_for(fd: int, event: int, timeout: float | None = None) -> bool:
     return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
 
 
-def _wait(fd: int, event: int) -> None:
-    wait_for(fd, event)
-
-
 def tee_wait(src: int, dst: int, count: int) -> int:
     """tee(2) that waits for bytes in pipe `src` (and for room in pipe `dst`, which callers
     keep empty): how many were duplicated, 0 at EOF. The duplicate exists as the call that
@@ -76,7 +72,7 @@ def tee_wait(src: int, dst: int, count: int) -> int:
             return n
         err = ctypes.get_errno()
         if err == errno.EAGAIN:
-            _wait(src, select.POLLIN)
+            wait_for(src, select.POLLIN)
         elif err != errno.EINTR:
             raise OSError(err, os.strerror(err))
 
@@ -95,8 +91,8 @@ def splice_some(src: int, dst: int, count: int) -> int:
         try:
             return os.splice(src, dst, count)
         except BlockingIOError:
-            _wait(src, select.POLLIN)
-            _wait(dst, select.POLLOUT)
+            wait_for(src, select.POLLIN)
+            wait_for(dst, select.POLLOUT)
 
 
 def splice_all(src: int, dst: int, count: int) -> tuple[int, OSError | None]:
@@ -120,7 +116,7 @@ def read_some(fd: int, count: int) -> bytes:
         try:
             return os.read(fd, count)
         except BlockingIOError:
-            _wait(fd, select.POLLIN)
+            wait_for(fd, select.POLLIN)
 
 
 def read_exactly(fd: int, count: int) -> bytes:
@@ -143,7 +139,7 @@ def write_all(fd: int, data: bytes, progress: Callable[[], None] | None = None) 
         try:
             view = view[os.write(fd, view) :]
         except BlockingIOError:
-            _wait(fd, select.POLLOUT)
+            wait_for(fd, select.POLLOUT)
             continue
         if progress is not None:
             progress()

@@ -75,17 +75,14 @@ EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 MORE = 0x40  # the chunk goes on in the next head of the same number (it filled a pipe)
 _READ = 1 << 20
 # A chunk of _LARGE_CHUNK bytes or more (its writer filled half a pipe) is part of a large
-# message. The recorder sleeps through the client's requests, large ones too: waking it as
-# the server starts work cost 0.1 ms a call, and through a real SDK client and server,
-# recording a large request while the server parsed it made 256 KiB calls 0.1 ms and 1 MiB
-# calls 0.2-0.5 ms slower than recording it with the response. Pipes grow only in a session
-# that carries large messages: every pipe page counts against the user's
-# pipe-user-pages-soft (64 MiB by default), past which each new pipe of that user, in any
-# program, gets two pages. A session of small messages keeps the default pipes, under 1 MiB
-# in all; the first large chunk makes the pipes to and from both peers and the probe
-# _LARGE_PIPE, and the first copy the channel cannot take makes its pipes _LARGE_COPY:
-# about 6.3 MiB. Through a real SDK client and server, pipes of 64 KiB cost 0.6 ms more on
-# a 7 ms call at 256 KiB than pipes of 256 KiB; 512 KiB looked 0.2-0.5 ms better again.
+# message. Pipes grow only in a session that carries large messages: every pipe page counts
+# against the user's pipe-user-pages-soft (64 MiB by default), past which each new pipe of
+# that user, in any program, gets two pages. A session of small messages keeps the default
+# pipes, under 1 MiB in all; the first large chunk makes the pipes to and from both peers
+# and the probe _LARGE_PIPE, and the first copy the channel cannot take makes its pipes
+# _LARGE_COPY: about 6.3 MiB. Through a real SDK client and server, pipes of 64 KiB cost
+# 0.6 ms more on a 7 ms call at 256 KiB than pipes of 256 KiB; 512 KiB looked 0.2-0.5 ms
+# better again.
 _LARGE_CHUNK = 32 << 10
 _LARGE_PIPE = 512 << 10
 _LARGE_COPY = 1 << 20
@@ -406,6 +403,11 @@ def pump_main(
         closed.set()
         over.set()
 
+    # Only the server's output rings: the recorder sleeps through the client's requests,
+    # large ones too. Waking it as the server starts work cost 0.1 ms a call, and through a
+    # real SDK client and server, recording a large request while the server parsed it made
+    # 256 KiB calls 0.1 ms and 1 MiB calls 0.2-0.5 ms slower than recording it with the
+    # response.
     for index, (src, dst) in enumerate(pumps):
         worker = _Pump(src, dst, index, channel, bell, DIRECTIONS[index] == S2C)
         threading.Thread(target=pump, args=(worker,), daemon=True).start()

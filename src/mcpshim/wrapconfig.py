@@ -72,8 +72,10 @@ def is_wrapped(command: str | None, args: Sequence[str]) -> bool:
 
 
 def relays_mcp(args: Sequence[str]) -> bool:
-    """A wrapped entry's `run` has --mcp: its tool calls are recorded, not only its execs."""
-    return "--mcp" in list(args)[: list(args).index("--")] if "--" in args else False
+    """A wrapped entry's `run` has --mcp (among its options, before `--`): its tool calls
+    are recorded, not only its execs."""
+    options = list(args)
+    return "--mcp" in options[: options.index("--")] if "--" in options else False
 
 
 def unwrapped(args: Sequence[str]) -> tuple[str, list[str]]:
