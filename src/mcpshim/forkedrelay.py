@@ -191,10 +191,10 @@ def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoRetu
     with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
     keep_only({2, ready, *fds})
-    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-        comm.write("mcpshim-record")
-    os.close(ready)  # what it inherited is closed: no peer waits on an end held here
     _behind()
+    os.close(ready)  # what it inherited is closed: no peer waits on an end held here
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write("mcpshim-record")  # named once set up: its fds, its place in the queue
     transcribe(recorder, fds[0], fds[1:-1], fds[-1])
     os._exit(0)
 

@@ -122,6 +122,8 @@ class _Channel:
         self._grown = False
         self.gone = False  # the recorder stopped reading for good: copies are dropped
         self._last_write = 0.0  # when the backlog last got a write out (monotonic)
+
+    def start(self) -> None:
         threading.Thread(target=self._drain, name="backlog", daemon=True).start()
 
     def number(self) -> int:
@@ -380,8 +382,6 @@ def pump_main(
     gc.disable()  # nothing here makes cycles; no collector pause on the forwarding path
     keep_only({2, heads, bell, ctl_r, status, *data, *(fd for pair in pumps for fd in pair)})
     os.set_blocking(bell, False)
-    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-        comm.write("mcpshim-relay")
     channel = _Channel(heads, data)
     over, closed = threading.Event(), threading.Event()
     running = [len(pumps)]
@@ -408,8 +408,16 @@ def pump_main(
     # real SDK client and server, recording a large request while the server parsed it made
     # 256 KiB calls 0.1 ms and 1 MiB calls 0.2-0.5 ms slower than recording it with the
     # response.
-    for index, (src, dst) in enumerate(pumps):
-        worker = _Pump(src, dst, index, channel, bell, DIRECTIONS[index] == S2C)
+    workers = [
+        _Pump(src, dst, index, channel, bell, DIRECTIONS[index] == S2C)
+        for index, (src, dst) in enumerate(pumps)
+    ]
+    # Named once every fd it will hold is open, before any thread (threads take the name
+    # they are started under): a process named mcpshim-relay is one set up.
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write("mcpshim-relay")
+    channel.start()
+    for worker in workers:
         threading.Thread(target=pump, args=(worker,), daemon=True).start()
     threading.Thread(target=control, daemon=True).start()
     over.wait()
