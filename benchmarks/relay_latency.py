@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from mcpshim import pipeio
+from mcpshim.relay import pipeio
 
 ROOT = Path(__file__).resolve().parents[1]
 RELAYHOST = ROOT / "tests" / "fixtures" / "relayhost.py"

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcpshim import execlog
+from mcpshim.log import execlog
 
 PID_MAX = 32768
 HZ = execlog.CLK_TCK

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcpshim import shims
 from mcpshim.paths import Locations
+from mcpshim.shim import install as shims
 
 ARTICLE_WRAPPER = """#!/bin/sh
 printf '%s pid=%s ppid=%s cwd=%s argv=%s\\n' \\

@@ -21,11 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcpshim import execlog, shims
+from mcpshim.log import execlog
 from mcpshim.paths import Locations
-from mcpshim.trace_records import exec_payloads
-from mcpshim.trace_run import is_gone, tracer_of
-from mcpshim.tracer import build_trace, read_output, strace_argv
+from mcpshim.shim import install as shims
+from mcpshim.trace.records import exec_payloads
+from mcpshim.trace.run import is_gone, tracer_of
+from mcpshim.trace.strace import build_trace, read_output, strace_argv
 
 
 def run_loop(argv: list[str], env: dict[str, str]) -> float:

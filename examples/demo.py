@@ -25,8 +25,9 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from mcpshim import attribution, execlog
-from mcpshim.display import escape
+from mcpshim.base.display import escape
+from mcpshim.family import attribution
+from mcpshim.log import execlog
 from mcpshim.paths import Locations
 
 HERE = Path(__file__).resolve().parent

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim import execlog, shims
+from mcpshim.log import execlog
 from mcpshim.paths import Locations
+from mcpshim.shim import install as shims
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -13,13 +13,13 @@ from mcp.client.session import ClientSession
 
 from conftest import Home
 from fixtures.mcpscenario import attribution_of, kill_helpers, make_package, run_session
-from mcpshim.attribution import Attribution
-from mcpshim.policy import default_policy, parse_policy
-from mcpshim.report_md import render_calls_text
-from mcpshim.review import review
-from mcpshim.rules.mcp_rules import explained, regroup, session_findings
-from mcpshim.shims import load_manifest
-from mcpshim.tree import Node
+from mcpshim.family.attribution import Attribution
+from mcpshim.family.tree import Node
+from mcpshim.render.md import render_calls_text
+from mcpshim.review.engine import review
+from mcpshim.review.policy import default_policy, parse_policy
+from mcpshim.review.rules.mcp_rules import explained, regroup, session_findings
+from mcpshim.shim.install import load_manifest
 
 
 def _owners(att: Attribution) -> dict[str, list[Any]]:

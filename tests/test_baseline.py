@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
-from mcpshim import baseline, tree
 from mcpshim.cli import main
 from mcpshim.errors import InputError
+from mcpshim.family import tree
+from mcpshim.review import baseline
 from test_review_kit import Lab, ids, of
 
 DRIFT = {"MCS115", "MCS116", "MCS117"}

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from mcpshim.display import escape, quote_arg, quote_argv, safe
+from mcpshim.base.display import escape, quote_arg, quote_argv, safe
 
 HOSTILE = [b"\x1b]0;title\x07", b"\x1b[2J", "\u202eevil".encode(), b"a\rb", b"\x9b31m", b"\xff"]
 
@@ -36,7 +36,7 @@ def test_safe_keeps_existing_escapes_and_escape_marks_backslashes() -> None:
 def test_json_output_escapes_invisible_and_c1_characters_and_round_trips() -> None:
     import json
 
-    from mcpshim.display import dumps
+    from mcpshim.base.display import dumps
 
     value = {"argv": ["a\u202eb", "\u009b31m", "\x1b[2J", "line\u2028sep", "é 漢字"]}
     text = dumps(value, indent=2)

@@ -12,10 +12,10 @@ from pathlib import Path
 import filelock
 import pytest
 
-from mcpshim import eventlog
-from mcpshim.execlog import EventRecord, LogProblem, read_stream
+from mcpshim.log import eventlog
+from mcpshim.log.execlog import EventRecord, LogProblem, read_stream
+from mcpshim.log.rotation import rotate
 from mcpshim.paths import Locations
-from mcpshim.rotation import rotate
 
 
 def _loc(tmp_path: Path) -> Locations:

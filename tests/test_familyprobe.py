@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from mcpshim.mcpsession import FamilyProbe
-from mcpshim.procinfo import LINUX, read_stat, start_ticks
+from mcpshim.proc.procinfo import LINUX, read_stat, start_ticks
+from mcpshim.supervise.relayed import FamilyProbe
 
 TREE = "sleep 30 & sleep 30 & echo ready; wait"
 

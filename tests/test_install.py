@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
-from mcpshim import shims
+from mcpshim.shim import install as shims
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import Home, dash_path, install
-from mcpshim import eventlog, execlog
+from mcpshim.log import eventlog, execlog
 
 MCPSHIM = [sys.executable, "-m", "mcpshim"]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim import jsonc
 from mcpshim.errors import InputError, UsageError
-from mcpshim.mcpconfig import effective_path, expand_vars, load_config, parse_config
+from mcpshim.pathcheck import jsonc
+from mcpshim.pathcheck.clientconfig import effective_path, expand_vars, load_config, parse_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 CLAUDE_DESKTOP = FIXTURES / "claude-desktop" / "claude_desktop_config.json"

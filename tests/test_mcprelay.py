@@ -16,8 +16,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from conftest import Home, install
 from fixtures import byte_server
 from fixtures.runhelp import events
-from mcpshim.mcpredact import redact_json
-from mcpshim.mcprelay import C2S, S2C, Recorder
+from mcpshim.relay.core import C2S, S2C, Recorder
+from mcpshim.relay.redact import redact_json
 
 FIX = Path(__file__).parent / "fixtures"
 RELAYHOST = FIX / "relayhost.py"

@@ -24,11 +24,12 @@ import pytest
 from conftest import Home
 from fixtures import byte_server
 from fixtures.runhelp import events, poll, run_argv
-from mcpshim import eventlog, pipeio
-from mcpshim.forkedrelay import ForkedRelay, InOrder
-from mcpshim.mcprelay import C2S, S2C, Recorder, relay_pipe
-from mcpshim.procinfo import read_stat
-from mcpshim.relaychild import EOF, MORE, available
+from mcpshim.log import eventlog
+from mcpshim.proc.procinfo import read_stat
+from mcpshim.relay import pipeio
+from mcpshim.relay.child import EOF, MORE, available
+from mcpshim.relay.core import C2S, S2C, Recorder, relay_pipe
+from mcpshim.relay.forked import ForkedRelay, InOrder
 
 pytestmark = pytest.mark.skipif(not available(), reason="the forked relay is Linux-only")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import NODE_FIXTURE, Home, install
 from fixtures.runhelp import events, poll
-from mcpshim.attribution import attribute_log
+from mcpshim.family.attribution import attribute_log
 
 MCPSHIM_BIN = Path(sys.executable).parent / "mcpshim"
 CLIENT = NODE_FIXTURE / "client.mjs"

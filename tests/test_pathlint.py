@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim.findings import Finding
-from mcpshim.pathfacts import walk
-from mcpshim.pathlint import LintSettings, Scope, lint_path, shadows
+from mcpshim.pathcheck.facts import walk
+from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
+from mcpshim.review.findings import Finding
 
 OTHER = 12345  # a uid and gid that is neither root nor us (tests run as root in CI)
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")

@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 
 from conftest import SHARED, Home
-from mcpshim import pathfacts
 from mcpshim.errors import McpshimError
-from mcpshim.mcpconfig import load_config
+from mcpshim.pathcheck import facts as pathfacts
+from mcpshim.pathcheck.clientconfig import load_config
 
 MCPSHIM = str(Path(sys.executable).parent / "mcpshim")
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim.findings import Finding
-from mcpshim.launchlint import fetcher, lint_config
-from mcpshim.mcpconfig import load_config
-from mcpshim.pathlint import LintSettings
+from mcpshim.pathcheck.clientconfig import load_config
+from mcpshim.pathcheck.launch import fetcher, lint_config
+from mcpshim.pathcheck.lint import LintSettings
+from mcpshim.review.findings import Finding
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 SECRETS = (

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim import policy, shims
 from mcpshim.errors import InputError
-from mcpshim.findings import Evidence, Finding, Rule, Severity, define_rule
+from mcpshim.review import policy
+from mcpshim.review.findings import Evidence, Finding, Rule, Severity, define_rule
+from mcpshim.shim import install as shims
 
 RULE = define_rule("MCS901", "policy-test", Severity.LOW, "test rule", "none")
 OTHER = define_rule("MCS902", "policy-test-2", Severity.MEDIUM, "test rule", "none")

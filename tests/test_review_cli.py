@@ -18,9 +18,11 @@ import jsonschema
 import pytest
 
 from conftest import REPO, SHARED, Home
-from mcpshim import __version__, eventlog, policy
+from mcpshim import __version__
 from mcpshim.cli import cli, main
-from mcpshim.findings import RULES
+from mcpshim.log import eventlog
+from mcpshim.review import policy
+from mcpshim.review.findings import RULES
 from test_review_kit import Lab, fake_exec, ids, of
 
 BOOT = "cccccccc-0000-4000-8000-000000000004"

@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import Home
-from mcpshim import execlog, policy, review, shims, tree
-from mcpshim.findings import Finding
+from mcpshim.family import tree
+from mcpshim.log import execlog
 from mcpshim.paths import Locations
+from mcpshim.review import engine as review
+from mcpshim.review import policy
+from mcpshim.review.findings import Finding
+from mcpshim.shim import install as shims
 
 
 @dataclass

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
-from mcpshim.rules.shell import constructs
+from mcpshim.review.rules.shell import constructs
 from test_review_kit import Lab, ids, of, policy_from
 
 NO_TEMP = "temp_dirs = []\n"  # tests live under /tmp: make it an ordinary directory

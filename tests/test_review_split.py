@@ -7,8 +7,12 @@ import json
 import pytest
 
 from conftest import Home
-from mcpshim import execlog, policy, review, review_split, shims
-from mcpshim.report import Report, render_json
+from mcpshim.log import execlog
+from mcpshim.render.report import Report, render_json
+from mcpshim.review import engine as review
+from mcpshim.review import policy
+from mcpshim.review import split as review_split
+from mcpshim.shim import install as shims
 from test_review_kit import Lab, fake_exec
 
 BOOT = "cccccccc-0000-4000-8000-000000000003"

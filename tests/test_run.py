@@ -13,7 +13,7 @@ import pytest
 
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, poll, run, run_argv
-from mcpshim.redact import is_credential_name
+from mcpshim.log.redact import is_credential_name
 
 
 @pytest.mark.parametrize(

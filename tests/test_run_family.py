@@ -9,7 +9,7 @@ import pytest
 
 from conftest import Home, install
 from fixtures.runhelp import events, kill_all, only_session, run, session_pids
-from mcpshim.procinfo import start_ticks
+from mcpshim.proc.procinfo import start_ticks
 
 
 @pytest.fixture

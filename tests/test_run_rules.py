@@ -13,9 +13,9 @@ import pytest
 
 from conftest import Home, install
 from fixtures.runhelp import MCPSHIM, events, kill_all, only_session, run, session_pids
-from mcpshim.findings import RULES
-from mcpshim.policy import default_policy
-from mcpshim.rules.session_rules import session_findings
+from mcpshim.review.findings import RULES
+from mcpshim.review.policy import default_policy
+from mcpshim.review.rules.session_rules import session_findings
 
 # Opens a listener and an outbound connection to it, then holds both until the supervisor
 # has written its socket records (read back from the log), so the test does not race it.

@@ -11,10 +11,10 @@ from typing import Any
 
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, poll, run
-from mcpshim import execlog, rotation
-from mcpshim.procinfo import ProcInfo, Stat, proc_info, read_stat, socket_table
-from mcpshim.sampler import Sampler, _has_image
-from mcpshim.session import LogTail
+from mcpshim.log import execlog, rotation
+from mcpshim.proc.procinfo import ProcInfo, Stat, proc_info, read_stat, socket_table
+from mcpshim.supervise.sampler import Sampler, _has_image
+from mcpshim.supervise.session import LogTail
 
 
 def test_log_tail_reads_only_new_whole_records_across_rotation(home: Home) -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import Home, install
-from mcpshim import execlog, rotation
+from mcpshim.log import execlog, rotation
 
 WRITERS = 8
 EXECS = 500

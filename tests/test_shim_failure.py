@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home, install
-from mcpshim import execlog
+from mcpshim.log import execlog
 
 
 def _missing_dir(home: Home) -> None:

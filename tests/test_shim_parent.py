@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from conftest import Home, install
-from mcpshim import redact
+from mcpshim.log import redact
 
 
 def _env(home: Home) -> dict[str, str]:

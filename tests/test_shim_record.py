@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import Home, install
-from mcpshim import execlog
+from mcpshim.log import execlog
 
 # Linux refuses a single argument over MAX_ARG_STRLEN (32 pages = 128 KiB), so the "1 MiB
 # sh -c script" of the issue is carried as the largest single argument the kernel allows plus

@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from conftest import Home, install
-from mcpshim import redact
+from mcpshim.log import redact
 
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 SECRETS = {

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim import shims
 from mcpshim.errors import UsageError
+from mcpshim.shim import install as shims
 
 ODD = '/opt/it\'s a "dir" $(touch /tmp/pwned) `x`/bin/git'
 
@@ -63,7 +63,7 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
 
 
 def test_triggers_cover_every_rule_prefix_and_option() -> None:
-    from mcpshim import redact
+    from mcpshim.log import redact
 
     case = f"case $1 in {redact.sh_triggers()}) echo hit ;; *) echo miss ;; esac"
     samples = [f"x{p}y" for r in redact.TOKEN_RULES for p in r.prefixes]

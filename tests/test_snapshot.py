@@ -12,7 +12,7 @@ import pytest
 
 from conftest import Home
 from fixtures.runhelp import MCPSHIM, poll
-from mcpshim.procinfo import start_ticks
+from mcpshim.proc.procinfo import start_ticks
 
 TOKEN = "ghp_" + "B" * 36
 

@@ -18,10 +18,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, poll
-from mcpshim.policy import default_policy
-from mcpshim.review import review
-from mcpshim.trace_merge import pair_shim_records
-from mcpshim.trace_probe import trace_unavailable
+from mcpshim.family.trace_merge import pair_shim_records
+from mcpshim.review.engine import review
+from mcpshim.review.policy import default_policy
+from mcpshim.trace.probe import trace_unavailable
 
 MCPSHIM_BIN = Path(sys.executable).parent / "mcpshim"
 LINE = "git status --short; echo hi"

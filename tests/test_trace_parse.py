@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim import execlog
-from mcpshim.trace_probe import trace_unavailable
-from mcpshim.trace_records import exec_payloads
-from mcpshim.trace_run import is_gone, tracer_of
-from mcpshim.tracer import MAX_ARG_STRLEN, ExecAttempt, Trace, build_trace, read_output, strace_argv
+from mcpshim.log import execlog
+from mcpshim.trace.probe import trace_unavailable
+from mcpshim.trace.records import exec_payloads
+from mcpshim.trace.run import is_gone, tracer_of
+from mcpshim.trace.strace import (
+    MAX_ARG_STRLEN,
+    ExecAttempt,
+    Trace,
+    build_trace,
+    read_output,
+    strace_argv,
+)
 
 STRACE = shutil.which("strace")
 pytestmark = pytest.mark.skipif(

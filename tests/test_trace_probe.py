@@ -13,7 +13,7 @@ import pytest
 
 from fixtures.seccomp import DENY_PTRACE_PRELUDE
 from mcpshim.errors import UsageError
-from mcpshim.trace_probe import require_trace, trace_unavailable
+from mcpshim.trace.probe import require_trace, trace_unavailable
 
 LINUX = sys.platform.startswith("linux")
 needs_strace = pytest.mark.skipif(
@@ -25,7 +25,7 @@ needs_strace = pytest.mark.skipif(
 DENY_PTRACE = (
     DENY_PTRACE_PRELUDE
     + r"""
-from mcpshim.trace_probe import trace_unavailable
+from mcpshim.trace.probe import trace_unavailable
 print(json.dumps(trace_unavailable(None)))
 """
 )

@@ -15,13 +15,13 @@ import pytest
 from conftest import Home, install
 from fixtures.runhelp import events, only_session, run, run_argv
 from fixtures.seccomp import DENY_PTRACE_PRELUDE
-from mcpshim import execlog
-from mcpshim.policy import default_policy
-from mcpshim.review import review
-from mcpshim.trace_merge import collapse, pair_shim_records, trace_image
-from mcpshim.trace_probe import trace_unavailable
-from mcpshim.tracer import MAX_ARG_STRLEN
-from mcpshim.tree import build_forest, images
+from mcpshim.family.trace_merge import collapse, pair_shim_records, trace_image
+from mcpshim.family.tree import build_forest, images
+from mcpshim.log import execlog
+from mcpshim.review.engine import review
+from mcpshim.review.policy import default_policy
+from mcpshim.trace.probe import trace_unavailable
+from mcpshim.trace.strace import MAX_ARG_STRLEN
 
 TRACEABLE = sys.platform.startswith("linux") and trace_unavailable(None)[0] is not None
 needs_trace = pytest.mark.skipif(not TRACEABLE, reason="needs Linux with strace allowed")

@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import Home
-from mcpshim import eventlog, tree, tree_view
 from mcpshim.cli import main
+from mcpshim.family import tree
+from mcpshim.family import view as tree_view
+from mcpshim.log import eventlog
 from test_review_kit import Lab, fake_exec, of
 
 BOOT_A = "aaaaaaaa-0000-4000-8000-000000000001"

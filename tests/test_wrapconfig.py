@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim import jsonc
 from mcpshim.errors import InputError, UsageError
-from mcpshim.mcpconfig import load_config
-from mcpshim.wrapconfig import _verify, apply_plan, backup_path, plan_undo, plan_wrap, undo
+from mcpshim.pathcheck import jsonc
+from mcpshim.pathcheck.clientconfig import load_config
+from mcpshim.pathcheck.wrap import _verify, apply_plan, backup_path, plan_undo, plan_wrap, undo
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 RELS = [

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from mcpshim import execlog, logview, rotation
+from mcpshim.base.display import dumps, escape
 from mcpshim.cli.common import location_options, locations
-from mcpshim.display import dumps, escape
+from mcpshim.log import execlog, logview, rotation
 
 __all__ = ["COMMANDS"]
 

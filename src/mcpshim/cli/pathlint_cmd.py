@@ -9,18 +9,19 @@ from pathlib import Path
 
 import click
 
-from mcpshim import pathfacts, wrapconfig
+from mcpshim.base.display import escape
 from mcpshim.cli.common import fail_on_option, findings_exit
-from mcpshim.display import escape
 from mcpshim.errors import UsageError
-from mcpshim.findings import Finding
-from mcpshim.launchlint import launch_line, lint_config
-from mcpshim.mcpconfig import load_config, parse_config
-from mcpshim.pathlint import LintSettings, Scope, lint_path, shadows
+from mcpshim.pathcheck import facts as pathfacts
+from mcpshim.pathcheck import wrap as wrapconfig
+from mcpshim.pathcheck.clientconfig import load_config, parse_config
+from mcpshim.pathcheck.launch import launch_line, lint_config
+from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
 from mcpshim.paths import default_shim_dir
-from mcpshim.policy import apply_policy, load_policy
-from mcpshim.report import RENDERERS, Report
-from mcpshim.shims import load_manifest
+from mcpshim.render.report import RENDERERS, Report
+from mcpshim.review.findings import Finding
+from mcpshim.review.policy import apply_policy, load_policy
+from mcpshim.shim.install import load_manifest
 
 __all__ = ["COMMANDS"]
 

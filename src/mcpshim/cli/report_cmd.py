@@ -6,12 +6,15 @@ from pathlib import Path
 
 import click
 
-from mcpshim import attribution, execlog, policy, shims
+from mcpshim.base.display import escape
 from mcpshim.cli.common import location_options, locations
-from mcpshim.display import escape
 from mcpshim.errors import InputError, UsageError
-from mcpshim.report_html import render_html
-from mcpshim.report_md import render_md, session_report
+from mcpshim.family import attribution
+from mcpshim.log import execlog
+from mcpshim.render.html import render_html
+from mcpshim.render.md import render_md, session_report
+from mcpshim.review import policy
+from mcpshim.shim import install as shims
 
 __all__ = ["COMMANDS"]
 

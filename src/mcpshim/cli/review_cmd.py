@@ -12,19 +12,22 @@ from pathlib import Path
 
 import click
 
-from mcpshim import baseline as baseline_mod
-from mcpshim import execlog, policy, rules, shims, tree
-from mcpshim.attribution import attribute_log
+from mcpshim.base.display import escape
 from mcpshim.cli.common import fail_on_option, findings_exit, location_options, locations
-from mcpshim.display import escape
 from mcpshim.errors import UsageError
-from mcpshim.findings import RULES
+from mcpshim.family import tree
+from mcpshim.family.attribution import attribute_log
+from mcpshim.family.view import TREE_RENDERERS, iter_text
+from mcpshim.log import execlog
 from mcpshim.paths import Locations
-from mcpshim.report import RENDERERS, Report
-from mcpshim.report_md import render_calls_text
-from mcpshim.review_split import review_log
-from mcpshim.rules.mcp_rules import with_tool_calls
-from mcpshim.tree_view import TREE_RENDERERS, iter_text
+from mcpshim.render.md import render_calls_text
+from mcpshim.render.report import RENDERERS, Report
+from mcpshim.review import baseline as baseline_mod
+from mcpshim.review import policy, rules
+from mcpshim.review.findings import RULES
+from mcpshim.review.rules.mcp_rules import with_tool_calls
+from mcpshim.review.split import review_log
+from mcpshim.shim import install as shims
 
 __all__ = ["COMMANDS"]
 
@@ -211,7 +214,7 @@ def review(
 def rules_(fmt: str) -> None:
     """List every rule: stable id, default severity, summary and remediation."""
     with contextlib.suppress(ImportError):
-        importlib.import_module("mcpshim.pathlint")  # registers the MCS2xx rules when present
+        importlib.import_module("mcpshim.pathcheck.lint")  # registers the MCS2xx rules when present
     ordered = [RULES[k] for k in sorted(RULES) if not k.startswith("MCS9")]
     if fmt == "json":
         doc = [

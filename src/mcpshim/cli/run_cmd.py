@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from mcpshim import snapshot as snapshot_mod
-from mcpshim import trace_run
+from mcpshim.base.display import escape
 from mcpshim.cli.common import location_options, locations
-from mcpshim.display import escape
-from mcpshim.mcpsession import run_relayed
-from mcpshim.supervisor import OnExit, RunOptions, Supervisor
+from mcpshim.supervise import snapshot as snapshot_mod
+from mcpshim.supervise.relayed import run_relayed
+from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
+from mcpshim.trace import run as trace_run
 
 __all__ = ["COMMANDS"]
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from mcpshim import shims
+from mcpshim.base.display import escape
 from mcpshim.cli.common import location_options, locations
-from mcpshim.display import escape
 from mcpshim.errors import UsageError
 from mcpshim.paths import default_shim_dir
+from mcpshim.shim import install as shims
 
 __all__ = ["COMMANDS"]
 

@@ -1,0 +1,391 @@
+"""Which MCP tool call started which process: the link between the relay's records and the log.
+
+A process belongs to a call when its ancestry reaches the server and it started between the
+call's request and its response. Start times come from /proc (clock ticks, 10 ms on Linux),
+so a process's start is an interval, not an instant: when that interval meets the windows
+of two calls, the process is *ambiguous* and says so; nothing is guessed. A descendant of a
+process that belongs to a call belongs to that call too, whenever it started (ancestry is
+stronger evidence than timing), and one started after the call returned outlived it.
+
+`Collector` watches a record stream (review's, tree's) and keeps only what sessions relayed
+by `mcpshim run --mcp` need (they announce themselves with an `mcp-session` event before any
+of their processes run), so attribution adds no second pass over the log and no memory for
+sessions without tool calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from mcpshim.family.images import parse_time
+from mcpshim.family.tree import Forest, Image, Node, build_forest, image_of
+from mcpshim.log import execlog
+from mcpshim.log.execlog import CLK_TCK, EventRecord, Record
+from mcpshim.paths import Locations
+
+__all__ = [
+    "Attribution",
+    "Call",
+    "Collector",
+    "Owner",
+    "anchors_for",
+    "attribute",
+    "attribute_log",
+    "latest_session",
+    "log_has_relayed_sessions",
+]
+
+TICK = 1.0 / CLK_TCK
+_SLACK = 0.002  # clock anchoring jitter
+_LATE = 0.05  # a sampler's or reaper's time is when it wrote, a little after it looked
+_EVENTS = ("session-start", "session-end", "survivor", "reaped", "observed", "mcp-session")
+Anchor = Callable[[str], float | None]
+Owner = int | tuple[int, ...] | None  # a call index, the candidates of an ambiguous one, none
+
+
+def anchors_for(loc: Locations) -> Anchor:
+    """Boot time per boot id: the log's anchors, else this boot's own clock."""
+    anchors = execlog.Anchors(loc.boot_dir)
+    here = execlog.current_boot_id()
+
+    def get(boot: str) -> float | None:
+        got = anchors.get(boot)
+        return got if got is not None or boot != here else execlog.now_anchor()
+
+    return get
+
+
+@dataclass(frozen=True)
+class Call:
+    index: int
+    id: Any
+    method: str
+    name: str  # tool, prompt or uri
+    arguments: Any
+    request: datetime
+    response: datetime | None
+    is_error: bool | None
+    error_code: int | None
+    where: str
+    alive: frozenset[tuple[int, int | None]] = frozenset()
+    alive_time: datetime | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.name} (id {self.id})"
+
+    def duration_ms(self) -> float | None:
+        if self.response is None:
+            return None
+        return (self.response - self.request).total_seconds() * 1000
+
+
+@dataclass
+class Attribution:
+    session: str
+    start: Mapping[str, Any] | None
+    end: Mapping[str, Any] | None
+    calls: list[Call]
+    forest: Forest
+    server: Node | None
+    owner: dict[int, Owner] = field(default_factory=dict)  # node id -> owner
+    outlived: dict[int, tuple[str, str]] = field(default_factory=dict)  # node id -> evidence
+    unparsed: list[Mapping[str, Any]] = field(default_factory=list)
+    start_of: dict[int, tuple[float, float] | None] = field(default_factory=dict)
+
+    def nodes(self) -> Iterator[Node]:
+        for root in self.forest.roots:
+            yield from (n for n in root.walk() if n.known)
+
+    def processes(self, owner: Owner) -> list[Node]:
+        """The top processes with this owner (their descendants hang below them)."""
+        out = []
+        for n in self.nodes():
+            if n.id in self.owner and self.owner[n.id] == owner:
+                p = n.parent
+                if p is None or self.owner.get(p.id, -1) != owner:
+                    out.append(n)
+        return out
+
+    def owner_of(self, boot: str, pid: int, start: int | None) -> Owner:
+        for n in self.nodes():
+            if (n.boot_id, n.pid, n.start) == (boot, pid, start):
+                return self.owner.get(n.id)
+        return None
+
+
+# ---- collecting --------------------------------------------------------------------------
+
+
+@dataclass
+class _Session:
+    images: list[Image] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+
+
+class Collector:
+    """Keeps, from one pass over the log, what attribution needs for relayed sessions."""
+
+    def __init__(self, session: str | None = None) -> None:
+        self.only = session
+        self.sessions: dict[str, _Session] = {}
+
+    def feed(self, rec: Record) -> None:
+        if isinstance(rec, EventRecord):
+            sid = rec.data.get("session")
+            if not isinstance(sid, str) or (self.only is not None and sid != self.only):
+                return
+            if rec.kind == "mcp-session":
+                self.sessions.setdefault(sid, _Session())
+            s = self.sessions.get(sid)
+            if s is None:
+                return
+            if rec.kind.startswith("mcp-") or rec.kind in _EVENTS:
+                s.events.append(rec)
+        s = None
+        if self.sessions:
+            img = image_of(rec)
+            if img is not None and (s := self.sessions.get(img.session)) is not None:
+                s.images.append(img)
+
+    def tee(self, records: Iterable[Record]) -> Iterator[Record]:
+        for rec in records:
+            self.feed(rec)
+            yield rec
+
+    def results(self, anchor: Anchor) -> list[Attribution]:
+        return [_attribute(sid, s, anchor) for sid, s in self.sessions.items()]
+
+
+def attribute(records: Iterable[Record], session: str, anchor: Anchor) -> Attribution | None:
+    c = Collector(session)
+    for rec in records:
+        c.feed(rec)
+    s = c.sessions.get(session)
+    return _attribute(session, s, anchor) if s is not None else None
+
+
+_MARK = b"\0=mcp-session\0="  # how an mcp-session record's kind is framed in the log
+
+
+def log_has_relayed_sessions(loc: Locations) -> bool:
+    """A byte scan (no decoding) for a session run with --mcp, so logs without one cost
+    review and tree nothing more than this."""
+    tail = b""
+    for seg in execlog.segments(loc):
+        try:
+            with seg.open("rb") as fh:
+                while chunk := fh.read(1 << 22):
+                    if _MARK in tail + chunk[: len(_MARK)] or _MARK in chunk:
+                        return True
+                    tail = chunk[-len(_MARK) :]
+        except OSError:
+            continue
+    return False
+
+
+def attribute_log(loc: Locations, session: str | None = None) -> list[Attribution]:
+    """Every relayed session in the log (or just `session`), attributed; [] without any."""
+    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+        return []
+    collector = Collector(session)
+    for rec in execlog.iter_records(loc, []):
+        collector.feed(rec)
+    return collector.results(anchors_for(loc))
+
+
+def latest_session(records: Iterable[Record]) -> str | None:
+    """The last session in the log that was relayed with --mcp."""
+    last = None
+    for rec in records:
+        if isinstance(rec, EventRecord) and rec.kind == "mcp-session":
+            sid = rec.data.get("session")
+            last = sid if isinstance(sid, str) else last
+    return last
+
+
+# ---- attributing -------------------------------------------------------------------------
+
+
+@dataclass
+class _Req:
+    d: Mapping[str, Any]
+    t: datetime
+    where: str
+    resp: Mapping[str, Any] | None = None
+
+
+def _calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str, Any]]]:
+    pending: dict[tuple[str, str], _Req] = {}
+    order: list[_Req] = []
+    unparsed: list[Mapping[str, Any]] = []
+    for ev in events:
+        d = ev.data
+        if ev.kind == "mcp-request":
+            t = parse_time(d.get("time"))
+            if t is None:
+                continue
+            item = _Req(d, t, ev.where)
+            pending[(str(d.get("direction")), repr(d.get("id")))] = item
+            order.append(item)
+        elif ev.kind == "mcp-response":
+            other = "client->server" if d.get("direction") == "server->client" else "server->client"
+            req = pending.pop((other, repr(d.get("id"))), None)
+            if req is not None:
+                req.resp = d
+        elif ev.kind == "mcp-unparsed":
+            unparsed.append({**d, "where": ev.where})
+    calls = []
+    for i, item in enumerate(order):
+        d, r = item.d, item.resp or {}
+        label = next((k for k in ("tool", "prompt", "uri") if k in d), "tool")
+        alive = frozenset(
+            (p[0], p[1])
+            for p in r.get("alive", [])
+            if isinstance(p, list) and len(p) == 2 and isinstance(p[0], int)
+        )
+        code = r.get("error_code")
+        calls.append(
+            Call(
+                index=i,
+                id=d.get("id"),
+                method=str(d.get("method")),
+                name=str(d.get(label) or "?"),
+                arguments=d.get("arguments"),
+                request=item.t,
+                response=parse_time(r.get("time")),
+                is_error=bool(r["is_error"]) if "is_error" in r else None,
+                error_code=code if isinstance(code, int) else None,
+                where=item.where,
+                alive=alive,
+                alive_time=parse_time(r.get("alive_time")),
+            )
+        )
+    return calls, unparsed
+
+
+def _start_interval(node: Node, anchor: Anchor) -> tuple[float, float] | None:
+    """When the process may have started (UTC seconds): one clock tick wide."""
+    if node.start is not None:
+        base = anchor(node.boot_id)
+        if base is not None:
+            lo = base + node.start / CLK_TCK
+            return (lo - _SLACK, lo + TICK + _SLACK)
+    t = node.first_time
+    if t is None:
+        return None
+    return (t.timestamp() - TICK - _SLACK, t.timestamp() + TICK + _SLACK)
+
+
+def _window(call: Call, end: float) -> tuple[float, float]:
+    return (call.request.timestamp(), call.response.timestamp() if call.response else end)
+
+
+def _find_server(forest: Forest, start: Mapping[str, Any] | None) -> Node | None:
+    if start is None:
+        return None
+    pid, pstart = start.get("child_pid"), start.get("child_start")
+    fallback = None
+    for root in forest.roots:
+        for n in root.walk():
+            if n.pid == pid:
+                if n.known and n.start == pstart:
+                    return n
+                if not n.known:
+                    fallback = n
+    return fallback
+
+
+def _lifetimes(events: list[EventRecord]) -> dict[tuple[int, int | None], list[tuple[float, str]]]:
+    seen: dict[tuple[int, int | None], list[tuple[float, str]]] = {}
+    for ev in events:
+        if ev.kind not in ("survivor", "reaped", "observed"):
+            continue
+        pid, t = ev.data.get("pid"), parse_time(ev.data.get("time"))
+        if isinstance(pid, int) and t is not None:
+            what = {
+                "survivor": "still running when the session ended",
+                "reaped": "reaped at",
+                "observed": "seen running by the sampler at",
+            }[ev.kind]
+            text = f"{what} {t.isoformat()}" if ev.kind != "survivor" else what
+            seen.setdefault((pid, ev.data.get("start")), []).append(
+                (t.timestamp(), f"{ev.where}: {ev.kind} record: {text}")
+            )
+    return seen
+
+
+def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
+    start = next((e.data for e in s.events if e.kind == "session-start"), None)
+    end = next((e.data for e in s.events if e.kind == "session-end"), None)
+    calls, unparsed = _calls(s.events)
+    forest = build_forest(s.images)
+    att = Attribution(session, start, end, calls, forest, _find_server(forest, start))
+    att.unparsed = unparsed
+    end_t = parse_time(end.get("time")) if end else None
+    horizon = end_t.timestamp() if end_t else math.inf
+    windows = [_window(c, horizon) for c in calls]
+
+    def by_time(node: Node) -> Owner:
+        iv = att.start_of[node.id]
+        if iv is None:
+            return None
+        hits = tuple(
+            c.index for c, w in zip(calls, windows, strict=True) if iv[0] <= w[1] and w[0] <= iv[1]
+        )
+        return hits[0] if len(hits) == 1 else hits or None
+
+    for root in forest.roots:
+        stack: list[tuple[Node, Owner, bool]] = [(root, None, False)]
+        while stack:
+            node, inherited, from_call = stack.pop()
+            mine: Owner = None
+            if node.known and node is not att.server:
+                att.start_of[node.id] = _start_interval(node, anchor)
+                mine = inherited if from_call else by_time(node)
+                att.owner[node.id] = mine
+            passes = node.known and node is not att.server and mine is not None
+            stack.extend((c, mine, passes) for c in node.children)
+    _outlived(att, _lifetimes(s.events))
+    return att
+
+
+def _outlived(
+    att: Attribution, seen: Mapping[tuple[int, int | None], list[tuple[float, str]]]
+) -> None:
+    later_alive: list[tuple[float, frozenset[tuple[int, int | None]], str]] = [
+        (c.alive_time.timestamp(), c.alive, c.where) for c in att.calls if c.alive_time
+    ]
+    for node in att.nodes():
+        owner = att.owner.get(node.id)
+        if not isinstance(owner, int):
+            continue
+        call = att.calls[owner]
+        if call.response is None:
+            continue
+        resp = call.response.timestamp()
+        ident = (node.pid, node.start)
+        iv = att.start_of.get(node.id)
+        when = call.response.isoformat()
+        if iv is not None and iv[0] > resp:
+            started = datetime.fromtimestamp(iv[0] + _SLACK, call.response.tzinfo)
+            att.outlived[node.id] = (
+                node.images[0].where,
+                f"started at {started.isoformat()}, after the call returned at {when}",
+            )
+            continue
+        snap = next((t for t, alive, _w in later_alive if t > resp and ident in alive), None)
+        if snap is not None:
+            t = datetime.fromtimestamp(snap, call.response.tzinfo) + timedelta(0)
+            att.outlived[node.id] = (
+                call.where,
+                f"still running at {t.isoformat()}, after the call returned at {when}",
+            )
+            continue
+        late = [(t, text) for t, text in seen.get(ident, ()) if t > resp + _LATE]
+        if late:
+            att.outlived[node.id] = ("", f"{late[-1][1]} (the call returned at {when})")

@@ -1,0 +1,139 @@
+"""Every record source as an `Image`: one program a process ran, as the log knows it.
+
+Shim exec records carry it directly; "observed" events sampled by the supervisor are
+converted here; later sources (trace_merge) register a converter in `SOURCES`. The tree
+(tree) links images into processes and families.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+
+__all__ = ["SOURCES", "Image", "bytes_field", "image_of", "images", "parse_time"]
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """One program image a process ran, whatever recorded it."""
+
+    source: str  # "shim" | "observed" | later sources
+    where: str
+    time: datetime | None
+    boot_id: str
+    pid: int
+    ppid: int | None
+    start: int | None
+    parent_start: int | None
+    cwd: bytes
+    command: str  # the shim's name, or the executable's base name
+    target: bytes  # the executable that ran
+    argv0: bytes  # shim: the path the caller exec'd; observed: cmdline[0]
+    args: tuple[bytes, ...]
+    session: str
+    redactions: tuple[str, ...] = ()
+    uid: int | None = None
+
+
+def _from_exec(rec: ExecRecord) -> Image:
+    return Image(
+        "shim",
+        rec.where,
+        rec.time,
+        rec.boot_id,
+        rec.pid,
+        rec.ppid,
+        rec.start,
+        rec.parent_start,
+        rec.cwd,
+        rec.shim,
+        rec.target,
+        rec.invoked_as,
+        rec.args,
+        rec.session,
+        rec.redactions,
+    )
+
+
+def bytes_field(data: Any, name: str) -> bytes:
+    """A byte field of a JSON event: exact from its `NAME_b64` twin when there is one."""
+    b64 = data.get(f"{name}_b64")
+    if isinstance(b64, str):
+        return base64.b64decode(b64)
+    value = data.get(name)
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else b""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _from_observed(rec: EventRecord) -> Image | None:
+    """A process the supervisor saw (issue 5): cmdline items that were not UTF-8 are exact
+    in cmdline_b64 {index: base64}."""
+    d = rec.data
+    pid = _int(d.get("pid"))
+    if pid is None:
+        return None
+    raw = d.get("cmdline")
+    cmdline = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []
+    argv = [c.encode("utf-8", "surrogateescape") for c in cmdline]
+    b64 = d.get("cmdline_b64")
+    if isinstance(b64, dict):
+        for k, v in b64.items():
+            if str(k).isdigit() and int(k) < len(argv) and isinstance(v, str):
+                argv[int(k)] = base64.b64decode(v)
+    exe = bytes_field(d, "exe")
+    name = os.path.basename(exe or (argv[0] if argv else b"")).decode("utf-8", "replace")
+    session = d.get("session")
+    return Image(
+        "observed",
+        rec.where,
+        parse_time(d.get("time")),
+        str(d.get("boot_id") or ""),
+        pid,
+        _int(d.get("ppid")),
+        _int(d.get("start")),
+        _int(d.get("parent_start")),
+        bytes_field(d, "cwd"),
+        name,
+        exe,
+        argv[0] if argv else exe,
+        tuple(argv[1:]),
+        session if isinstance(session, str) else "",
+        (),
+        _int(d.get("uid")),
+    )
+
+
+SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
+
+
+def image_of(rec: Record) -> Image | None:
+    if isinstance(rec, ExecRecord):
+        return _from_exec(rec)
+    conv = SOURCES.get(rec.kind)
+    return conv(rec) if conv else None
+
+
+def images(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:
+    for rec in records:
+        img = image_of(rec)
+        if img is not None and (session is None or img.session == session):
+            yield img

@@ -1,0 +1,311 @@
+"""`mcpshim run --mcp` on Linux: the relay as two processes of mcpshim's own.
+
+The pump child (relaychild) moves the bytes; a recorder child reads their copies, cuts
+them into messages and writes the records: as batch work at nice 10 (`_behind`), between
+messages rather than during them (`_Batches`). Neither shares an interpreter lock with the
+supervisor or with each other. Measured through a real SDK client and server on two cores
+(benchmarks/relay_sdk.py), recording in the supervisor's own threads at nice 10 added
+0.13-0.26 ms to a 1 ms tool call. In this child, in batches, woken by the bell rather than
+by every request, the whole relay adds 0.18-0.25 ms to a 2.3-3.0 ms call, of which a bare
+splice relay that records nothing takes 0.05-0.15 ms. Of the rest, about 0.02 ms is
+copying before passing on (tee, then splice) and most is filing the copy and ringing the
+bell, which share the two cores with the client as it wakes. On a busy machine
+recording lags, which costs memory in the pump child's backlog and nothing else: every
+record keeps the time its bytes were read. It is a child of its own rather than a thread of
+the supervisor so that its work never holds the interpreter lock the supervisor's signal
+forwarding needs.
+
+Both are children of the supervisor, forked before the server starts and any thread does:
+`helpers` lists them for `Supervisor.add_helper` (never observed, a survivor or reaped in
+the log). `start` returns once the recorder has closed what it inherited, so no client or
+server waits on an end only the recorder still holds. The supervisor keeps two fds: a
+control pipe whose closing ends the pump child, and a status pipe on which the pump child
+reports each direction's end.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import fcntl
+import io
+import os
+import select
+import signal
+import sys
+import termios
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import psutil
+
+from mcpshim.relay import pipeio
+from mcpshim.relay.child import DIRECTIONS, EOF, HEAD, MORE, OVERFLOW, keep_only, pump_main
+from mcpshim.relay.core import S2C, Recorder, Transcriber, close_end, relay_pipe
+
+__all__ = ["ForkedRelay"]
+
+_READ = 1 << 20
+_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+_NICE = 10
+
+
+def _behind() -> None:
+    """Behind the client, the server and the pumps, never starved. SCHED_BATCH: its
+    wakeups never preempt a running process; nice 10: about a tenth of what a nice-0
+    process gets when they compete. The idle class was no faster through a real SDK client
+    and server once recording waits for quiet (below), and on a machine kept busy it
+    recorded almost nothing, with no way back: an unprivileged process cannot leave it."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # type: ignore[attr-defined, unused-ignore]
+    with contextlib.suppress(OSError):
+        os.nice(_NICE)
+
+
+# With no bell, look for copies (a request still unanswered) after _IDLE_S, then twice as
+# long each time nothing came, up to _IDLE_MAX_S: an idle session wakes once a second.
+_IDLE_S = 0.1
+_IDLE_MAX_S = 1.0
+_SETTLE_S = 0.001  # read the copies once the channel has been quiet this long,
+_BATCH_S = 0.1  # or once a batch has been growing this long,
+_BATCH_BYTES = 2 * _READ  # or once the copy pipes (three, grown to 1 MiB) hold this much
+
+
+def _unread(fd: int) -> int:
+    buf = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return buf[0]
+
+
+class _Batches(io.RawIOBase):
+    """The heads pipe, read a batch at a time, between calls rather than during them.
+
+    The recorder sleeps until the pump child rings the bell, which it does once it has
+    passed on something of the server's (a response, after the client has it), or for a
+    while (_IDLE_S, longer when idle); then, once the channel has been quiet for _SETTLE_S
+    (within the limits above), it reads all that came. Woken by each request's copy
+    instead, it took the other core just as the server needed it: through a real SDK
+    client and server on two cores, 0.1 ms more per call. Reading each chunk as it came (a
+    1 MiB message is sixteen 64 KiB chunks) made 256 KiB calls 0.4-0.5 ms slower, even in
+    the idle scheduling class."""
+
+    def __init__(self, heads: int, data: Sequence[int], bell: int) -> None:
+        super().__init__()
+        self._heads, self._data, self._bell = heads, data, bell
+        os.set_blocking(bell, False)
+        self._rung_off = False  # the bell's writer is gone: the pump child has ended
+
+    def readable(self) -> bool:
+        return True
+
+    def _listen(self) -> None:
+        wait = _IDLE_S
+        while not self._rung_off and not _unread(self._heads):
+            rung = pipeio.wait_for(self._bell, select.POLLIN, wait)
+            with contextlib.suppress(BlockingIOError):
+                self._rung_off = not os.read(self._bell, 4096)
+            wait = _IDLE_S if rung else min(2 * wait, _IDLE_MAX_S)
+
+    def readinto(self, buf: Any) -> int:
+        self._listen()
+        deadline = time.monotonic() + _BATCH_S
+        seen = -1
+        while True:
+            now = _unread(self._heads) + sum(_unread(fd) for fd in self._data)
+            if now == seen or now >= _BATCH_BYTES or time.monotonic() >= deadline:
+                break
+            seen = now
+            time.sleep(_SETTLE_S)
+        return os.readv(self._heads, [buf])
+
+
+def _cpu_time(pid: int) -> float | None:
+    """The CPU time a process has used so far (None once it is gone)."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
+Part = tuple[int, float, bytes | None]  # direction index, time read, bytes (None: the end)
+
+
+class InOrder:
+    """Copies back in the order their bytes were read. A pump writes a chunk's head after
+    passing the chunk on, so two heads may reach the pipe in the other order; their numbers,
+    taken before anything was passed on, hold the order of cause and effect (a response's
+    number is after its request's). A chunk split over two pipes has one number and a head
+    for each part, MORE on all but the last."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._parts: dict[int, list[Part]] = {}
+        self._whole: set[int] = set()
+
+    def add(self, flags: int, seq: int, t: float, data: bytes) -> list[Part]:
+        """One head's part; the parts now due, in order."""
+        end = bool(flags & EOF)
+        self._parts.setdefault(seq, []).append((flags & ~(EOF | MORE), t, None if end else data))
+        if not flags & MORE:
+            self._whole.add(seq)
+        due: list[Part] = []
+        while self._next in self._whole:
+            self._whole.discard(self._next)
+            due += self._parts.pop(self._next)
+            self._next += 1
+        return due
+
+    def rest(self) -> list[Part]:
+        """What is left at the end (a pump that died between number and head), in order."""
+        due = [part for seq in sorted(self._parts) for part in self._parts[seq]]
+        self._parts.clear()
+        return due
+
+
+def transcribe(recorder: Recorder, heads: int, data: Sequence[int], bell: int) -> None:
+    """Read the copy channel until the pump child is gone, recording every message."""
+    scribe = Transcriber(recorder)
+    order = InOrder()
+    with contextlib.ExitStack() as stack:
+        data_r = [stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in data]
+        head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data, bell), 1 << 16))
+        while len(head := head_r.read(HEAD.size)) == HEAD.size:
+            flags, pipe, seq, t, size = HEAD.unpack(head)
+            chunk = data_r[pipe].read(size) if size else b""
+            if len(chunk) < size:
+                break  # the pump child died mid-copy
+            for index, when, part in order.add(flags, seq, t, chunk):
+                scribe.feed(DIRECTIONS[index], when, part)
+        for index, when, part in order.rest():
+            scribe.feed(DIRECTIONS[index], when, part)
+        os.close(heads)
+
+
+def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoReturn:
+    for sig in _IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    keep_only({2, ready, *fds})
+    _behind()
+    os.close(ready)  # what it inherited is closed: no peer waits on an end held here
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write("mcpshim-record")  # named once set up: its fds, its place in the queue
+    transcribe(recorder, fds[0], fds[1:-1], fds[-1])
+    os._exit(0)
+
+
+class ForkedRelay:
+    """A relay (mcprelay.Relaying) with the pumps and the recorder in children (module
+    docstring)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.pid = 0  # the pump child
+        self.recorder_pid = 0
+        self.helpers: set[int] = set()
+        self._ctl = self._status = -1
+        self._ended: set[int] = set()
+
+    def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
+        """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
+        and the server's pipe ends close here, so only the pump child holds them."""
+        # heads (22 bytes a chunk part), each direction's bytes, the overflow, then the bell
+        channel = [relay_pipe() for _ in range(OVERFLOW + 3)]  # they grow in the pump child
+        ours, theirs = [r for r, _ in channel], [w for _, w in channel]
+        ctl_r, ctl_w = os.pipe()
+        status_r, status_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (*ours, *theirs, ctl_r, ctl_w, status_r, status_w):
+                os.close(fd)
+            raise  # nothing was handed over: the caller can fall back to threads
+        if pid == 0:  # pragma: no cover - the child; it ends in os._exit
+            try:
+                pumps = ((client_in, server_in), (server_out, client_out))
+                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w)
+            finally:
+                os._exit(70)
+        self.pid = pid
+        self.helpers.add(pid)
+        for fd in (*theirs, ctl_r, status_w, server_in, server_out, client_in, client_out):
+            close_end(fd)
+        self._ctl, self._status = ctl_w, status_r
+        ready_r, ready_w = os.pipe()
+        try:
+            rpid = os.fork()
+        except OSError:
+            rpid = -1  # nobody records; the pumps drop the copies once the pipes close
+        if rpid == 0:  # pragma: no cover - the child; it ends in os._exit
+            try:
+                self.helpers.add(os.getpid())
+                _recorder_main(self.recorder, ours, ready_w)
+            finally:
+                os._exit(70)
+        for fd in (*ours, ready_w):
+            os.close(fd)
+        if rpid > 0:
+            self.recorder_pid = rpid
+            self.helpers.add(rpid)
+            with contextlib.suppress(OSError):
+                os.read(ready_r, 1)  # EOF once the recorder let go of what it inherited
+        os.close(ready_r)
+
+    def server_done(self, timeout: float) -> bool:
+        """Wait for the server's output to end; True when it did within `timeout`."""
+        deadline = time.monotonic() + timeout
+        s2c = DIRECTIONS.index(S2C)
+        while s2c not in self._ended:
+            left = deadline - time.monotonic()
+            if left <= 0 or not pipeio.wait_for(self._status, select.POLLIN, left):
+                return False
+            got = os.read(self._status, 8)
+            if not got:
+                return True  # the pump child is gone: nothing more will come
+            self._ended.update(got)
+        return True
+
+    def finish(self, timeout: float = 10.0) -> None:
+        """End the pump child (it sends its last copies first) and wait until the recorder
+        has written every record: as long as it is working (its CPU time grows), so a
+        busy machine loses no record; once it has done nothing for `timeout` seconds it is
+        left to finish on its own."""
+        with contextlib.suppress(OSError):
+            os.close(self._ctl)
+        if self.recorder_pid <= 0:
+            return
+        worked, since = _cpu_time(self.recorder_pid), time.monotonic()
+        while True:
+            try:
+                done, _ = os.waitpid(self.recorder_pid, os.WNOHANG)
+            except ChildProcessError:
+                return  # reaped by the supervisor's loop: it ended
+            if done:
+                return
+            now = time.monotonic()
+            if now - since >= timeout:
+                used = _cpu_time(self.recorder_pid)
+                if used is None or used == worked:
+                    print(
+                        f"mcpshim: warning: the recorder (pid {self.recorder_pid}) has "
+                        "stopped; records it did not write are missing from the log",
+                        file=sys.stderr,
+                    )
+                    return
+                worked, since = used, now
+            time.sleep(0.005)
+
+    def reap(self) -> int:
+        """Wait for the pump child (after finish); its exit code, or -1 if reaped already."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return -1
+        return os.waitstatus_to_exitcode(status)

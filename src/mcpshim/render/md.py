@@ -1,0 +1,217 @@
+"""A relayed session as a reviewer reads it: tool calls, the processes each started, findings.
+
+`session_report` runs review and attribution in one pass over the log; `render_md` is the
+markdown to paste into a code review, `render_calls_text` the terminal view `tree` appends.
+Process-derived text goes through display.escape/quote_argv first, then through the escape
+of the target format.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcpshim import __version__
+from mcpshim.base.display import escape, quote_argv, safe
+from mcpshim.family.attribution import Attribution, Call, Collector, Owner
+from mcpshim.family.tree import Image, Node
+from mcpshim.family.view import argv_of
+from mcpshim.log.execlog import Record
+from mcpshim.review.engine import review
+from mcpshim.review.findings import Finding
+from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules.mcp_rules import regroup, session_findings
+from mcpshim.shim.install import Manifest
+
+__all__ = [
+    "SessionReport",
+    "call_status",
+    "image_line",
+    "render_calls_text",
+    "render_md",
+    "session_report",
+]
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    att: Attribution
+    findings: list[Finding]
+
+
+def session_report(
+    records: Iterable[Record],
+    session: str,
+    policy: Policy,
+    anchor: Any,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+) -> SessionReport | None:
+    """Review one session and attribute its processes to its tool calls (one log pass)."""
+    collector = Collector(session)
+    result = review(
+        collector.tee(records),
+        policy=policy,
+        session=session,
+        shim_dir=shim_dir,
+        manifest=manifest,
+    )
+    atts = collector.results(anchor)
+    if not atts:
+        return None
+    att = atts[0]
+    findings = regroup(result.findings, [att]) + apply_policy(session_findings(att, policy), policy)
+    return SessionReport(att, findings)
+
+
+def call_status(call: Call) -> str:
+    if call.response is None:
+        return "no response"
+    return "error" if call.is_error else "ok"
+
+
+def _time(call: Call) -> str:
+    return call.request.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _duration(call: Call) -> str:
+    ms = call.duration_ms()
+    return "-" if ms is None else f"{ms:.1f} ms"
+
+
+def image_line(img: Image) -> str:
+    """One image as terminal-safe text: argv quoted and escaped, target escaped."""
+    target = escape(img.target) if img.target else "?"
+    return f"{quote_argv(argv_of(img))}  -> {target}"
+
+
+def args_text(value: Any) -> str:
+    """Arguments as recorded (already redacted by the relay), escaped for a terminal."""
+    return escape(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def _owned_tree(att: Attribution, owner: Owner) -> list[tuple[int, Node]]:
+    """(depth, node) for the processes of one owner, parents before children."""
+    out: list[tuple[int, Node]] = []
+    for top in att.processes(owner):
+        stack = [(0, top)]
+        while stack:
+            depth, node = stack.pop()
+            out.append((depth, node))
+            stack.extend(
+                (depth + 1, c) for c in reversed(node.children) if att.owner.get(c.id) == owner
+            )
+    return out
+
+
+def _node_note(att: Attribution, node: Node) -> str:
+    notes = []
+    if node.id in att.outlived:
+        notes.append("outlived its call: " + att.outlived[node.id][1])
+    if any(i.source == "observed" for i in node.images) and "shim" not in node.sources:
+        notes.append("not shimmed (observed)")
+    return "; ".join(notes)
+
+
+def _groups(att: Attribution) -> list[tuple[str, Owner]]:
+    out: list[tuple[str, Owner]] = [(f"#{c.index + 1}", c.index) for c in att.calls]
+    amb = sorted({o for o in att.owner.values() if isinstance(o, tuple)})
+    out += [("ambiguous", a) for a in amb]
+    return out
+
+
+def render_calls_text(att: Attribution) -> str:
+    lines = [f"tool calls in session {escape(att.session)}: {len(att.calls)}"]
+    for tag, owner in _groups(att):
+        if isinstance(owner, int):
+            c = att.calls[owner]
+            lines.append(
+                f"{tag} {_time(c)} {escape(c.method)} {escape(c.name)} (id {escape(str(c.id))}) "
+                f"{args_text(c.arguments)}  {_duration(c)} {call_status(c)}"
+            )
+        else:
+            names = " / ".join(f"#{i + 1} {escape(att.calls[i].name)}" for i in owner or ())
+            lines.append(f"ambiguous between {names}:")
+        for depth, node in _owned_tree(att, owner):
+            for k, img in enumerate(node.images):
+                head = f"{node.pid}" if k == 0 else " " * len(str(node.pid)) + " exec"
+                note = _node_note(att, node) if k == 0 else ""
+                lines.append(
+                    "    "
+                    + "   " * depth
+                    + ("└─ " if depth else "")
+                    + f"{head} {image_line(img)}"
+                    + (f"  [{escape(note)}]" if note else "")
+                )
+    return "\n".join(lines) + "\n"
+
+
+# ---- markdown ----------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|<>])")
+
+
+def md_text(text: str) -> str:
+    """Terminal-escaped text made inert in markdown (no links, no HTML, no table breaks)."""
+    return _MD_SPECIAL.sub(r"\\\1", escape(text))
+
+
+def md_code(text: str, escaped: bool = False) -> str:
+    """An inline code span that no backtick inside can close (`escaped`: already
+    terminal-safe, as image_line's text is)."""
+    safe = text if escaped else escape(text)
+    runs = [len(m) for m in re.findall(r"`+", safe)]
+    fence = "`" * (max(runs, default=0) + 1)
+    body = safe.replace("|", "\\|")
+    pad = " " if safe.startswith("`") or safe.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def render_md(rep: SessionReport, subject: Mapping[str, Any]) -> str:
+    att = rep.att
+    out = [f"# mcpshim session {md_text(att.session)}", ""]
+    for k, v in subject.items():
+        out.append(f"- **{md_text(str(k))}**: {md_text(str(v))}")
+    out += [
+        "",
+        "## Tool calls",
+        "",
+        "| # | time (UTC) | call | arguments | duration | result |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in att.calls:
+        out.append(
+            f"| {c.index + 1} | {_time(c)} | {md_text(c.method)} {md_code(c.name)} "
+            f"| {md_code(json.dumps(c.arguments, ensure_ascii=False, sort_keys=True))} "
+            f"| {_duration(c)} | {call_status(c)} |"
+        )
+    for tag, owner in _groups(att):
+        procs = _owned_tree(att, owner)
+        if isinstance(owner, int):
+            title = f"{tag} {md_text(att.calls[owner].label)}"
+        else:
+            title = "ambiguous: " + " or ".join(md_text(att.calls[i].label) for i in owner or ())
+        out += ["", f"### {title}", ""]
+        if not procs:
+            out.append("(started no process)")
+        for depth, node in procs:
+            note = _node_note(att, node)
+            for n, img in enumerate(node.images):
+                lead = "  " * depth + "- " + ("" if n == 0 else "exec ")
+                tail = f" — {md_text(note)}" if note and n == 0 else ""
+                out.append(f"{lead}pid {node.pid} {md_code(image_line(img), escaped=True)}{tail}")
+    out += ["", f"## Findings ({len(rep.findings)})", ""]
+    for f in sorted(rep.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
+        out.append(
+            f"- **{f.level.label.upper()}** {f.rule.id} {f.rule.name} — "
+            f"{md_text(f.text)} _({md_text(f.group)})_"
+        )
+        for ev in f.evidence:
+            out.append(f"  - {md_code(ev.where)} {md_code(safe(ev.text), escaped=True)}")
+        out.append(f"  - fix: {md_text(f.rule.remediation)}")
+    out += ["", f"<sub>mcpshim {html.escape(__version__)}</sub>", ""]
+    return "\n".join(out)

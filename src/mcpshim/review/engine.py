@@ -1,0 +1,260 @@
+"""Review: stream the log, link families, run the rules, and fold hits into findings.
+
+Memory stays flat over the log: the linker keeps a few packed ints per live pid, and hits
+are folded per (family, rule, key) with at most `EVIDENCE_CAP` records of evidence each and
+a count of the rest. The exit threshold is applied by the CLI (`--fail-on`, default medium).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from mcpshim.family.tree import Image, Linker, image_of
+from mcpshim.family.view import evidence_line, stamp
+from mcpshim.log.execlog import ExecRecord, Record, session_of
+from mcpshim.review.baseline import Baseline
+from mcpshim.review.findings import Evidence, Finding
+from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules import Context, Hit, run_checks
+from mcpshim.review.rules.session_rules import SessionEvidence
+from mcpshim.shim.install import Manifest
+
+__all__ = [
+    "EVIDENCE_CAP",
+    "ReviewResult",
+    "Scan",
+    "family_label",
+    "fold",
+    "make_context",
+    "review",
+    "scan",
+]
+
+EVIDENCE_CAP = 3
+MEMO_CAP = 65_536
+Progress = Callable[[int, str], None]
+
+
+@dataclass
+class _Acc:
+    hit: Hit
+    evidence: list[Evidence] = field(default_factory=list)
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    findings: list[Finding]
+    records: int  # records read (all kinds)
+    images: int  # images reviewed (after the session filter)
+    processes: int
+    families: int
+    in_session: int = 0  # records of the session reviewed (of any kind); all without one
+
+
+def family_label(img: Image, unknown_ppid: int | None) -> str:
+    """How findings name a family: its root process, or the missing parent it hangs under."""
+    boot = img.boot_id[:8] or "?"
+    sess = f"session {img.session} " if img.session else ""
+    if unknown_ppid is not None:
+        return f"{sess}family under pid {unknown_ppid} (parent not in log, boot {boot})"
+    return f"{sess}family of pid {img.pid} {img.command} started {stamp(img)} (boot {boot})"
+
+
+def _evidence(img: Image, hit: Hit) -> Evidence:
+    text = evidence_line(img)
+    data = {
+        "command": hit.data.get("command", img.command),
+        "path": hit.path,
+        "pid": img.pid,
+        "ppid": img.ppid,
+        "start_ticks": img.start,
+        "boot_id": img.boot_id,
+        "source": img.source,
+        **{k: v for k, v in hit.data.items() if k not in ("command", "path")},
+    }
+    return Evidence(img.where, text, data)
+
+
+@dataclass
+class Scan:
+    """What one pass over a run of records found, before families are folded."""
+
+    linker: Linker
+    acc: dict[tuple[int, str, str], _Acc]  # (family, rule id, key)
+    labels: dict[int, str]
+    records: int = 0
+    images: int = 0
+    processes: int = 0
+    events: list[Record] = field(default_factory=list)  # kept for the session rules
+    in_session: int = 0
+
+
+def make_context(
+    policy: Policy,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+    baseline: Baseline | None = None,
+) -> Context:
+    shim_dirs: tuple[str, ...] = ()
+    if shim_dir:
+        shim_dirs = tuple(dict.fromkeys([shim_dir, os.path.realpath(shim_dir)]))
+    return Context(policy, shim_dirs, manifest, baseline)
+
+
+def scan(
+    records: Iterable[Record],
+    ctx: Context,
+    session: str | None = None,
+    progress: Progress | None = None,
+    every: int = 50_000,
+    keep_events: bool = False,
+    session_ev: SessionEvidence | None = None,
+) -> Scan:
+    """The hot loop: link each image, run the checks once per distinct invocation, fold hits."""
+    linker = Linker()
+    labels: dict[int, str] = {}
+    acc: dict[int, _Acc] = {}  # (family << 32 | hit id) -> folded hits
+    hit_ids: dict[tuple[str, str], int] = {}  # (rule id, key) -> hit id
+    memo: dict[tuple[object, ...], tuple[tuple[int, Hit], ...]] = {}
+    events: list[Record] = []
+    n_records = n_images = n_procs = n_in = 0  # n_in: records of the session, any kind
+    for rec in records:
+        n_records += 1
+        if progress is not None and n_records % every == 0:
+            progress(n_records, rec.where)
+        # An exec record becomes an Image only when a check, a label or a piece of evidence
+        # needs one; the checks are pure over the memo key's fields (filesystem facts are
+        # cached in ctx) and real logs repeat their commands.
+        img: Image | None = None
+        if isinstance(rec, ExecRecord):
+            if session is not None and rec.session != session:
+                continue
+            n_in += 1
+            ident = (rec.boot_id, rec.pid, rec.ppid, rec.start, rec.parent_start, rec.session)
+            memo_key: tuple[object, ...] = (
+                "shim",
+                rec.shim,
+                rec.target,
+                rec.invoked_as,
+                rec.args,
+                rec.cwd,
+                rec.redactions,
+            )
+        else:
+            if session is None or session_of(rec) == session:
+                n_in += 1
+            if session_ev is not None:
+                session_ev.feed(rec)
+            if keep_events:
+                events.append(rec)
+            img = image_of(rec)
+            if img is None or (session is not None and img.session != session):
+                continue
+            ident = (img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
+            memo_key = (
+                img.source,
+                img.command,
+                img.target,
+                img.argv0,
+                img.args,
+                img.cwd,
+                img.redactions,
+            )
+        n_images += 1
+        link = linker.add(*ident)
+        fam = linker.family(link.node)
+        if link.new:
+            n_procs += 1
+            if fam not in labels:
+                img = img or image_of(rec)
+                assert img is not None
+                labels[fam] = family_label(img, ident[2] if link.unknown_parent else None)
+        hits = memo.get(memo_key)
+        if hits is None:
+            img = img or image_of(rec)
+            assert img is not None
+            if len(memo) >= MEMO_CAP:
+                memo.clear()
+            hits = memo[memo_key] = tuple(
+                (hit_ids.setdefault((h.rule.id, h.key), len(hit_ids)), h)
+                for h in run_checks(ctx, img)
+            )
+        for hid, hit in hits:
+            key = (fam << 32) | hid
+            a = acc.get(key)
+            if a is None:
+                a = acc[key] = _Acc(hit)
+            a.count += 1
+            if len(a.evidence) < EVIDENCE_CAP:
+                img = img or image_of(rec)
+                assert img is not None
+                a.evidence.append(_evidence(img, hit))
+    by_key = {(k >> 32, a.hit.rule.id, a.hit.key): a for k, a in acc.items()}
+    return Scan(linker, by_key, labels, n_records, n_images, n_procs, events, n_in)
+
+
+def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> ReviewResult:
+    """Join scans of consecutive runs of the log, fold hits per family, apply the policy."""
+    first = scans[0]
+    linker, labels = first.linker, dict(first.labels)
+    parts = [(0, first.acc)]
+    for later in scans[1:]:
+        off = linker.absorb(later.linker)
+        labels.update({f + off: text for f, text in later.labels.items()})
+        parts.append((off, later.acc))
+    # Families may have merged (a missing parent turned up): fold by the surviving family.
+    merged: dict[tuple[int, str, str], _Acc] = {}
+    for off, acc in parts:
+        for (fam, rid, hkey), a in acc.items():
+            k = (linker.family_of_family(fam + off), rid, hkey)
+            m = merged.get(k)
+            if m is None:
+                merged[k] = a
+            else:
+                m.count += a.count
+                m.evidence.extend(a.evidence[: EVIDENCE_CAP - len(m.evidence)])
+    findings = []
+    for (fam, _rid, _key), a in merged.items():
+        findings.append(
+            Finding(
+                a.hit.rule,
+                a.hit.message,
+                tuple(a.evidence),
+                group=labels.get(fam, f"family {fam}"),
+                key=a.hit.key,
+                severity=a.hit.severity,
+                count=a.count,
+            )
+        )
+    families = len({linker.family_of_family(f) for f in labels})
+    findings += extra
+    return ReviewResult(
+        apply_policy(findings, policy),
+        sum(s.records for s in scans),
+        sum(s.images for s in scans),
+        sum(s.processes for s in scans),
+        families,
+        sum(s.in_session for s in scans),
+    )
+
+
+def review(
+    records: Iterable[Record],
+    *,
+    policy: Policy,
+    session: str | None = None,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+    baseline: Baseline | None = None,
+    progress: Progress | None = None,
+    every: int = 50_000,
+) -> ReviewResult:
+    ctx = make_context(policy, shim_dir, manifest, baseline)
+    session_ev = SessionEvidence(policy, manifest.shims if manifest else (), session)
+    result = scan(records, ctx, session, progress, every, session_ev=session_ev)
+    if progress is not None:
+        progress(result.records, "")
+    return fold([result], policy, session_ev.findings())

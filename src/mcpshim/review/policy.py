@@ -1,0 +1,376 @@
+"""The review policy: a TOML file read once into a frozen `Policy`, and how it filters findings.
+
+Every key is documented in the top-level ``policy.example.toml``. A missing file means the
+defaults; a malformed one is an `InputError` naming the file, the line and the key path.
+
+Ignores match findings through their evidence: every producer of findings (review's rules,
+lint-path) puts ``command`` (the command name, e.g. ``git``) and ``path`` (the executable,
+directory or file the finding is about) into ``Evidence.data``. An ignore entry matches when
+all of the keys it gives match: ``rule`` (an id), ``command`` (exact), ``path`` (a glob,
+fnmatch-style, where ``*`` also crosses ``/``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from mcpshim.errors import InputError
+from mcpshim.review.findings import Finding, Severity
+from mcpshim.shim import install as shims
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_SENSITIVE",
+    "CommandPolicy",
+    "Ignore",
+    "Policy",
+    "apply_policy",
+    "default_policy",
+    "dumps_starter",
+    "load_policy",
+    "parse_policy",
+]
+
+DEFAULT_SENSITIVE = ("git", "ssh", "sh", "bash", "node", "npm", "npx", "python3", "curl")
+_RULE_ID = re.compile(r"^MCS\d{3}$")
+_LEVELS = ("info", "low", "medium", "high", "off")
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """Drop findings that match every key given (at least one key is required)."""
+
+    rule: str | None = None
+    command: str | None = None
+    path: str | None = None
+    reason: str = ""
+
+    def matches(self, finding: Finding) -> bool:
+        if self.rule is not None and finding.rule.id != self.rule:
+            return False
+        if self.command is None and self.path is None:
+            return True
+        for ev in finding.evidence or ():
+            data = ev.data
+            if self.command is not None and data.get("command") != self.command:
+                continue
+            if self.path is not None:
+                p = data.get("path")
+                if not isinstance(p, str) or not fnmatch.fnmatchcase(p, self.path):
+                    continue
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class CommandPolicy:
+    """What is expected of one command (by shim or executable name). Empty means any."""
+
+    targets: tuple[str, ...] = ()  # absolute paths (globs) the command may resolve to
+    subcommands: tuple[str, ...] = ()  # first non-option argument, e.g. status, diff
+    args: tuple[str, ...] = ()  # argument shapes: globs over the space-joined arguments
+    cwd_roots: tuple[str, ...] = ()  # directories the command may run in (and below)
+    destinations: tuple[str, ...] = ()  # network destinations (host, host:port, globs)
+
+
+@dataclass(frozen=True)
+class Policy:
+    trusted_dirs: tuple[str, ...]
+    temp_dirs: tuple[str, ...]
+    sensitive_commands: tuple[str, ...]
+    severity: Mapping[str, Severity] = field(default_factory=dict)
+    ignores: tuple[Ignore, ...] = ()
+    commands: Mapping[str, CommandPolicy] = field(default_factory=dict)
+    cwd_roots: tuple[str, ...] = ()  # every command's allowed cwd roots (empty: any)
+    destinations: tuple[str, ...] = ()  # network destinations expected for any helper
+    strict_commands: bool = False  # a command without a [commands.X] table is a finding
+    tools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # MCP tool -> commands
+    source: str = ""  # the file it came from ("" for defaults)
+
+    def command(self, name: str) -> CommandPolicy | None:
+        return self.commands.get(name)
+
+    def allowed_destinations(self, command: str) -> tuple[str, ...]:
+        cp = self.commands.get(command)
+        return self.destinations + (cp.destinations if cp else ())
+
+
+def _default_trusted() -> tuple[str, ...]:
+    dirs = list(shims.trusted_search_path())
+    for extra in ("/usr/sbin", "/sbin"):
+        if extra not in dirs:
+            dirs.append(extra)
+    return tuple(dirs)
+
+
+def _default_temp() -> tuple[str, ...]:
+    dirs = list(dict.fromkeys(shims.temp_dirs()))
+    downloads = os.path.join(os.path.expanduser("~"), "Downloads")
+    if downloads not in dirs:
+        dirs.append(downloads)
+    return tuple(dirs)
+
+
+def default_policy() -> Policy:
+    return Policy(
+        trusted_dirs=_default_trusted(),
+        temp_dirs=_default_temp(),
+        sensitive_commands=DEFAULT_SENSITIVE,
+    )
+
+
+# ---- loading -----------------------------------------------------------------------------
+
+
+class _Ctx:
+    """Where we are in the file, so an error can name the file, the line and the key path."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def line_of(self, keypath: str) -> int | None:
+        parts = keypath.split(".")
+        leaf = parts[-1].split("[")[0]
+        table = parts[:-1]
+        current: list[str] = []
+        key_re = re.compile(rf"^\s*(\"?){re.escape(leaf)}\1\s*=")
+        header_re = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+        fallback = None
+        for i, line in enumerate(self.lines, 1):
+            m = header_re.match(line)
+            if m:
+                current = [p.strip().strip('"') for p in m.group(1).split(".")]
+                if current == parts:
+                    return i
+                continue
+            if key_re.match(line):
+                if current == table:
+                    return i
+                fallback = fallback or i
+        return fallback
+
+    def fail(self, keypath: str, problem: str) -> InputError:
+        line = self.line_of(keypath) if keypath else None
+        where = f"{self.path}:{line}" if line else str(self.path)
+        return InputError(f"{where}: policy key {keypath or '(top level)'}: {problem}")
+
+
+def _strs(ctx: _Ctx, value: Any, keypath: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ctx.fail(keypath, "expected a list of strings")
+    return tuple(value)
+
+
+def _table(ctx: _Ctx, value: Any, keypath: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ctx.fail(keypath, "expected a table")
+    return value
+
+
+def _no_unknown(ctx: _Ctx, table: Mapping[str, Any], known: Iterable[str], prefix: str) -> None:
+    allowed = set(known)
+    for key in table:
+        if key not in allowed:
+            raise ctx.fail(
+                f"{prefix}{key}", f"unknown key (expected one of: {', '.join(sorted(allowed))})"
+            )
+
+
+def _paths(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(os.path.expanduser(v) for v in values)
+
+
+_COMMAND_KEYS = ("targets", "subcommands", "args", "cwd_roots", "destinations")
+_TOP_KEYS = (
+    "version",
+    "trusted_dirs",
+    "temp_dirs",
+    "sensitive_commands",
+    "cwd_roots",
+    "strict_commands",
+    "severity",
+    "ignore",
+    "commands",
+    "network",
+    "tools",
+)
+
+
+def _command(ctx: _Ctx, name: str, value: Any) -> CommandPolicy:
+    prefix = f"commands.{name}."
+    table = _table(ctx, value, f"commands.{name}")
+    _no_unknown(ctx, table, _COMMAND_KEYS, prefix)
+    get = {k: _strs(ctx, table[k], prefix + k) for k in _COMMAND_KEYS if k in table}
+    return CommandPolicy(
+        targets=_paths(get.get("targets", ())),
+        subcommands=get.get("subcommands", ()),
+        args=get.get("args", ()),
+        cwd_roots=_paths(get.get("cwd_roots", ())),
+        destinations=get.get("destinations", ()),
+    )
+
+
+def _ignore(ctx: _Ctx, i: int, value: Any) -> Ignore:
+    keypath = f"ignore[{i}]"
+    table = _table(ctx, value, keypath)
+    _no_unknown(ctx, table, ("rule", "command", "path", "reason"), "ignore.")
+    for k, v in table.items():
+        if not isinstance(v, str):
+            raise ctx.fail(f"ignore.{k}", f"expected a string in ignore entry {i + 1}")
+    if not {"rule", "command", "path"} & set(table):
+        raise ctx.fail("ignore", f"entry {i + 1} needs at least one of rule, command, path")
+    rule = table.get("rule")
+    if rule is not None and not _RULE_ID.match(rule):
+        raise ctx.fail("ignore.rule", f"not a rule id: {rule!r} (like MCS101)")
+    path = table.get("path")
+    return Ignore(
+        rule,
+        table.get("command"),
+        os.path.expanduser(path) if path else None,
+        table.get("reason", ""),
+    )
+
+
+def parse_policy(text: str, path: Path) -> Policy:
+    """A Policy from TOML text; `path` only names the file in errors."""
+    ctx = _Ctx(path, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        line = m.group(1) if m else str(max(1, len(ctx.lines)))
+        raise InputError(f"{path}:{line}: not valid TOML: {exc}") from None
+    _no_unknown(ctx, data, _TOP_KEYS, "")
+    version = data.get("version", 1)
+    if version != 1:
+        raise ctx.fail("version", f"unsupported policy version {version!r} (expected 1)")
+    base = default_policy()
+    severity: dict[str, Severity] = {}
+    ignores: list[Ignore] = []
+    for rid, level in _table(ctx, data.get("severity", {}), "severity").items():
+        if not _RULE_ID.match(rid):
+            raise ctx.fail(f"severity.{rid}", "not a rule id (like MCS101)")
+        if not isinstance(level, str) or level.lower() not in (
+            "info",
+            "low",
+            "medium",
+            "high",
+            "off",
+        ):
+            raise ctx.fail(f"severity.{rid}", "expected one of info, low, medium, high, off")
+        if level.lower() == "off":
+            ignores.append(Ignore(rule=rid, reason="severity off"))
+        else:
+            severity[rid] = Severity[level.upper()]
+    raw_ignores = data.get("ignore", [])
+    if not isinstance(raw_ignores, list):
+        raise ctx.fail("ignore", "expected an array of tables ([[ignore]])")
+    ignores += [_ignore(ctx, i, v) for i, v in enumerate(raw_ignores)]
+    commands = {
+        name: _command(ctx, name, v)
+        for name, v in _table(ctx, data.get("commands", {}), "commands").items()
+    }
+    network = _table(ctx, data.get("network", {}), "network")
+    _no_unknown(ctx, network, ("destinations",), "network.")
+    tools = {
+        name: _strs(ctx, v, f"tools.{name}")
+        for name, v in _table(ctx, data.get("tools", {}), "tools").items()
+    }
+    strict = data.get("strict_commands", False)
+    if not isinstance(strict, bool):
+        raise ctx.fail("strict_commands", "expected true or false")
+
+    def dirs(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        return _paths(_strs(ctx, data[key], key)) if key in data else default
+
+    return Policy(
+        trusted_dirs=dirs("trusted_dirs", base.trusted_dirs),
+        temp_dirs=dirs("temp_dirs", base.temp_dirs),
+        sensitive_commands=dirs("sensitive_commands", base.sensitive_commands),
+        severity=severity,
+        ignores=tuple(ignores),
+        commands=commands,
+        cwd_roots=dirs("cwd_roots", ()),
+        destinations=_strs(ctx, network["destinations"], "network.destinations")
+        if "destinations" in network
+        else (),
+        strict_commands=strict,
+        tools=tools,
+        source=str(path),
+    )
+
+
+def load_policy(path: Path | None) -> Policy:
+    """The policy in `path`, or the defaults when None."""
+    if path is None:
+        return default_policy()
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read policy: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: policy is not UTF-8 text") from None
+    return parse_policy(text, path)
+
+
+def apply_policy(findings: Iterable[Finding], policy: Policy) -> list[Finding]:
+    """Drop ignored findings and apply severity overrides, in that order."""
+    out: list[Finding] = []
+    for f in findings:
+        if any(ig.matches(f) for ig in policy.ignores):
+            continue
+        level = policy.severity.get(f.rule.id)
+        out.append(f.with_severity(level) if level is not None else f)
+    return out
+
+
+# ---- starter -----------------------------------------------------------------------------
+
+
+def starter_dict() -> dict[str, Any]:
+    """The starter `policy init` writes: today's defaults made explicit, nothing allowed yet."""
+    base = default_policy()
+    return {
+        "version": 1,
+        "trusted_dirs": list(base.trusted_dirs),
+        "temp_dirs": [_tilde(d) for d in base.temp_dirs],
+        "sensitive_commands": list(base.sensitive_commands),
+        "cwd_roots": [],
+        "strict_commands": False,
+        "severity": {},
+        "network": {"destinations": []},
+        "commands": {
+            "git": {
+                "targets": ["/usr/bin/git"],
+                "subcommands": ["status", "diff", "log", "show", "rev-parse"],
+            },
+        },
+        "ignore": [],
+    }
+
+
+def _tilde(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if path.startswith(home + "/") else path
+
+
+def dumps_starter() -> str:
+    head = (
+        "# mcpshim review policy (starter written by `mcpshim policy init`).\n"
+        "# Every key is documented in policy.example.toml in the mcpshim sources.\n"
+    )
+    return head + tomli_w.dumps(starter_dict())

@@ -1,0 +1,246 @@
+"""Tool-call rules (MCS5xx): findings over a session's attribution, not over one image.
+
+They need the whole session (which call started what, who lived how long), so instead of
+registering a per-image check they are run by `session_findings` after review's pass, and
+`regroup` files review's own findings under the tool call whose process they are about.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from mcpshim.family.attribution import Attribution, Call, attribute_log
+from mcpshim.family.tree import Image, Node
+from mcpshim.family.view import evidence_line
+from mcpshim.paths import Locations
+from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
+from mcpshim.review.policy import Policy, apply_policy
+
+__all__ = [
+    "AMBIGUOUS",
+    "OUTLIVED",
+    "UNEXPLAINED",
+    "UNPARSED",
+    "call_group",
+    "explained",
+    "regroup",
+    "session_findings",
+    "with_tool_calls",
+]
+
+OUTLIVED = define_rule(
+    "MCS501",
+    "process-outlived-tool-call",
+    Severity.MEDIUM,
+    "A process started by an MCP tool call was still running after the call returned.",
+    "Make the tool wait for what it starts (or kill it before answering); run the server "
+    "under `mcpshim run --on-exit terminate` so nothing outlives the session.",
+)
+UNEXPLAINED = define_rule(
+    "MCS502",
+    "executable-not-explained-by-tool",
+    Severity.MEDIUM,
+    "An MCP tool call started an executable that its tool name does not explain.",
+    "Check why the tool runs it; if it is expected, list it under [tools] in the policy "
+    '(e.g. run_test = ["npm", "sh", "node"]).',
+    cwe=["CWE-78"],
+)
+AMBIGUOUS = define_rule(
+    "MCS503",
+    "tool-call-attribution-ambiguous",
+    Severity.LOW,
+    "Overlapping MCP tool calls: a process could have been started by either call.",
+    "Nothing is guessed: review these processes under each candidate call, or have the "
+    "client serialise calls to this server when attribution matters.",
+)
+UNPARSED = define_rule(
+    "MCS504",
+    "mcp-message-not-json-rpc",
+    Severity.LOW,
+    "A message between the MCP client and server did not parse as JSON-RPC.",
+    "It was relayed unchanged but not recorded; check the server writes only JSON-RPC "
+    "lines to stdout (logs belong on stderr).",
+)
+
+
+def call_group(att: Attribution, call: Call) -> str:
+    """The heading a call's findings go under. Review and report sort headings as text: the
+    call's full UTC time comes first, so a session's calls come in the order they were made
+    (and after the session's family)."""
+    when = call.request.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return f"session {att.session} tool call at {when}: {call.label}"
+
+
+def _data(node: Node, img: Image, call: Call | None) -> dict[str, object]:
+    out: dict[str, object] = {
+        "command": img.command,
+        "path": os.fsdecode(img.target),
+        "pid": node.pid,
+        "start_ticks": node.start,
+        "boot_id": node.boot_id,
+    }
+    if call is not None:
+        out.update({"call_id": call.id, "tool": call.name, "method": call.method})
+    return out
+
+
+_SPLIT = re.compile(r"[^a-z0-9]+")
+# Words in tool names that name a family of executables rather than one.
+_ALIASES = {
+    "shell": ("sh", "bash", "dash", "zsh"),
+    "python": ("python", "python3"),
+    "node": ("node", "nodejs"),
+}
+
+
+def _words(name: str) -> set[str]:
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    return {w for w in _SPLIT.split(name) if w}
+
+
+def explained(tool: str, command: str, tools: Mapping[str, tuple[str, ...]]) -> bool:
+    """The policy's [tools] entry decides; without one, the tool's name must say it."""
+    if tool in tools:
+        return command in tools[tool]
+    name = re.sub(r"[0-9.]+$", "", command.lower()) or command.lower()
+    words = _words(tool)
+    return bool({command.lower(), name} & words) or any(name in _ALIASES.get(w, ()) for w in words)
+
+
+def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
+    out: list[Finding] = []
+    by_id = {n.id: n for n in att.nodes()}
+    for call in att.calls:
+        group = call_group(att, call)
+        gone = [(by_id[i], ev) for i, ev in att.outlived.items() if att.owner.get(i) == call.index]
+        if gone:
+            names = ", ".join(f"{n.images[-1].command} (pid {n.pid})" for n, _ in gone[:5])
+            evidence = tuple(
+                Evidence(
+                    where or n.images[0].where,
+                    f"{evidence_line(n.images[-1])}: {text}",
+                    _data(n, n.images[-1], call),
+                )
+                for n, (where, text) in gone[:10]
+            )
+            out.append(
+                Finding(
+                    OUTLIVED,
+                    f"{len(gone)} process(es) started by {call.label} outlived it: {names}",
+                    evidence,
+                    group,
+                    key=f"{call.name}\0outlived",
+                )
+            )
+        if call.method != "tools/call":
+            continue
+        seen: dict[str, tuple[Node, Image]] = {}
+        for node in att.nodes():
+            if att.owner.get(node.id) != call.index:
+                continue
+            for img in node.images:
+                if not explained(call.name, img.command, policy.tools):
+                    seen.setdefault(img.command, (node, img))
+        for command, (node, img) in sorted(seen.items()):
+            how = "the policy's [tools] entry" if call.name in policy.tools else "its name"
+            out.append(
+                Finding(
+                    UNEXPLAINED,
+                    f"tool {call.name!r} started {command!r}, which {how} does not explain",
+                    (Evidence(img.where, evidence_line(img), _data(node, img, call)),),
+                    group,
+                    key=f"{call.name}\0{command}",
+                )
+            )
+    for node in att.nodes():
+        owner = att.owner.get(node.id)
+        parent = att.owner.get(node.parent.id) if node.parent is not None else None
+        if isinstance(owner, tuple) and parent != owner:
+            cands = [att.calls[i] for i in owner]
+            img = node.images[0]
+            out.append(
+                Finding(
+                    AMBIGUOUS,
+                    f"pid {node.pid} ({img.command}) started while "
+                    + " and ".join(c.label for c in cands)
+                    + " were running; it belongs to one of them, not said which",
+                    (Evidence(img.where, evidence_line(img), _data(node, img, None)),),
+                    f"session {att.session} overlapping tool calls",
+                    key="\0".join([img.command, *sorted(c.name for c in cands)]),
+                )
+            )
+    if att.unparsed:
+        ev = tuple(
+            Evidence(
+                str(u.get("where", "")),
+                f"{u.get('direction')} {u.get('size')} bytes: {u.get('reason')}",
+            )
+            for u in att.unparsed[:5]
+        )
+        out.append(
+            Finding(
+                UNPARSED,
+                f"{len(att.unparsed)} message(s) did not parse as JSON-RPC",
+                ev,
+                f"session {att.session}",
+                key="unparsed",
+            )
+        )
+    return out
+
+
+def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
+    """File each finding about a process under the tool call that started it.
+
+    A finding folds every occurrence in a family but keeps only the first few as evidence.
+    When all its occurrences are in the evidence it is split, one finding per tool call
+    (and one for what no call started); when some are not, whose they are is unknown, and
+    it stays with the family: never guessed.
+    """
+    index: dict[tuple[str, int, int | None], tuple[str, str]] = {}
+    for att in atts:
+        for node in att.nodes():
+            owner = att.owner.get(node.id)
+            if isinstance(owner, int):
+                call = att.calls[owner]
+                where = (call_group(att, call), f"{call.method} {call.name}")
+                index[(node.boot_id, node.pid, node.start)] = where
+    if not index:
+        return list(findings)
+    out = []
+    for f in findings:
+        parts: dict[tuple[str, str], list[Evidence]] = {}
+        for ev in f.evidence:
+            d = ev.data
+            start = d["start_ticks"] if "start_ticks" in d else d.get("start")
+            found = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start))
+            parts.setdefault(found or (f.group, ""), []).append(ev)
+        if f.count > len(f.evidence):
+            out.append(f)  # occurrences not in evidence: whose they are is unknown
+            continue
+        for (group, tool), evidence in parts.items():
+            part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
+            out.append(replace(part, key=_call_key(f, tool)) if tool else part)
+    return out
+
+
+def _call_key(f: Finding, tool: str) -> str:
+    """A finding filed under a tool call is told apart by the tool (its fingerprint, in
+    SARIF and JSON): the halves of a split finding are two results. The tool's name, not
+    the call's time, so the fingerprint is the same from one session to the next."""
+    return f"{f.key or f.message}\0{tool}"
+
+
+def with_tool_calls(
+    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
+) -> list[Finding]:
+    """Review's findings filed under tool calls, plus the MCS5xx findings, for every session
+    relayed with --mcp (the findings unchanged when the log has none)."""
+    atts = attribute_log(loc, session)
+    if not atts:
+        return list(findings)
+    extra = [f for att in atts for f in session_findings(att, policy)]
+    return regroup(findings, atts) + apply_policy(extra, policy)

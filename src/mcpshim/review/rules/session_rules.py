@@ -1,0 +1,255 @@
+"""Session rules (MCS3xx): what `mcpshim run` saw that no exec record shows.
+
+These read the supervisor's events (session-start, observed, socket, survivor), not single
+program images, so they are not per-image checks: `SessionEvidence` is fed every event
+record while review streams the log and turns what it gathered into findings at the end.
+Its memory is bounded by the number of sessions and of processes they observed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpshim.base.display import quote_argv
+from mcpshim.log.execlog import EventRecord, Record
+from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
+from mcpshim.review.policy import Policy
+from mcpshim.review.rules.network import HELPERS, allowed
+
+__all__ = [
+    "CREDENTIAL_NETWORK",
+    "LISTENING",
+    "OUTBOUND",
+    "SURVIVOR",
+    "UNSHIMMED",
+    "SessionEvidence",
+    "session_findings",
+]
+
+SURVIVOR = define_rule(
+    "MCS301",
+    "session-survivor",
+    Severity.MEDIUM,
+    "A process of the session was still running when the server exited.",
+    "Find what started it (tree --session); run the server with `mcpshim run --on-exit "
+    "terminate` so nothing outlives the session, and fix the tool that backgrounds helpers.",
+    cwe=["CWE-404"],
+)
+UNSHIMMED = define_rule(
+    "MCS302",
+    "unshimmed-descendant",
+    Severity.LOW,
+    "A descendant of the server ran without going through a shim (an absolute path, or a "
+    "command with no shim); only the sampler saw it, and only while it lived.",
+    "Install a shim for the command (mcpshim install NAME), or call it through PATH; for "
+    "complete exec evidence run the server with `mcpshim run --trace`.",
+    cwe=["CWE-778"],
+)
+LISTENING = define_rule(
+    "MCS303",
+    "listening-socket",
+    Severity.MEDIUM,
+    "A process of the session listened for connections.",
+    "A stdio MCP server should not accept connections; find the tool that opened the port, "
+    "bind to loopback at most, and close it when the call ends.",
+    cwe=["CWE-1327"],
+)
+OUTBOUND = define_rule(
+    "MCS304",
+    "unexpected-outbound-connection",
+    Severity.MEDIUM,
+    "A process of the session held a connection to a destination the policy does not list.",
+    "If the destination is expected, add it to [network].destinations in the policy; "
+    "otherwise find which tool call made the connection.",
+    cwe=["CWE-200"],
+)
+CREDENTIAL_NETWORK = define_rule(
+    "MCS305",
+    "credential-env-network-helper",
+    Severity.MEDIUM,
+    "A network-capable process inherited credential-like environment variables "
+    "(names only are recorded).",
+    "Pass only the variables a helper needs (env -i / an allow-list in the server config); "
+    "keep tokens out of the environment of helpers that talk to the network.",
+    cwe=["CWE-526"],
+)
+
+_SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "busybox"})
+
+
+def _host(addr: str) -> str:
+    return addr.rsplit(":", 1)[0].strip("[]")
+
+
+def _is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(_host(addr)).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class _Proc:
+    data: Mapping[str, Any]
+    where: str
+
+
+@dataclass
+class _Session:
+    root: tuple[int | None, int | None] = (None, None)
+    observed: dict[tuple[int, int | None], _Proc] = field(default_factory=dict)
+    listen_ports: set[str] = field(default_factory=set)
+    findings: list[Finding] = field(default_factory=list)
+    outbound: set[tuple[int, int | None]] = field(default_factory=set)
+
+
+class SessionEvidence:
+    """Fed the log's event records in order; `findings()` gives the MCS3xx findings."""
+
+    def __init__(self, policy: Policy, shim_names: Iterable[str] = (), session: str | None = None):
+        self.policy = policy
+        self.shim_names = frozenset(shim_names)
+        self.session = session
+        self._sessions: dict[str, _Session] = {}
+
+    def feed(self, rec: Record) -> None:
+        if not isinstance(rec, EventRecord):
+            return
+        sid = rec.data.get("session")
+        if not isinstance(sid, str) or (self.session is not None and sid != self.session):
+            return
+        handler = _HANDLERS.get(rec.kind)
+        if handler is not None:
+            handler(self, self._sessions.setdefault(sid, _Session()), sid, rec)
+
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        for sid, s in self._sessions.items():
+            out += s.findings
+            out += self._credential_findings(sid, s)
+        return out
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def _start(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        s.root = (rec.data.get("child_pid"), rec.data.get("child_start"))
+
+    def _observed(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        d = rec.data
+        ident = (d.get("pid"), d.get("start"))
+        if not isinstance(ident[0], int):
+            return
+        s.observed.setdefault((ident[0], d.get("start")), _Proc(d, rec.where))
+        if ident == s.root:
+            return  # the server itself, started by mcpshim run
+        name = _name(d)
+        severity: Severity | None = Severity.INFO
+        message = f"{name} ran without a shim (seen only by sampling)"
+        if name in self.shim_names:
+            severity = Severity.MEDIUM
+            message = f"{name} ran by absolute path, bypassing its shim"
+        elif name in _SHELLS and "-c" in _argv(d)[1:2]:
+            severity = None
+            message = f"{name} -c started by absolute path (a composed shell line)"
+        s.findings.append(
+            _finding(UNSHIMMED, message, sid, rec, f"{name}\0{d.get('exe', '')}", severity)
+        )
+
+    def _socket(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        d = rec.data
+        laddr, raddr = str(d.get("laddr") or ""), d.get("raddr")
+        proto, status = str(d.get("proto") or ""), d.get("status")
+        proc = s.observed.get((d.get("pid"), d.get("start")))  # type: ignore[arg-type]
+        who = _name(proc.data) if proc else f"pid {d.get('pid')}"
+        if status == "LISTEN":
+            s.listen_ports.add(laddr.rsplit(":", 1)[-1])
+            loop = _is_loopback(laddr)
+            sev = Severity.LOW if loop or proto.startswith("udp") else None
+            where = "on loopback " if loop else ""
+            msg = f"{who} listened {where}on {proto} {laddr}"
+            s.findings.append(_finding(LISTENING, msg, sid, rec, f"{proto}\0{laddr}", sev))
+            return
+        if status != "ESTABLISHED" or not isinstance(raddr, str) or _is_loopback(raddr):
+            return
+        if laddr.rsplit(":", 1)[-1] in s.listen_ports:
+            return  # a connection accepted by a listener (already a finding), not outbound
+        if isinstance(d.get("pid"), int):
+            s.outbound.add((d["pid"], d.get("start")))
+        if allowed(raddr, self.policy.destinations):
+            return
+        msg = f"{who} connected to {raddr} ({proto}), which the policy does not list"
+        s.findings.append(_finding(OUTBOUND, msg, sid, rec, f"{_host(raddr)}"))
+
+    def _survivor(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        d = rec.data
+        action = str(d.get("action", "reported"))
+        name = _name(d)
+        sev = None if action == "reported" else Severity.LOW
+        verb = {"reported": "was left running", "terminated": "was terminated (SIGTERM)",
+                "killed": "had to be killed (SIGKILL)"}.get(action, action)  # fmt: skip
+        msg = f"{name} outlived the server and {verb}"
+        s.findings.append(_finding(SURVIVOR, msg, sid, rec, f"{name}\0{_argv(d)[1:2]}", sev))
+
+    def _credential_findings(self, sid: str, s: _Session) -> list[Finding]:
+        out = []
+        for ident, p in s.observed.items():
+            names = p.data.get("credential_env") or []
+            name = _name(p.data)
+            if not names or not (name in HELPERS or ident in s.outbound):
+                continue
+            rec = EventRecord("observed", p.data, p.where)
+            msg = f"{name} can reach the network and inherited {', '.join(map(str, names))}"
+            out.append(_finding(CREDENTIAL_NETWORK, msg, sid, rec, f"{name}\0{sorted(names)}"))
+        return out
+
+
+_HANDLERS = {
+    "session-start": SessionEvidence._start,
+    "observed": SessionEvidence._observed,
+    "socket": SessionEvidence._socket,
+    "survivor": SessionEvidence._survivor,
+}
+
+
+def _argv(d: Mapping[str, Any]) -> list[str]:
+    raw = d.get("cmdline")
+    return [str(a) for a in raw] if isinstance(raw, list) else []
+
+
+def _name(d: Mapping[str, Any]) -> str:
+    exe = str(d.get("exe") or "")
+    argv = _argv(d)
+    return os.path.basename(exe or (argv[0] if argv else "")) or "?"
+
+
+def _finding(
+    rule: Any, message: str, sid: str, rec: EventRecord, key: str, severity: Severity | None = None
+) -> Finding:
+    d = rec.data
+    text = f"[{rec.kind}] {d.get('time', '?')} pid {d.get('pid')}"
+    if rec.kind == "socket":
+        text += f": {d.get('proto')} {d.get('laddr')} -> {d.get('raddr') or '*'} {d.get('status')}"
+    else:
+        text += f" ppid {d.get('ppid')}: {quote_argv(_argv(d))} -> {d.get('exe') or '?'}"
+    data = {k: d.get(k) for k in ("pid", "ppid", "start", "boot_id", "exe", "action") if k in d}
+    data["command"] = _name(d) if rec.kind != "socket" else ""
+    data["path"] = str(d.get("exe") or "")
+    return Finding(rule, message, (Evidence(rec.where, text, data),), group=f"session {sid}",
+                   key=key, severity=severity)  # fmt: skip
+
+
+def session_findings(
+    records: Iterable[Record],
+    policy: Policy,
+    shim_names: Iterable[str] = (),
+    session: str | None = None,
+) -> list[Finding]:
+    """The MCS3xx findings of every session in `records` (any record kinds; events are used)."""
+    ev = SessionEvidence(policy, shim_names, session)
+    for rec in records:
+        ev.feed(rec)
+    return ev.findings()

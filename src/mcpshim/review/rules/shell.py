@@ -1,0 +1,128 @@
+"""Shell wrappers: `sh -c LINE` hides a whole program in one argument; show and dissect it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mcpshim.family.tree import Image
+from mcpshim.review.findings import Severity, define_rule
+from mcpshim.review.rules import Context, Hit, check, command_name
+
+COMPOSED = define_rule(
+    "MCS105",
+    "shell-composed-line",
+    Severity.MEDIUM,
+    "A shell ran a composed command line (-c) with substitution, lists, pipes, redirections "
+    "or background jobs: one approval covers several programs.",
+    "Run each program directly with an argument vector (no shell), or approve the exact line "
+    "in the policy ([commands.sh].args).",
+    cwe=["CWE-78"],
+)
+SIMPLE = define_rule(
+    "MCS106",
+    "shell-command-line",
+    Severity.INFO,
+    "A shell ran a single command through -c.",
+    "Run the program directly with an argument vector instead of through a shell.",
+    cwe=["CWE-78"],
+)
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+
+
+def shell_line(img: Image) -> str | None:
+    """The -c command string of a shell invocation, or None."""
+    if command_name(img) not in SHELLS:
+        return None
+    seen_c = False
+    args = img.args
+    i = 0
+    while i < len(args):
+        a = args[i].decode("utf-8", "surrogateescape")
+        if a == "--":
+            i += 1
+            break
+        if len(a) > 1 and a[0] in "-+" and not a.startswith("--"):
+            if a[1:] == "o":
+                i += 1
+            elif "c" in a[1:]:
+                seen_c = True
+            i += 1
+            continue
+        if a.startswith("--"):
+            i += 1
+            continue
+        break
+    if not seen_c or i >= len(args):
+        return None
+    return args[i].decode("utf-8", "surrogateescape")
+
+
+def constructs(line: str) -> list[str]:
+    """The composing constructs outside quotes (substitution also inside double quotes)."""
+    found: dict[str, None] = {}
+    quote = ""
+    i = 0
+    n = len(line)
+    while i < n:
+        ch = line[i]
+        nxt = line[i + 1] if i + 1 < n else ""
+        if quote == "'":
+            if ch == "'":
+                quote = ""
+        elif ch == "\\":
+            i += 2
+            continue
+        elif ch == "$" and nxt == "(":
+            found["command substitution $(...)"] = None
+        elif ch == "`":
+            found["command substitution `...`"] = None
+        elif quote == '"':
+            if ch == '"':
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in ";\n":
+            found["command list ;"] = None
+        elif ch == "&" and nxt == "&":
+            found["conditional &&"] = None
+            i += 2
+            continue
+        elif ch == "|" and nxt == "|":
+            found["conditional ||"] = None
+            i += 2
+            continue
+        elif ch == "|":
+            found["pipe |"] = None
+        elif ch in "<>":
+            found["redirection " + ch] = None
+            if nxt == "&":
+                i += 2
+                continue
+        elif ch == "&":
+            if nxt == ">":
+                found["redirection >"] = None
+            else:
+                found["background &"] = None
+        i += 1
+    return list(found)
+
+
+@check(COMPOSED, SIMPLE)
+def shell_wrapper(ctx: Context, img: Image) -> Iterator[Hit]:
+    line = shell_line(img)
+    if line is None:
+        return
+    name = command_name(img)
+    parts = constructs(line)
+    data = {"command": name, "path": img.target.decode("utf-8", "surrogateescape"), "inner": line}
+    if parts:
+        yield Hit(
+            COMPOSED,
+            f"{name} -c runs a composed line ({', '.join(parts)}): {line}",
+            f"{name}\0{line}",
+            data["path"],
+            {**data, "constructs": parts},
+        )
+    else:
+        yield Hit(SIMPLE, f"{name} -c runs: {line}", f"{name}\0{line}", data["path"], data)

@@ -1,0 +1,186 @@
+"""Review a large log with two processes: each streams one half, then the halves are joined.
+
+Decoding dominates a review, and it parallelises cleanly: the log is cut at a record
+boundary near its middle, a forked child scans the second half while this process scans
+the first, and `review.fold` joins them (the child's missing parents are looked up among the
+first half's processes, see `tree.Linker.absorb`). Files are opened before the fork and
+read with pread, so the two processes never share a file offset and a rotation during the
+review loses nothing. Small logs, one CPU, or no fork: one pass, as `review.review`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mcpshim.errors import InputError
+from mcpshim.log import execlog
+from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.paths import Locations
+from mcpshim.review.baseline import Baseline
+from mcpshim.review.engine import Progress, ReviewResult, Scan, fold, make_context, scan
+from mcpshim.review.findings import Evidence
+from mcpshim.review.policy import Policy
+from mcpshim.review.rules import Context
+from mcpshim.review.rules.session_rules import SessionEvidence
+from mcpshim.shim.install import Manifest
+
+__all__ = ["SPLIT_MIN", "review_log"]
+
+SPLIT_MIN = 64 << 20  # below this a second process costs more than it saves
+_WINDOW = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Range:
+    fd: int
+    name: str
+    start: int
+    end: int
+
+
+class _PRead:
+    """A file-like view of [start, end) of a descriptor, read with pread (no shared offset)."""
+
+    def __init__(self, r: _Range) -> None:
+        self.r = r
+        self.pos = r.start
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.r.end - self.pos
+        if n < 0 or n > left:
+            n = left
+        if n <= 0:
+            return b""
+        data = os.pread(self.r.fd, n, self.pos)
+        self.pos += len(data)
+        return data
+
+
+def _plan(fds: list[tuple[int, str, int]]) -> tuple[list[_Range], list[_Range]] | None:
+    total = sum(size for _, _, size in fds)
+    if total < SPLIT_MIN:
+        return None
+    mid = total // 2
+    before = 0
+    for i, (fd, name, size) in enumerate(fds):
+        if before + size <= mid:
+            before += size
+            continue
+        local = mid - before
+        window = os.pread(fd, _WINDOW, local)
+        hits = [p for p in (window.find(b"\0\n\0R"), window.find(b"\0\n\0P")) if p >= 0]
+        if not hits:
+            return None
+        cut = local + min(hits) + 2
+        first = [_Range(f, n, 0, s) for f, n, s in fds[:i]] + [_Range(fd, name, 0, cut)]
+        second = [_Range(fd, name, cut, size)] + [_Range(f, n, 0, s) for f, n, s in fds[i + 1 :]]
+        return first, second
+    return None
+
+
+def _records(loc: Locations, ranges: list[_Range], problems: list[LogProblem]) -> Iterator[Record]:
+    anchors = execlog.Anchors(loc.boot_dir)
+    for r in ranges:
+        yield from execlog.read_stream(_PRead(r), r.name, loc.spill_dir, problems, anchors)  # type: ignore[arg-type]
+
+
+def _shift(where: str, name: str, offset: int) -> str:
+    """read_stream counts offsets from where it started reading: make them file offsets."""
+    seg, at, rest = where.partition("@")
+    num, sp, tail = rest.partition(" ")
+    if seg != name or not at or not num.isdigit():
+        return where
+    return f"{seg}@{int(num) + offset}{sp}{tail}"
+
+
+def _fix_offsets(result: Scan, problems: list[LogProblem], r: _Range) -> None:
+    for a in result.acc.values():
+        a.evidence = [
+            Evidence(_shift(e.where, r.name, r.start), e.text, e.data) for e in a.evidence
+        ]
+    result.events = [
+        dataclasses.replace(ev, where=_shift(ev.where, r.name, r.start)) for ev in result.events
+    ]
+    problems[:] = [LogProblem(_shift(p.where, r.name, r.start), p.message) for p in problems]
+
+
+def _scan_part(
+    loc: Locations, ranges: list[_Range], ctx: Context, session: str | None
+) -> tuple[Scan, list[LogProblem]]:
+    problems: list[LogProblem] = []
+    result = scan(_records(loc, ranges, problems), ctx, session, keep_events=True)
+    _fix_offsets(result, problems, ranges[0])
+    return result, problems
+
+
+def _child(
+    conn: object, loc: Locations, ranges: list[_Range], ctx: Context, sess: str | None
+) -> None:
+    payload = _scan_part(loc, ranges, ctx, sess)
+    conn.send(payload)  # type: ignore[attr-defined]
+    conn.close()  # type: ignore[attr-defined]
+
+
+def review_log(
+    loc: Locations,
+    problems: list[LogProblem],
+    *,
+    policy: Policy,
+    session: str | None = None,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+    baseline: Baseline | None = None,
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> ReviewResult:
+    """Review every segment of the log at `loc`, in two processes when it pays."""
+    ctx = make_context(policy, shim_dir, manifest, baseline)
+    session_ev = SessionEvidence(policy, manifest.shims if manifest else (), session)
+    can_fork = "fork" in multiprocessing.get_all_start_methods()
+    parallel = (workers or os.cpu_count() or 1) > 1 and can_fork
+    if not loc.log_dir.is_dir():
+        raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    with contextlib.ExitStack() as stack:
+        fds: list[tuple[int, str, int]] = []
+        for p in execlog.segments(loc):
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+                stack.callback(os.close, fd)
+                fds.append((fd, p.name, os.fstat(fd).st_size))
+        plan = _plan(fds) if parallel else None
+        if plan is None:
+            whole = [_Range(fd, name, 0, size) for fd, name, size in fds]
+            one = scan(
+                _records(loc, whole, problems), ctx, session, progress, session_ev=session_ev
+            )
+            if progress is not None:
+                progress(one.records, "")
+            return fold([one], policy, session_ev.findings())
+        first, second = plan
+        mp = multiprocessing.get_context("fork")
+        recv, send = mp.Pipe(duplex=False)
+        child = mp.Process(target=_child, args=(send, loc, second, ctx, session), daemon=True)
+        child.start()
+        send.close()
+        try:
+            part1 = scan(
+                _records(loc, first, problems), ctx, session, progress, session_ev=session_ev
+            )
+            try:
+                part2, problems2 = recv.recv()
+            except EOFError:  # the child died: do its half here
+                part2, problems2 = _scan_part(loc, second, ctx, session)
+        finally:
+            recv.close()
+            child.join()
+        if progress is not None:
+            progress(part1.records + part2.records, "")
+    for ev in part2.events:
+        session_ev.feed(ev)
+    problems += problems2
+    return fold([part1, part2], policy, session_ev.findings())

@@ -1,0 +1,366 @@
+"""`mcpshim run`: start a command, hold its whole family, and account for it at the end.
+
+The command is started with posix_spawn in a process group of its own, with stdin, stdout
+and stderr inherited as they are: the supervisor never reads, wraps or buffers them, so an
+MCP stdio client and server see each other's bytes exactly. On Linux the supervisor is a
+child subreaper, so descendants that double-fork or call setsid are re-parented to it
+instead of to init: they stay in the family, it reaps them and records their exit.
+
+One thread runs one loop: a selector waits on the signal wakeup pipe (SIGCHLD and the
+forwarded SIGINT/SIGTERM/SIGHUP arrive as bytes there, never as work inside a handler) and
+on any extra readers (`add_reader`: a later stdio relay or a trace reader), with the sample
+interval as its timeout. When the command ends, every live descendant is a survivor,
+reported or terminated by `containment`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import selectors
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mcpshim.errors import McpshimError
+from mcpshim.log import eventlog, execlog
+from mcpshim.paths import Locations
+from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
+from mcpshim.supervise.containment import account_survivors, group_members
+from mcpshim.supervise.sampler import Sampler
+from mcpshim.supervise.session import (
+    LogTail,
+    SessionStart,
+    child_environment,
+    end_payload,
+    new_session_id,
+    start_payload,
+    utc_now,
+)
+from mcpshim.trace.run import TraceRun
+
+__all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set_child_subreaper"]
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+OnExit = Literal["report", "terminate"]
+_PR_SET_CHILD_SUBREAPER = 36
+SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
+
+
+class SpawnError(McpshimError):
+    """The command could not be started; exit codes follow the shell (127, 126)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    name: str = ""
+    sample_ms: int = 100
+    on_exit: OnExit = "report"
+    grace: float = 5.0
+
+
+def set_child_subreaper() -> bool:
+    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported."""
+    if not LINUX:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _noop(signum: int, frame: Any) -> None:
+    """A handler at all is what makes the signal reach the wakeup pipe."""
+
+
+class Supervisor:
+    """One session: spawn, loop, account for survivors, write the records."""
+
+    def __init__(
+        self,
+        loc: Locations,
+        argv: Sequence[str],
+        options: RunOptions,
+        environ: Mapping[str, str] | None = None,
+        tracer: TraceRun | None = None,
+    ) -> None:
+        if not argv:
+            raise McpshimError("no command given (mcpshim run -- COMMAND [ARG...])")
+        self.loc = loc
+        self.argv = list(argv)
+        self.options = options
+        self.session = new_session_id()
+        self.boot_id = execlog.current_boot_id()
+        self.env, self.path = child_environment(
+            os.environ if environ is None else environ, loc.shim_dir, self.session
+        )
+        self.child_pid = 0
+        self.child_pgid = 0
+        self.status: int | None = None
+        self.subreaper = False
+        self._sel = selectors.DefaultSelector()
+        self._tick_hooks: list[Callable[[], None]] = []
+        self._spawn_hooks: list[Callable[[], None]] = []
+        self._old: dict[int, Any] = {}
+        self._pending: list[int] = []
+        self._tty_pgrp: int | None = None
+        self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
+        tail = LogTail(loc) if loc.log_file.exists() else None
+        every = round(SOCKET_PASS_MS / options.sample_ms)
+        self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
+        self.tracer = tracer  # --trace: the command runs under strace (trace_run)
+        if tracer is not None:
+            self.on_tick(tracer.tick)
+
+    # -- extension points -------------------------------------------------------------------
+
+    def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
+        eventlog.append_event(self.loc, kind, payload)
+
+    def add_reader(self, fd: int, callback: Callable[[int], None]) -> None:
+        """Call `callback(fd)` from the loop whenever fd is readable (relays, trace readers)."""
+        self._sel.register(fd, selectors.EVENT_READ, callback)
+
+    def remove_reader(self, fd: int) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(fd)
+
+    def on_tick(self, hook: Callable[[], None]) -> None:
+        self._tick_hooks.append(hook)
+
+    def on_spawn(self, hook: Callable[[], None]) -> None:
+        """Call `hook()` once the command runs (e.g. to close the parent's ends of its pipes)."""
+        self._spawn_hooks.append(hook)
+
+    def add_helper(self, pid: int) -> None:
+        """A child of mcpshim's own (the relay's pumps): never a member of the family, never
+        observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
+        self.helpers[pid] = None
+        self.sampler.exclude(pid)
+
+    # -- the session ----------------------------------------------------------------------
+
+    def run(self, file_actions: Sequence[tuple[Any, ...]] = ()) -> int:
+        started = time.monotonic()
+        self.subreaper = set_child_subreaper()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        self._install_signals(wake_w)
+        try:
+            self.add_reader(wake_r, self._on_wakeup)
+            self._spawn(file_actions)
+            self.emit("session-start", start_payload(self._start_record()))
+            self._loop()
+            self.sampler.finish()
+            survivors, terminated = self._at_exit()
+            if self.tracer is not None:
+                self.tracer.finish(self.session, self.boot_id, os.getcwdb())
+            assert self.status is not None
+            self.emit(
+                "session-end",
+                end_payload(
+                    self.session, self.status, time.monotonic() - started, survivors, terminated
+                ),
+            )
+            return self.status
+        finally:
+            self._give_back_terminal()
+            self._restore_signals()
+            self.remove_reader(wake_r)
+            os.close(wake_r)
+            os.close(wake_w)
+
+    def _start_record(self) -> SessionStart:
+        return SessionStart(
+            session=self.session,
+            name=self.options.name,
+            command=tuple(os.fsencode(a) for a in self.argv),
+            cwd=os.getcwdb(),
+            child_pid=self.child_pid,
+            child_start=start_ticks(self.child_pid),
+            boot_id=self.boot_id,
+            path=self.path,
+            env_names=tuple(self.env),
+            subreaper=self.subreaper,
+        )
+
+    def _install_signals(self, wake_w: int) -> None:
+        for sig in (*FORWARDED, signal.SIGCHLD):
+            old = signal.getsignal(sig)
+            self._old[sig] = old
+            if old is signal.SIG_IGN and sig != signal.SIGCHLD:
+                continue  # ignored by whoever started us: the command inherits that
+            signal.signal(sig, _noop)
+        self._old[-1] = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+
+    def _restore_signals(self) -> None:
+        old_fd = self._old.pop(-1, -1)
+        signal.set_wakeup_fd(old_fd)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+    def _spawn(self, file_actions: Sequence[tuple[Any, ...]]) -> None:
+        cmd = self.argv[0]
+        path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
+        if path is None:
+            raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        spawn_path, spawn_argv = path, self.argv
+        if self.tracer is not None:
+            spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
+        try:
+            self.child_pid = os.posix_spawn(
+                spawn_path,
+                spawn_argv,
+                self.env,
+                file_actions=list(file_actions),
+                setpgroup=0,
+                # Python ignores these for itself; the command gets the default (as Popen does).
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )
+        except FileNotFoundError as exc:
+            raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
+        except OSError as exc:
+            raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
+        self.child_pgid = self.child_pid
+        for hook in self._spawn_hooks:
+            hook()
+        if self.tracer is not None and (tracer_pid := self.tracer.attached(self.child_pid)):
+            self.sampler.exclude(tracer_pid)
+        self._hand_terminal(self.child_pgid)
+
+    def _hand_terminal(self, pgid: int) -> None:
+        """Interactive use: the command's group becomes the terminal's foreground group."""
+        try:
+            if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
+                return
+            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            try:
+                os.tcsetpgrp(0, pgid)
+                self._tty_pgrp = os.getpgrp()
+            finally:
+                signal.signal(signal.SIGTTOU, old)
+            os.killpg(pgid, signal.SIGCONT)  # in case it read the terminal before the handover
+        except OSError:
+            return
+
+    def _give_back_terminal(self) -> None:
+        if self._tty_pgrp is None:
+            return
+        old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(0, self._tty_pgrp)
+        finally:
+            signal.signal(signal.SIGTTOU, old)
+            self._tty_pgrp = None
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        interval = self.options.sample_ms / 1000
+        next_tick = time.monotonic()
+        while self.status is None:
+            now = time.monotonic()
+            if now >= next_tick:
+                self._tick()
+                next_tick = max(next_tick + interval, time.monotonic())
+                continue
+            for key, _ in self._sel.select(next_tick - now):
+                key.data(key.fd)
+            self._reap()
+
+    def _tick(self) -> None:
+        self.sampler.tick()
+        for hook in self._tick_hooks:
+            hook()
+
+    def _on_wakeup(self, fd: int) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while data := os.read(fd, 512):
+                for signum in data:
+                    if signum != signal.SIGCHLD:
+                        self._forward(signum)
+        self._reap()
+
+    def _forward(self, signum: int) -> None:
+        if self.status is None and self.child_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child_pid, signum)
+
+    def _reap(self) -> None:
+        """Collect every exited child; the command's status ends the loop, others are recorded."""
+        peek = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")
+        while True:
+            try:
+                if peek:
+                    info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                    if info is None:
+                        return
+                    pid = info.si_pid
+                    start = start_ticks(pid)  # a zombie's stat is still there
+                    _, status = os.waitpid(pid, 0)
+                else:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        return
+                    m = self.sampler.members.get(pid)
+                    start = m.stat.start if m else None
+            except ChildProcessError:
+                return
+            code = _exit_code(status)
+            if pid in self.helpers:
+                self.helpers[pid] = code
+            elif pid == self.child_pid:
+                self.status = code
+            else:
+                self.emit("reaped", {"session": self.session, "time": utc_now(),
+                                     "boot_id": self.boot_id, "pid": pid, "start": start,
+                                     "status": code})  # fmt: skip
+
+    # -- at exit --------------------------------------------------------------------------
+
+    def _live_family(self) -> dict[int, Stat]:
+        self._reap()
+        family = self.sampler.survey()
+        if not self.subreaper:
+            family.update(group_members(self.child_pgid, exclude=os.getpid()))
+        return {p: st for p, st in family.items() if st.state != "Z"}
+
+    def _at_exit(self) -> tuple[int, bool]:
+        """Record every survivor (evidence first), then terminate them if asked."""
+        survivors, terminated = account_survivors(
+            self._live_family,
+            self.options.on_exit == "terminate",
+            self.options.grace,
+            self._reap,
+            None if self.subreaper else self.child_pgid,
+        )
+        for info, action in survivors:
+            self.emit(
+                "survivor",
+                {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
+                 **proc_fields(info), "action": action},
+            )  # fmt: skip
+        return len(survivors), terminated
+
+
+if sys.platform == "win32":  # pragma: no cover
+    raise ImportError("mcpshim run needs a POSIX system")

@@ -1,0 +1,192 @@
+"""The log records of a traced session, built from the parsed trace and the session's log.
+
+One `trace-exec` record per exec attempt (failed ones too), `trace-fork` for processes that
+never exec'd, and `trace-gap` for family members no record explains. Identity follows the
+shims: (boot id, pid, start ticks). A start read from /proc while the process lived is
+exact; otherwise it is derived from the fork's timestamp and snapped to an exact start the
+log holds for that pid (shim record, sampler) within one tick. argv is redacted here, before
+anything reaches the log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from mcpshim.base.display import b64_fields, json_text
+from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+from mcpshim.log.redact import redact_argv
+from mcpshim.proc.procinfo import start_ticks
+from mcpshim.trace.strace import ExecAttempt, Process, Trace
+
+__all__ = ["exact_starts", "exec_payloads", "find_gaps", "iso_time"]
+
+
+def iso_time(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+
+
+def _bytes_field(name: str, value: bytes | None) -> dict[str, Any]:
+    if value is None:
+        return {name: None}
+    return {name: json_text(value), **b64_fields({name: value})}
+
+
+def exec_payloads(
+    trace: Trace,
+    session: str,
+    boot_id: str,
+    exact: Mapping[int, Sequence[int]],
+    shim_dirs: Sequence[bytes] = (),
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The log records of one trace: (kind, payload), in time order; argv redacted.
+
+    A shim's exec is two traced execs in one process: the shim script (its path is in a shim
+    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name)."""
+    starts = {pid: _snap(p.start, exact.get(pid, ())) for pid, p in trace.processes.items()}
+    for pid, st in exact.items():
+        if pid not in starts and len(st) == 1:
+            starts[pid] = st[0]
+    last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
+    prev_script: dict[int, bytes] = {}
+    for e in trace.execs:
+        payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
+        if e.result == "ok":
+            script = prev_script.pop(e.pid, None)
+            if os.path.dirname(e.filename) in shim_dirs:
+                payload["shim_script"] = True
+                prev_script[e.pid] = e.filename
+            elif script is not None:
+                payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
+        yield "trace-exec", payload
+    for p in trace.processes.values():
+        if p.exec_count == 0 and not any(e.pid == p.pid for e in trace.execs):
+            yield (
+                "trace-fork",
+                {
+                    "session": session,
+                    "time": iso_time(p.time),
+                    "boot_id": boot_id,
+                    "pid": p.pid,
+                    "ppid": p.ppid,
+                    "start": starts[p.pid],
+                    "parent_start": starts.get(p.ppid) if p.ppid is not None else None,
+                    **_bytes_field("cwd", p.cwd),
+                    "exit_status": p.status,
+                    "signal": p.signal or None,
+                },
+            )
+
+
+def _snap(derived: int | None, exact: Sequence[int]) -> int | None:
+    if derived is None:
+        return exact[0] if len(exact) == 1 else None
+    close = [s for s in exact if abs(s - derived) <= 1]
+    return min(close, key=lambda s: abs(s - derived)) if close else derived
+
+
+def _exec_payload(
+    e: ExecAttempt,
+    trace: Trace,
+    session: str,
+    boot_id: str,
+    starts: Mapping[int, int | None],
+    last: ExecAttempt | None,
+) -> dict[str, Any]:
+    p: Process = trace.processes[e.pid]
+    red = redact_argv(list(e.argv or ()))
+    out: dict[str, Any] = {
+        "session": session,
+        "time": iso_time(e.time),
+        "boot_id": boot_id,
+        "pid": e.pid,
+        "ppid": p.ppid,
+        "start": starts.get(e.pid),
+        "parent_start": starts.get(p.ppid) if p.ppid is not None else None,
+        **_bytes_field("cwd", e.cwd),
+        **_bytes_field("filename", e.filename),
+        "argv": [json_text(a) for a in red.argv] if e.argv is not None else None,
+        **b64_fields({"argv": red.argv}),
+        "result": e.result,
+        "search": e.search_step,
+        "exit_status": p.status if last is e else None,
+    }
+    if red.rules:
+        out["argv_redacted"] = sorted(set(red.rules))
+    if e.truncated:
+        out["argv_truncated"] = True
+    if e.tid != e.pid:
+        out["tid"] = e.tid
+    if last is e and p.signal:
+        out["signal"] = p.signal
+    return out
+
+
+def exact_starts(records: Iterable[Record], live: Mapping[int, int]) -> dict[int, list[int]]:
+    exact: dict[int, list[int]] = {pid: [st] for pid, st in live.items()}
+    me = start_ticks(os.getpid())  # the supervisor: the root's parent
+    if me is not None:
+        exact[os.getpid()] = [me]
+    for r in records:
+        pid: Any
+        st: Any
+        if isinstance(r, ExecRecord):
+            pid, st = r.pid, r.start
+        elif r.kind in ("observed", "survivor"):
+            pid, st = r.data.get("pid"), r.data.get("start")
+        else:
+            continue
+        if isinstance(pid, int) and isinstance(st, int) and st not in exact.get(pid, []):
+            exact.setdefault(pid, []).append(st)
+    return exact
+
+
+def find_gaps(
+    trace: Trace,
+    records: Iterable[Record],
+    exact: Mapping[int, Sequence[int]],
+    ignore: set[int],
+) -> Iterator[dict[str, Any]]:
+    """Family members no record explains: seen by the sampler or the supervisor but not by the
+    tracer or a shim, or seen by the tracer without the fork that made them."""
+    known: dict[int, list[int | None]] = {}
+    for p in trace.processes.values():
+        known.setdefault(p.pid, []).append(_snap(p.start, exact.get(p.pid, ())))
+    recs = list(records)
+    for r in recs:
+        if isinstance(r, ExecRecord):
+            known.setdefault(r.pid, []).append(r.start)
+    reported: set[tuple[int, int | None]] = set()
+    for r in recs:
+        if not isinstance(r, EventRecord) or r.kind not in ("observed", "survivor", "reaped"):
+            continue
+        pid, st = r.data.get("pid"), r.data.get("start")
+        if not isinstance(pid, int) or pid in ignore or (pid, st) in reported:
+            continue
+        starts = known.get(pid, [])
+        if any(s is None or st is None or abs(s - st) <= 1 for s in starts):
+            continue
+        reported.add((pid, st))
+        yield {
+            "pid": pid,
+            "start": st,
+            "ppid": r.data.get("ppid"),
+            "seen_as": r.kind,
+            "seen_at": r.where,
+            "cmdline": r.data.get("cmdline"),
+            **({"cmdline_b64": r.data["cmdline_b64"]} if "cmdline_b64" in r.data else {}),
+            "exe": r.data.get("exe"),
+            "reason": f"a {r.kind} family member with no exec or fork record from the tracer "
+            "or a shim",
+        }
+    for p in trace.processes.values():
+        if not p.parent_known:
+            yield {
+                "pid": p.pid,
+                "start": p.start,
+                "ppid": None,
+                "seen_as": "trace",
+                "reason": "the tracer saw this process but not the fork that created it",
+            }

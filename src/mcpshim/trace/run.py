@@ -1,0 +1,227 @@
+"""Running strace for `mcpshim run --trace`: the tracer's life and what it leaves in the log.
+
+Whether strace can trace here at all is `trace_probe`'s question, asked before the server
+starts. At the end of the session the per-thread files are parsed and written to the log
+(`trace_records` builds the `trace-exec`, `trace-fork` and `trace-gap` records), followed
+by a `trace-summary`. Exact starts are read from /proc on each tick while processes live.
+
+The tracer is never detached while tracees live: strace's seccomp filter stays in them and
+would make their execve/fork fail with ENOSYS. Survivors left running (`--on-exit report`)
+keep their tracer; the summary says so and where the unparsed rest of the trace stays.
+
+strace writes raw, unredacted argv to its output file, in a 0700 directory under the log
+dir; the file is deleted as soon as it is parsed. It stays only in that survivors case
+(use `--on-exit terminate` with --trace to leave nothing behind).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from mcpshim.errors import UsageError
+from mcpshim.log import eventlog, execlog
+from mcpshim.log.execlog import ExecRecord, LogProblem, Record
+from mcpshim.paths import Locations
+from mcpshim.proc.procinfo import start_ticks
+from mcpshim.trace.probe import trace_unavailable
+from mcpshim.trace.records import exact_starts, exec_payloads, find_gaps, iso_time
+from mcpshim.trace.strace import build_trace, read_output, strace_argv
+
+__all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
+
+
+def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | None, str]:
+    """For `mcpshim run --trace[=auto]`: (the trace run, '') or, for auto, (None, why not).
+
+    Plain --trace raises a UsageError (exit 2) before anything starts."""
+    if mode == "off":
+        return None, ""
+    strace, why = trace_unavailable(path)
+    if strace is None:
+        if mode != "auto":
+            raise UsageError(f"--trace: {why}")
+        return None, why
+    return TraceRun(loc, strace), ""
+
+
+def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
+    return {"session": session, "time": iso_time(time.time()), "boot_id": boot_id,
+            "reason": reason, "using": "shims and sampling"}  # fmt: skip
+
+
+# ---- the run -----------------------------------------------------------------------------
+
+
+class TraceRun:
+    """One traced session: wraps the command, follows the tracer, writes the records."""
+
+    def __init__(self, loc: Locations, strace: str) -> None:
+        self.loc = loc
+        self.strace = strace
+        loc.log_dir.mkdir(parents=True, exist_ok=True)
+        base = loc.log_dir / "trace"
+        base.mkdir(mode=0o700, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+        self.output = self.dir / "strace.out"
+        self.tracer_pid = 0
+        self.root_pid = 0
+        self.root_start: int | None = None
+        self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
+        self._offset = 0
+        self._log_mark = _log_mark(loc)
+
+    def wrap(self, command: Sequence[str]) -> list[str]:
+        return strace_argv(self.strace, str(self.output), command)
+
+    def attached(self, child_pid: int, timeout: float = 10.0) -> int:
+        """The tracer's pid (from the child's TracerPid), once strace holds the child."""
+        self.root_pid = child_pid
+        self.root_start = start_ticks(child_pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = tracer_of(child_pid)
+            if pid:
+                self.tracer_pid = pid
+                return pid
+            if pid is None:
+                return 0  # the child is gone already
+            time.sleep(0.001)
+        return 0
+
+    def tick(self, budget: int = 1 << 22) -> None:
+        """Read the exact start of every process that appeared in the output since the last
+        tick and is still alive (a derived start can be one tick off)."""
+        try:
+            with self.output.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read(budget)
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        for line in data[:end].splitlines():
+            pid = line[: line.find(b" ")]
+            if pid.isdigit() and int(pid) not in self._live:
+                st = start_ticks(int(pid))
+                if st is not None:
+                    self._live[int(pid)] = st
+
+    def _tracer_gone(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(ChildProcessError):
+                pid, _ = os.waitpid(self.tracer_pid, os.WNOHANG)
+                if pid == 0 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                return pid != 0
+            return not os.path.exists(f"/proc/{self.tracer_pid}") or is_gone(self.tracer_pid)
+
+    def finish(self, session: str, boot_id: str, root_cwd: bytes) -> dict[str, Any]:
+        """Wait for the tracer (not for survivors it still holds), parse, write the records."""
+        self.tick()
+        complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
+        if not complete:
+            # Tracees still alive (survivors): wait longer only if none of them are.
+            files = read_output(self.output, final=False)
+            alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
+            complete = self._tracer_gone(0.1 if alive else 5.0)
+        files = read_output(self.output, final=complete)
+        trace = build_trace(
+            files, self.root_pid, root_cwd, self.root_start, os.getpid(),
+            execlog.now_anchor(), execlog.CLK_TCK,
+        )  # fmt: skip
+        records = list(_session_records(self.loc, self._log_mark, session))
+        exact = exact_starts(records, self._live)
+        n_exec = 0
+        shim_dirs = [
+            os.fsencode(self.loc.shim_dir),
+            os.fsencode(os.path.realpath(self.loc.shim_dir)),
+        ]
+        for kind, payload in exec_payloads(trace, session, boot_id, exact, shim_dirs):
+            eventlog.append_event(self.loc, kind, payload)
+            n_exec += kind == "trace-exec"
+        gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
+        for g in gaps:
+            now = iso_time(time.time())
+            payload = {"session": session, "time": now, "boot_id": boot_id, **g}
+            eventlog.append_event(self.loc, "trace-gap", payload)
+        summary: dict[str, Any] = {
+            "session": session,
+            "time": iso_time(time.time()),
+            "boot_id": boot_id,
+            "strace": self.strace,
+            "processes": len(trace.processes),
+            "execs": sum(e.result == "ok" for e in trace.execs),
+            "failed": sum(e.result != "ok" for e in trace.execs),
+            "gaps": len(gaps),
+            "complete": complete,
+        }
+        if complete:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            summary["pending_dir"] = str(self.dir)
+            summary["note"] = (
+                "the tracer stays attached to surviving processes (detaching would make their "
+                "fork/exec fail); their later execs stay in pending_dir, not in the log"
+            )
+        eventlog.append_event(self.loc, "trace-summary", summary)
+        return summary
+
+
+def tracer_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def is_gone(pid: int) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
+def _log_mark(loc: Locations) -> tuple[int, int] | None:
+    try:
+        st = loc.log_file.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size
+
+
+def _session_records(
+    loc: Locations, mark: tuple[int, int] | None, session: str
+) -> Iterator[Record]:
+    """This session's records, read from where the log ended when the session began."""
+    problems: list[LogProblem] = []
+    recs: Iterable[Record]
+    try:
+        st = loc.log_file.stat()
+    except OSError:
+        return
+    if mark is not None and st.st_ino == mark[0] and st.st_size >= mark[1]:
+        with loc.log_file.open("rb") as fh:
+            fh.seek(mark[1])
+            anchors = execlog.Anchors(loc.boot_dir)
+            recs = list(execlog.read_stream(fh, loc.log_file.name, loc.spill_dir, problems,
+                                            anchors))  # fmt: skip
+    else:
+        recs = execlog.iter_records(loc, problems)
+    for r in recs:
+        s = r.session if isinstance(r, ExecRecord) else r.data.get("session")
+        if s == session:
+            yield r
