@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from mcpshim.relay import pipeio
+from mcpshim.base import fdio
 
 ROOT = Path(__file__).resolve().parents[1]
 RELAYHOST = ROOT / "tests" / "fixtures" / "relayhost.py"
@@ -180,7 +180,7 @@ class Peer:
     def round_trip(self, msg: bytes, keep: bool) -> None:
         t0 = time.perf_counter()
         try:
-            pipeio.write_all(self.w, msg)
+            fdio.write_all(self.w, msg)
             read_line(self.r, self.buf)
         except (EOFError, BrokenPipeError):
             self.err.seek(0)

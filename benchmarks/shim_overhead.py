@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from mcpshim.paths import Locations
-from mcpshim.shim import install as shims
+from mcpshim.shim import install, targets
 
 ARTICLE_WRAPPER = """#!/bin/sh
 printf '%s pid=%s ppid=%s cwd=%s argv=%s\\n' \\
@@ -44,14 +44,14 @@ def main() -> int:
     ap.add_argument("--command", nargs="+", default=["git", "--version"])
     opts = ap.parse_args()
     name, *args = opts.command
-    target = shutil.which(name, path=":".join(shims.trusted_search_path()))
+    target = shutil.which(name, path=":".join(targets.trusted_search_path()))
     if target is None:
         print(f"{name} not found", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="mcpshim-bench-") as tmp:
         root = Path(tmp)
         loc = Locations(root / "shims", root / "log")
-        shims.install(loc, [name], {})
+        install.install(loc, [name], {})
         wrapper = root / "wrapper"
         wrapper.write_text(ARTICLE_WRAPPER.format(log=root / "article.log", target=target))
         wrapper.chmod(0o755)

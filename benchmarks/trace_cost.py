@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mcpshim.log import execlog
 from mcpshim.paths import Locations
-from mcpshim.shim import install as shims
+from mcpshim.shim import install, targets
 from mcpshim.trace.records import exec_payloads
 from mcpshim.trace.run import is_gone, tracer_of
 from mcpshim.trace.strace import build_trace, read_output, strace_argv
@@ -48,7 +48,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     opts = ap.parse_args()
     strace = shutil.which("strace")
-    git = shutil.which("git", path=":".join(shims.trusted_search_path()))
+    git = shutil.which("git", path=":".join(targets.trusted_search_path()))
     if strace is None or git is None:
         print("needs strace and git", file=sys.stderr)
         return 2
@@ -56,7 +56,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mcpshim-trace-bench-") as tmp:
         root = Path(tmp)
         loc = Locations(root / "shims", root / "log")
-        shims.install(loc, ["git"], {})
+        install.install(loc, ["git"], {})
         plain = {"PATH": os.path.dirname(git) + ":/usr/bin:/bin"}
         shimmed = {"PATH": f"{loc.shim_dir}:{plain['PATH']}"}
         output = root / "strace.out"

@@ -13,7 +13,7 @@ import pytest
 
 from mcpshim.log import execlog
 from mcpshim.paths import Locations
-from mcpshim.shim import install as shims
+from mcpshim.shim import install as shim_install
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -84,7 +84,7 @@ def interpreter(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def install(home: Home, names: list[str], interpreter: str | None = None, **kw: object) -> None:
-    shims.install(home.loc, names, {}, interpreter=interpreter, **kw)  # type: ignore[arg-type]
+    shim_install.install(home.loc, names, {}, interpreter=interpreter, **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from mcpshim.render.md import render_calls_text
 from mcpshim.review.engine import review
 from mcpshim.review.policy import default_policy, parse_policy
 from mcpshim.review.rules.mcp_rules import explained, regroup, session_findings
-from mcpshim.shim.install import load_manifest
+from mcpshim.shim.manifest import load_manifest
 
 
 def _owners(att: Attribution) -> dict[str, list[Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
-from mcpshim.shim import install as shims
+from mcpshim.shim import install, manifest, targets
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,8 +32,8 @@ def cli(home: Home, *args: str, check: bool = False) -> subprocess.CompletedProc
 
 def test_default_set_installs_what_resolves_and_says_what_was_skipped(home: Home) -> None:
     out = cli(home, "install", check=True)
-    for name in shims.DEFAULT_COMMANDS:
-        found = shims.resolve_target(name, shims.trusted_search_path(), home.loc.shim_dir)
+    for name in install.DEFAULT_COMMANDS:
+        found = targets.resolve_target(name, targets.trusted_search_path(), home.loc.shim_dir)
         if found:
             assert f"installed {name} -> {found}" in out.stdout
             assert (home.loc.shim_dir / name).is_file()
@@ -41,7 +41,7 @@ def test_default_set_installs_what_resolves_and_says_what_was_skipped(home: Home
             assert f"skipped {name}: not found" in out.stdout
     manifest = tomllib.loads((home.loc.shim_dir / "manifest.toml").read_text())
     git = manifest["shims"]["git"]
-    assert git["target"] == shutil.which("git", path=":".join(shims.trusted_search_path()))
+    assert git["target"] == shutil.which("git", path=":".join(targets.trusted_search_path()))
     assert git["size"] == os.path.getsize(git["target"])
     assert len(git["sha256"]) == 64 and "installed" in git
     assert manifest["log_dir"] == str(home.loc.log_dir)
@@ -54,7 +54,7 @@ def test_targets_come_from_the_trusted_path_never_the_callers(home: Home, tmp_pa
     (evil / "git").chmod(0o755)
     env = {**home.env, "PATH": f"{evil}:{os.environ['PATH']}"}
     subprocess.run([*MCPSHIM, "install", "git"], env=env, check=True, capture_output=True)
-    m = shims.load_manifest(home.loc.shim_dir)
+    m = manifest.load_manifest(home.loc.shim_dir)
     assert m is not None and not m.shims["git"].target.startswith(str(evil))
 
 

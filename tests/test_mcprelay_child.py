@@ -24,9 +24,9 @@ import pytest
 from conftest import Home
 from fixtures import byte_server
 from fixtures.runhelp import events, poll, run_argv
+from mcpshim.base import fdio
 from mcpshim.log import eventlog
 from mcpshim.proc.procinfo import read_stat
-from mcpshim.relay import pipeio
 from mcpshim.relay.child import EOF, MORE, available
 from mcpshim.relay.core import C2S, S2C, Recorder, relay_pipe
 from mcpshim.relay.forked import ForkedRelay, InOrder
@@ -323,7 +323,7 @@ def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]
 
     def write() -> None:
         for msg in stream:
-            pipeio.write_all(c_in_w, msg)  # one write() each for the small ones
+            fdio.write_all(c_in_w, msg)  # one write() each for the small ones
         os.close(c_in_w)
 
     with open(c_out_r, "rb", buffering=0) as out:
@@ -372,17 +372,17 @@ def test_pipes_grow_only_in_a_session_with_large_messages(home: Home) -> None:
         return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
 
     for i in range(50):
-        pipeio.write_all(c_in_w, _request(i, 5))
-        assert pipeio.read_exactly(c_out_r, len(_request(i, 5))) == _request(i, 5)
+        fdio.write_all(c_in_w, _request(i, 5))
+        assert fdio.read_exactly(c_out_r, len(_request(i, 5))) == _request(i, 5)
     assert size(c_in_w) == size(c_out_r) == 64 << 10
     big = _request(50, 1 << 20)
-    writer = threading.Thread(target=pipeio.write_all, args=(c_in_w, big), daemon=True)
+    writer = threading.Thread(target=fdio.write_all, args=(c_in_w, big), daemon=True)
     writer.start()
-    assert pipeio.read_exactly(c_out_r, len(big)) == big
+    assert fdio.read_exactly(c_out_r, len(big)) == big
     writer.join(60)
     assert size(c_in_w) == size(c_out_r) == 512 << 10
     os.close(c_in_w)
-    assert pipeio.read_some(c_out_r, 10) == b""
+    assert fdio.read_some(c_out_r, 10) == b""
     assert cat.wait(timeout=60) == 0
     assert relay.server_done(60)
     relay.finish(60)

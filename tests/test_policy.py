@@ -7,7 +7,7 @@ import pytest
 from mcpshim.errors import InputError
 from mcpshim.review import policy
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity, define_rule
-from mcpshim.shim import install as shims
+from mcpshim.shim import targets
 
 RULE = define_rule("MCS901", "policy-test", Severity.LOW, "test rule", "none")
 OTHER = define_rule("MCS902", "policy-test-2", Severity.MEDIUM, "test rule", "none")
@@ -19,7 +19,7 @@ def _finding(rule: Rule = RULE, command: str = "git", path: str = "/usr/bin/git"
 
 def test_defaults_follow_the_shim_module() -> None:
     p = policy.load_policy(None)
-    for d in shims.trusted_search_path():
+    for d in targets.trusted_search_path():
         assert d in p.trusted_dirs
     assert "/usr/sbin" in p.trusted_dirs
     assert "/tmp" in p.temp_dirs

@@ -18,7 +18,7 @@ from mcpshim.paths import Locations
 from mcpshim.review import engine as review
 from mcpshim.review import policy
 from mcpshim.review.findings import Finding
-from mcpshim.shim import install as shims
+from mcpshim.shim import install, manifest
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Lab:
         targets: dict[str, str] | None = None,
         allow_unsafe: bool = False,
     ) -> None:
-        shims.install(
+        install.install(
             self.home.loc,
             list(names),
             targets or {},
@@ -76,7 +76,7 @@ class Lab:
             policy=pol or policy.default_policy(),
             session=session,
             shim_dir=str(self.home.loc.shim_dir),
-            manifest=shims.load_manifest(self.home.loc.shim_dir),
+            manifest=manifest.load_manifest(self.home.loc.shim_dir),
             **kw,  # type: ignore[arg-type]
         )
         assert problems == []

@@ -8,18 +8,19 @@ import pytest
 
 from conftest import Home
 from mcpshim.log import execlog
-from mcpshim.render.report import Report, render_json
+from mcpshim.render.json import render_findings_json
+from mcpshim.render.report import Report
 from mcpshim.review import engine as review
 from mcpshim.review import policy
 from mcpshim.review import split as review_split
-from mcpshim.shim import install as shims
+from mcpshim.shim import manifest
 from test_review_kit import Lab, fake_exec
 
 BOOT = "cccccccc-0000-4000-8000-000000000003"
 
 
 def _json(result: review.ReviewResult) -> list[str]:
-    doc = json.loads(render_json(Report("review", {}, result.findings)))
+    doc = json.loads(render_findings_json(Report("review", {}, result.findings)))
     return sorted(json.dumps(f, sort_keys=True) for f in doc["findings"])
 
 
@@ -51,7 +52,7 @@ def test_split_review_equals_single_pass(
     kw = {
         "policy": policy.default_policy(),
         "shim_dir": str(home.loc.shim_dir),
-        "manifest": shims.load_manifest(home.loc.shim_dir),
+        "manifest": manifest.load_manifest(home.loc.shim_dir),
     }
     problems: list[execlog.LogProblem] = []
     single = review.review(execlog.iter_records(home.loc, problems), **kw)  # type: ignore[arg-type]

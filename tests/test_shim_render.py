@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from mcpshim.errors import UsageError
-from mcpshim.shim import install as shims
+from mcpshim.shim import render
 
 ODD = '/opt/it\'s a "dir" $(touch /tmp/pwned) `x`/bin/git'
 
 
 def test_values_enter_the_script_only_quoted(tmp_path: Path) -> None:
-    text = shims.render_shim("git", ODD, str(tmp_path / "log dir;rm -rf x"), "refuse", "/bin/sh")
+    text = render.render_shim("git", ODD, str(tmp_path / "log dir;rm -rf x"), "refuse", "/bin/sh")
     assert text.startswith("#!/bin/sh\n")
-    assert shims.MARKER in text.splitlines()[1]
+    assert render.MARKER in text.splitlines()[1]
     assert 'exec \'/opt/it\'"\'"\'s a "dir" $(touch /tmp/pwned) `x`/bin/git\' "$@"' in text
     # the script parses, and nothing in the values ran
     subprocess.run(["dash", "-n"], input=text.encode(), check=True)
@@ -36,7 +36,7 @@ def test_values_enter_the_script_only_quoted(tmp_path: Path) -> None:
 )
 def test_bad_values_are_refused(name: str, target: str, log: str) -> None:
     with pytest.raises(UsageError):
-        shims.render_shim(name, target, log)
+        render.render_shim(name, target, log)
 
 
 def test_shellcheck_clean(tmp_path: Path) -> None:
@@ -44,12 +44,12 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
         pytest.skip("shellcheck not installed (CI installs it: scripts/system-deps.sh)")
     shim = tmp_path / "git"
     shim.write_text(
-        shims.render_shim(
+        render.render_shim(
             "git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/sh", None, ["/bin/bash"]
         )
     )
     scrub = tmp_path / "lib.sh"
-    scrub.write_text(shims.render_lib())
+    scrub.write_text(render.render_lib())
     # SC2059: the format string is built from fixed pieces only (the values go to %s);
     # SC1090/SC1091/SC2034/SC2154: the library is sourced from a path fixed at install
     # time and shares variables with the shim.

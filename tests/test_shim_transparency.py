@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home, install
-from mcpshim.shim.install import load_manifest
+from mcpshim.shim.manifest import load_manifest
 
 
 def _both(

@@ -9,8 +9,10 @@ import pytest
 from conftest import Home
 from mcpshim.cli import main
 from mcpshim.family import tree
-from mcpshim.family import view as tree_view
 from mcpshim.log import eventlog
+from mcpshim.render.dot import render_tree_dot
+from mcpshim.render.json import render_tree_json
+from mcpshim.render.text import render_tree_text
 from test_review_kit import Lab, fake_exec, of
 
 BOOT_A = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -40,7 +42,7 @@ def test_real_family_and_exec_images_on_one_node(home: Home, interpreter: str) -
     assert all(k.images[0].ppid == outer.pid for k in kids)
     assert forest.count == 3 and forest.images == 4
 
-    text = tree_view.render_text(forest, {})
+    text = render_tree_text(forest, {})
     assert f"? {os.getpid()} (parent not in log)" in text
     assert "[shim]" in text and "exec [shim]" in text
     assert "sh -c 'exec git --version'" in text
@@ -48,14 +50,14 @@ def test_real_family_and_exec_images_on_one_node(home: Home, interpreter: str) -
     # cwd is shown where it changes only: the children inherit it
     assert text.count(f"cwd {home.root}") == 1
 
-    doc = json.loads(tree_view.render_json(forest, {"log": "x"}))
+    doc = json.loads(render_tree_json(forest, {"log": "x"}))
     assert doc["schema"] == "mcpshim.tree/1"
     assert doc["summary"] == {"processes": 3, "images": 4, "roots": 1}
     node = doc["roots"][0]["children"][0]["children"][1]
     assert [i["command"] for i in node["images"]] == ["sh", "git"]
     assert node["images"][1]["argv"] == ["git", "--version"]
 
-    dot = tree_view.render_dot(forest, {})
+    dot = render_tree_dot(forest, {})
     assert dot.startswith("digraph mcpshim {") and dot.rstrip().endswith("}")
     assert dot.count("->") == 3
 
@@ -138,13 +140,13 @@ def test_observed_events_are_nodes_marked_observed(home: Home) -> None:
     [obs] = git.children
     assert obs.sources == ("observed",)
     assert obs.images[0].args == (b"\xff", b"300")
-    text = tree_view.render_text(forest, {})
+    text = render_tree_text(forest, {})
     assert "[observed]" in text and "sleep $'\\xff' 300" in text
-    doc = json.loads(tree_view.render_json(forest, {}))
+    doc = json.loads(render_tree_json(forest, {}))
     node = doc["roots"][0]["children"][0]["children"][0]
     assert node["sources"] == ["observed"]
     assert node["images"][0]["argv_b64"] == {"1": "/w=="}
-    assert "style=dashed" in tree_view.render_dot(forest, {})
+    assert "style=dashed" in render_tree_dot(forest, {})
 
 
 def test_tree_cli_formats_and_root(home: Home, capsys: pytest.CaptureFixture[str]) -> None:

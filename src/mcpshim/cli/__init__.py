@@ -2,6 +2,8 @@
 
 Exit codes are decided here and nowhere else: 0 clean, 1 findings at or above --fail-on,
 2 a usage or input error (any McpshimError, or click's own usage errors).
+
+May import: base, log, shim, proc, trace, family, relay, supervise, review, pathcheck, render.
 """
 
 from __future__ import annotations

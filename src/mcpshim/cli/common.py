@@ -11,7 +11,7 @@ import click
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
 from mcpshim.paths import Locations, default_shim_dir
 from mcpshim.review.findings import Finding, Severity, at_or_above
-from mcpshim.shim.install import locations_for
+from mcpshim.shim.manifest import locations_for
 
 __all__ = ["fail_on_option", "findings_exit", "location_options", "locations"]
 

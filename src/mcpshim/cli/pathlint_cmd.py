@@ -18,10 +18,11 @@ from mcpshim.pathcheck.clientconfig import load_config, parse_config
 from mcpshim.pathcheck.launch import launch_line, lint_config
 from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
 from mcpshim.paths import default_shim_dir
-from mcpshim.render.report import RENDERERS, Report
+from mcpshim.render.formats import RENDERERS
+from mcpshim.render.report import Report
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import apply_policy, load_policy
-from mcpshim.shim.install import load_manifest
+from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
 

@@ -14,7 +14,7 @@ from mcpshim.log import execlog
 from mcpshim.render.html import render_html
 from mcpshim.render.md import render_md, session_report
 from mcpshim.review import policy
-from mcpshim.shim import install as shims
+from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
 
@@ -73,7 +73,7 @@ def report(
         pol,
         attribution.anchors_for(loc),
         str(loc.shim_dir),
-        shims.load_manifest(loc.shim_dir),
+        load_manifest(loc.shim_dir),
     )
     if rep is None:
         raise InputError(f"session {session} was not run with --mcp (no tool calls recorded)")

@@ -17,17 +17,18 @@ from mcpshim.cli.common import fail_on_option, findings_exit, location_options, 
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
-from mcpshim.family.view import TREE_RENDERERS, iter_text
 from mcpshim.log import execlog
 from mcpshim.paths import Locations
+from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
 from mcpshim.render.md import render_calls_text
-from mcpshim.render.report import RENDERERS, Report
+from mcpshim.render.report import Report
+from mcpshim.render.text import iter_tree_text
 from mcpshim.review import baseline as baseline_mod
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES
 from mcpshim.review.rules.mcp_rules import with_tool_calls
 from mcpshim.review.split import review_log
-from mcpshim.shim import install as shims
+from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
 
@@ -109,7 +110,7 @@ def tree_(
         subject["root"] = str(root_pid)
     if fmt == "text":  # line by line: a large forest never becomes one string
         batch: list[str] = []
-        for line in iter_text(forest, subject):
+        for line in iter_tree_text(forest, subject):
             batch.append(line)
             if len(batch) >= 4096:
                 click.echo("\n".join(batch))
@@ -174,7 +175,7 @@ def review(
     loc = locations(shim_dir, log_dir)
     pol = policy.load_policy(policy_file)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
-    manifest = shims.load_manifest(loc.shim_dir)
+    manifest = load_manifest(loc.shim_dir)
     problems: list[execlog.LogProblem] = []
     result = review_log(
         loc,

@@ -11,7 +11,8 @@ from mcpshim.base.display import escape
 from mcpshim.cli.common import location_options, locations
 from mcpshim.errors import UsageError
 from mcpshim.paths import default_shim_dir
-from mcpshim.shim import install as shims
+from mcpshim.shim import install as shim_install
+from mcpshim.shim import render
 
 __all__ = ["COMMANDS"]
 
@@ -22,7 +23,7 @@ def _parse_targets(values: tuple[str, ...]) -> dict[str, str]:
         name, sep, path = v.partition("=")
         if not sep or not name or not path:
             raise UsageError(f"--target takes NAME=/abs/path, not {v!r}")
-        out[shims.check_name(name)] = path
+        out[render.check_name(name)] = path
     return out
 
 
@@ -72,7 +73,7 @@ def install(
     write are never touched.
     """
     loc = locations(shim_dir, log_dir)
-    result = shims.install(
+    result = shim_install.install(
         loc,
         commands,
         _parse_targets(targets),
@@ -88,7 +89,9 @@ def install(
         click.echo(f"skipped {name}: {escape(why)}")
     click.echo(f"shim dir: {escape(str(loc.shim_dir))}")
     click.echo(f"exec log: {escape(str(loc.log_file))}")
-    click.echo(f"put it first on PATH: {shims.path_line(loc.shim_dir, shims.which_shell())}")
+    click.echo(
+        f"put it first on PATH: {shim_install.path_line(loc.shim_dir, shim_install.which_shell())}"
+    )
 
 
 @click.command()
@@ -99,7 +102,7 @@ def uninstall(commands: tuple[str, ...], shim_dir: Path | None, everything: bool
     """Remove shims (only files mcpshim wrote; the log stays)."""
     if everything and commands:
         raise UsageError("give command names or --all, not both")
-    for name in shims.uninstall(shim_dir or default_shim_dir(), commands, everything):
+    for name in shim_install.uninstall(shim_dir or default_shim_dir(), commands, everything):
         click.echo(f"removed {name}")
 
 
@@ -113,7 +116,7 @@ def list_(shim_dir: Path | None, fmt: str) -> int:
 
     Exits 1 when a target changed or went missing, or a shim was edited.
     """
-    statuses = shims.list_shims(shim_dir or default_shim_dir())
+    statuses = shim_install.list_shims(shim_dir or default_shim_dir())
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -149,7 +152,9 @@ def list_(shim_dir: Path | None, fmt: str) -> int:
 )
 def path(shim_dir: Path | None, shell: str | None) -> None:
     """Print the line that puts the shim directory first on PATH."""
-    click.echo(shims.path_line(shim_dir or default_shim_dir(), shell or shims.which_shell()))
+    click.echo(
+        shim_install.path_line(shim_dir or default_shim_dir(), shell or shim_install.which_shell())
+    )
 
 
 COMMANDS = [install, uninstall, list_, path]

@@ -8,7 +8,7 @@ several images (a shim for sh, then `exec git`): one node, its images in order.
 
 Every record source becomes an `Image` (images, which re-exports here).
 `Linker` does the linking while streaming, in memory bounded by the pid space, so review can
-walk a million records; `build_forest` keeps the nodes for the views in `tree_view`.
+walk a million records; `build_forest` keeps the nodes for the views in `render.text`.
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ class _Pool:
 
 def _merged(images: list[Image], img: Image) -> bool:
     """A shim's exec is traced too (its script, then its target): one node shows it once, as
-    the shim's image (see trace_merge). True when `img` is already shown."""
+    the shim's image (see family.trace_merge). True when `img` is already shown."""
     if img.source == "trace-shim":
         return any(i.source == "shim" and i.pid == img.pid for i in images)
     if img.source == "shim":

@@ -1,1 +1,9 @@
-"""log."""
+"""The exec log: its record codec and streaming reader (execlog), the event writer the
+supervisor and relay append with (eventlog), rename-based rotation, credential redaction
+shared by every writer (redact), and the JSON/ECS/text views of a record (logview).
+
+Everything that reads or writes `exec.log` goes through here; nothing here knows about
+families, rules or the command line.
+
+May import: base.
+"""

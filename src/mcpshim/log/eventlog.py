@@ -24,9 +24,9 @@ from typing import Any
 
 import filelock
 
+from mcpshim.base import fdio
 from mcpshim.log.execlog import encode_record
 from mcpshim.paths import Locations
-from mcpshim.relay import pipeio
 
 __all__ = ["EventLog", "append_event", "log_lock"]
 
@@ -71,7 +71,7 @@ class EventLog:
             self._flock()
             try:
                 self._current()
-                pipeio.write_all(self._log_fd, data)
+                fdio.write_all(self._log_fd, data)
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -19,10 +19,12 @@ from typing import Any
 from mcpshim.base.display import b64_fields, escape, json_text, quote_argv
 from mcpshim.errors import UsageError
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+from mcpshim.log.redact import redact_argv
 
 __all__ = [
     "LOG_SCHEMA_ID",
     "Filter",
+    "argv_fields",
     "entity_id",
     "parse_since",
     "record_ecs",
@@ -54,6 +56,16 @@ def entity_id(boot_id: str, pid: int | None, start: int | None) -> str:
     """A stable process identity: the same process gives the same id in every record."""
     basis = f"{boot_id}:{pid}:{start if start is not None else ''}"
     return hashlib.sha256(basis.encode()).hexdigest()[:32]
+
+
+def argv_fields(name: str, argv: Sequence[bytes]) -> dict[str, Any]:
+    """An argv as the log stores it: redacted text, exact bytes of non-UTF-8 items in b64."""
+    red = redact_argv(list(argv))
+    out: dict[str, Any] = {name: [json_text(a) for a in red.argv]}
+    out.update(b64_fields({name: red.argv}))
+    if red.rules:
+        out[f"{name}_redacted"] = sorted(set(red.rules))
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""PATH rules (MCS20x): one small pure function per rule over the facts `pathfacts` gathers.
+"""PATH rules (MCS20x): one small pure function per rule over the facts `pathcheck.facts` gathers.
 
 A bare `git` is a PATH lookup, not an identity: whichever entry holds a `git` first decides
 what runs. These rules say which entries let someone other than root or the process's user

@@ -21,8 +21,8 @@ import psutil
 
 from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log.execlog import CLK_TCK
+from mcpshim.log.logview import argv_fields
 from mcpshim.log.redact import credential_env_names
-from mcpshim.supervise.session import argv_fields
 
 __all__ = [
     "LINUX",

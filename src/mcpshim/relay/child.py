@@ -62,6 +62,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import NoReturn
 
+from mcpshim.base import fdio
 from mcpshim.proc.procinfo import LINUX
 from mcpshim.relay import pipeio
 from mcpshim.relay.core import C2S, S2C, close_end, relay_pipe
@@ -145,7 +146,7 @@ class _Channel:
                     n = self._splice_parts(index, seq, t, probe, n)
             if not n:
                 return
-            data = pipeio.read_exactly(probe, n)  # the probe is left empty, whatever comes
+            data = fdio.read_exactly(probe, n)  # the probe is left empty, whatever comes
             if not self.gone:
                 self._later(self._data[index], data, HEAD.pack(index, index, seq, t, n))
 
@@ -213,8 +214,8 @@ class _Channel:
                     self._changed.wait()
                 fd, data, head = self._backlog[0]
             try:
-                pipeio.write_all(fd, data, self._progressed)
-                pipeio.write_all(self._heads, head, self._progressed)
+                fdio.write_all(fd, data, self._progressed)
+                fdio.write_all(self._heads, head, self._progressed)
             except OSError:
                 with self._lock:
                     self._lost()
@@ -275,7 +276,7 @@ class _Pump:
 
     def _step(self) -> bool:
         if not self.splice_in:
-            data = pipeio.read_some(self.src, _READ)
+            data = fdio.read_some(self.src, _READ)
             if not data:
                 return False
             seq, t = self.channel.number(), time.time()
@@ -321,13 +322,13 @@ class _Pump:
 
     def _forward(self, pipe: int, k: int) -> None:
         if self.broken:
-            pipeio.read_exactly(pipe, k)  # nobody reads: drop it, keep draining
+            fdio.read_exactly(pipe, k)  # nobody reads: drop it, keep draining
         elif not self.splice_out:
-            self._write(pipeio.read_exactly(pipe, k))
+            self._write(fdio.read_exactly(pipe, k))
         else:
             moved, err = pipeio.splice_all(pipe, self.dst, k)
             if err is not None:
-                rest = pipeio.read_exactly(pipe, k - moved)
+                rest = fdio.read_exactly(pipe, k - moved)
                 if err.errno == errno.EINVAL:
                     self.splice_out = False  # a destination splice does not take: write
                     self._write(rest)
@@ -342,7 +343,7 @@ class _Pump:
     def _write(self, data: bytes) -> None:
         if not self.broken:
             try:
-                pipeio.write_all(self.dst, data)
+                fdio.write_all(self.dst, data)
             except OSError as exc:
                 self._stop(exc)
 

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from mcpshim.relay import pipeio
+from mcpshim.base import fdio
 from mcpshim.relay.redact import redact_json
 
 __all__ = [
@@ -313,7 +313,7 @@ _STOP = "stop"
 
 class Relaying(Protocol):
     """What a session needs of a relay, in threads here (Relay) or in children
-    (forkedrelay.ForkedRelay)."""
+    (relay.forked.ForkedRelay)."""
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Pump client_in -> server_in and server_out -> client_out, recording a copy."""
@@ -364,7 +364,7 @@ class Relay:
             put((direction, time.time(), data))
             if write:
                 try:
-                    pipeio.write_all(dst, data)
+                    fdio.write_all(dst, data)
                 except OSError as exc:
                     # The reader is gone: keep draining so the writer never blocks on us.
                     write = False

@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 
 import psutil
 
-from mcpshim.relay import pipeio
+from mcpshim.base import fdio
 from mcpshim.relay.child import DIRECTIONS, EOF, HEAD, MORE, OVERFLOW, keep_only, pump_main
 from mcpshim.relay.core import S2C, Recorder, Transcriber, close_end, relay_pipe
 
@@ -104,7 +104,7 @@ class _Batches(io.RawIOBase):
     def _listen(self) -> None:
         wait = _IDLE_S
         while not self._rung_off and not _unread(self._heads):
-            rung = pipeio.wait_for(self._bell, select.POLLIN, wait)
+            rung = fdio.wait_for(self._bell, select.POLLIN, wait)
             with contextlib.suppress(BlockingIOError):
                 self._rung_off = not os.read(self._bell, 4096)
             wait = _IDLE_S if rung else min(2 * wait, _IDLE_MAX_S)
@@ -200,7 +200,7 @@ def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoRetu
 
 
 class ForkedRelay:
-    """A relay (mcprelay.Relaying) with the pumps and the recorder in children (module
+    """A relay (relay.core.Relaying) with the pumps and the recorder in children (module
     docstring)."""
 
     def __init__(self, recorder: Recorder) -> None:
@@ -264,7 +264,7 @@ class ForkedRelay:
         s2c = DIRECTIONS.index(S2C)
         while s2c not in self._ended:
             left = deadline - time.monotonic()
-            if left <= 0 or not pipeio.wait_for(self._status, select.POLLIN, left):
+            if left <= 0 or not fdio.wait_for(self._status, select.POLLIN, left):
                 return False
             got = os.read(self._status, 8)
             if not got:

@@ -1,5 +1,4 @@
-"""Moving bytes between fds without holding them: splice(2), tee(2), and waits for fds that
-someone else made non-blocking.
+"""Moving bytes between fds without holding them: splice(2) and tee(2).
 
 The relay child (relaychild) waits for a peer's bytes in tee, which duplicates them into an
 empty pipe of its own (page references, no copy) as it returns; splice then pushes the
@@ -7,9 +6,8 @@ bytes on, and moves the duplicate into the copy channel. Python has os.splice bu
 so tee comes from libc through ctypes (a foreign call releases the interpreter lock, as
 os.splice does).
 
-The fds the relay reads and writes are the client's: one may be non-blocking (O_NONBLOCK
-belongs to the open file description, which the client may share and set). A read or write
-that would block then waits in poll() instead of being taken for an end of stream.
+The fds the relay reads and writes are the client's and may be non-blocking: a splice that
+would block waits in poll() (base.fdio) instead of being taken for an end of stream.
 """
 
 from __future__ import annotations
@@ -18,18 +16,16 @@ import ctypes
 import errno
 import os
 import select
-from collections.abc import Callable
 from typing import Any
+
+from mcpshim.base.fdio import wait_for
 
 __all__ = [
     "SPLICE_OK",
-    "read_exactly",
-    "read_some",
     "splice_all",
     "splice_now",
     "splice_some",
     "tee_wait",
-    "write_all",
 ]
 
 
@@ -50,13 +46,6 @@ _TEE = _libc_tee()
 #: splice and tee are both there (Linux): the relay child may forward without copying.
 SPLICE_OK = _TEE is not None
 _NONBLOCK = getattr(os, "SPLICE_F_NONBLOCK", 2)
-
-
-def wait_for(fd: int, event: int, timeout: float | None = None) -> bool:
-    """poll(2) one fd (any fd number, unlike select); False when `timeout` seconds passed."""
-    poller = select.poll()
-    poller.register(fd, event)
-    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
 
 
 def tee_wait(src: int, dst: int, count: int) -> int:
@@ -108,38 +97,3 @@ def splice_all(src: int, dst: int, count: int) -> tuple[int, OSError | None]:
             return moved, OSError(errno.EPIPE, "the source ended early")
         moved += n
     return moved, None
-
-
-def read_some(fd: int, count: int) -> bytes:
-    """os.read that waits when the fd is non-blocking; b'' only at EOF."""
-    while True:
-        try:
-            return os.read(fd, count)
-        except BlockingIOError:
-            wait_for(fd, select.POLLIN)
-
-
-def read_exactly(fd: int, count: int) -> bytes:
-    """`count` bytes that are known to be there (in our own pipe)."""
-    parts = []
-    while count > 0:
-        part = read_some(fd, count)
-        if not part:
-            break
-        parts.append(part)
-        count -= len(part)
-    return b"".join(parts)
-
-
-def write_all(fd: int, data: bytes, progress: Callable[[], None] | None = None) -> None:
-    """Write all of `data`, waiting for room when the fd is non-blocking; `progress` is
-    called after each write that took some of it."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            wait_for(fd, select.POLLOUT)
-            continue
-        if progress is not None:
-            progress()

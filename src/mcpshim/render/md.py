@@ -25,7 +25,7 @@ from mcpshim.review.engine import review
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.mcp_rules import regroup, session_findings
-from mcpshim.shim.install import Manifest
+from mcpshim.shim.manifest import Manifest
 
 __all__ = [
     "SessionReport",

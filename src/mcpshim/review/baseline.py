@@ -18,6 +18,7 @@ import tomli_w
 
 from mcpshim.errors import InputError
 from mcpshim.family.tree import Image
+from mcpshim.review.shapes import command_name, shape
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,8 +55,6 @@ def _roots(cwds: Iterable[str]) -> tuple[str, ...]:
 
 def collect(images: Iterable[Image], session: str = "") -> Baseline:
     """One streaming pass; memory grows with distinct commands, targets, shapes and cwds only."""
-    from mcpshim.review.rules import command_name, shape
-
     execs: dict[str, set[str]] = {}
     shapes: dict[str, set[str]] = {}
     cwds: set[str] = set()

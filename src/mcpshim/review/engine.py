@@ -17,9 +17,9 @@ from mcpshim.log.execlog import ExecRecord, Record, session_of
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.findings import Evidence, Finding
 from mcpshim.review.policy import Policy, apply_policy
-from mcpshim.review.rules import Context, Hit, run_checks
+from mcpshim.review.rules.registry import Context, Hit, run_checks
 from mcpshim.review.rules.session_rules import SessionEvidence
-from mcpshim.shim.install import Manifest
+from mcpshim.shim.manifest import Manifest
 
 __all__ = [
     "EVIDENCE_CAP",

@@ -25,7 +25,7 @@ import tomli_w
 
 from mcpshim.errors import InputError
 from mcpshim.review.findings import Finding, Severity
-from mcpshim.shim import install as shims
+from mcpshim.shim import targets
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,7 +109,7 @@ class Policy:
 
 
 def _default_trusted() -> tuple[str, ...]:
-    dirs = list(shims.trusted_search_path())
+    dirs = list(targets.trusted_search_path())
     for extra in ("/usr/sbin", "/sbin"):
         if extra not in dirs:
             dirs.append(extra)
@@ -117,7 +117,7 @@ def _default_trusted() -> tuple[str, ...]:
 
 
 def _default_temp() -> tuple[str, ...]:
-    dirs = list(dict.fromkeys(shims.temp_dirs()))
+    dirs = list(dict.fromkeys(targets.temp_dirs()))
     downloads = os.path.join(os.path.expanduser("~"), "Downloads")
     if downloads not in dirs:
         dirs.append(downloads)

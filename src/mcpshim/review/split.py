@@ -25,9 +25,9 @@ from mcpshim.review.baseline import Baseline
 from mcpshim.review.engine import Progress, ReviewResult, Scan, fold, make_context, scan
 from mcpshim.review.findings import Evidence
 from mcpshim.review.policy import Policy
-from mcpshim.review.rules import Context
+from mcpshim.review.rules.registry import Context
 from mcpshim.review.rules.session_rules import SessionEvidence
-from mcpshim.shim.install import Manifest
+from mcpshim.shim.manifest import Manifest
 
 __all__ = ["SPLIT_MIN", "review_log"]
 

@@ -1,8 +1,8 @@
-"""Shim scripts: render (pure), install, list, uninstall, and the manifest that owns them.
+"""Installing, listing and removing shims, and the manifest that owns them.
 
-Like pre-commit's hook files, every shim carries a marker line; mcpshim only ever overwrites
-or deletes a file that carries it. Targets are pinned once, at install time, from a trusted
-search path, never from the caller's PATH.
+mcpshim only ever overwrites or deletes a file that carries the shim marker (render.MARKER).
+Targets are pinned once, at install time, from a trusted search path, never from the
+caller's PATH.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 
 from mcpshim.errors import InputError, UsageError
-from mcpshim.log import redact
 from mcpshim.log.execlog import write_boot_anchor
 from mcpshim.paths import Locations
 from mcpshim.shim.manifest import (
@@ -25,108 +23,30 @@ from mcpshim.shim.manifest import (
     OnFailure,
     ShimEntry,
     load_manifest,
-    locations_for,
     write_manifest,
 )
+from mcpshim.shim.render import LIB, MARKER, check_name, render_lib, render_shim
 from mcpshim.shim.targets import (
     default_interpreter,
     file_digest,
     known_shells,
     resolve_target,
-    temp_dirs,
     trusted_search_path,
     unsafe_reason,
 )
 
-# Manifest and target helpers are re-exported: callers use them through this module.
 __all__ = [
     "DEFAULT_COMMANDS",
-    "MARKER",
     "InstallResult",
-    "Manifest",
-    "ShimEntry",
     "ShimStatus",
     "install",
     "list_shims",
-    "load_manifest",
-    "locations_for",
     "path_line",
-    "render_shim",
-    "resolve_target",
-    "temp_dirs",
-    "trusted_search_path",
     "uninstall",
-    "unsafe_reason",
+    "which_shell",
 ]
 
-MARKER = "# mcpshim-shim v1"
 DEFAULT_COMMANDS = ("git", "ssh", "sh", "node", "npm")
-_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")
-
-
-LIB = ".mcpshim-lib.sh"
-
-
-def _template(name: str) -> str:
-    try:
-        return (resources.files("mcpshim") / "shims" / name).read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        # Running from a source checkout (editable install): the templates sit at the top.
-        return (Path(__file__).resolve().parents[3] / "shims" / name).read_text()
-
-
-def check_name(name: str) -> str:
-    if not name or name.startswith((".", "-")) or not set(name) <= _NAME_OK:
-        raise UsageError(f"not a command name: {name!r}")
-    return name
-
-
-def render_lib() -> str:
-    """The library the shims source on a rare path (secrets, spill files, shell parents)."""
-    text = _template("lib.sh")
-    text = text.replace("@@OPTION_CASES@@", redact.sh_option_cases())
-    text = text.replace("@@OPTION_NAMES@@", redact.sh_option_names())
-    return text.replace("@@TOKEN_CALLS@@", redact.sh_token_calls())
-
-
-def render_shim(
-    name: str,
-    target: str,
-    log_dir: str,
-    on_failure: OnFailure = "run",
-    interpreter: str = "/bin/sh",
-    lib: str | None = None,
-    shells: Iterable[str] = ("/bin/sh",),
-) -> str:
-    """The shim's text. Every value enters the script through shlex.quote only."""
-    check_name(name)
-    lib_path = lib or os.path.join(os.path.dirname(log_dir), LIB)
-    for label, value in (
-        ("target", target),
-        ("log dir", log_dir),
-        ("interpreter", interpreter),
-        ("library", lib_path),
-    ):
-        if not os.path.isabs(value) or "\n" in value:
-            raise UsageError(f"{label} must be an absolute path: {value!r}")
-    if " " in interpreter or "\t" in interpreter:
-        raise UsageError(f"interpreter path cannot hold blanks (shebang): {interpreter!r}")
-    if on_failure not in ("run", "refuse"):
-        raise UsageError(f"--on-log-failure must be run or refuse, not {on_failure!r}")
-    text = _template("shim.sh")
-    subs = {
-        "@@INTERP@@": interpreter,
-        "@@LOGDIR@@": shlex.quote(log_dir),
-        "@@TARGET@@": shlex.quote(target),
-        "@@NAME@@": shlex.quote(name),
-        "@@ONFAIL@@": on_failure,
-        "@@LIB@@": shlex.quote(lib_path),
-        "@@TRIGGERS@@": redact.sh_triggers(),
-        "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
-    }
-    for key, value in subs.items():
-        text = text.replace(key, value)
-    return text
 
 
 # ---- install / uninstall / list -----------------------------------------------------------

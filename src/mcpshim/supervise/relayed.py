@@ -117,7 +117,7 @@ def run_relayed(sup: Supervisor) -> int:
 
     recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, mcpshims_own))
     # Linux: the pumps and the recorder run in children of their own, out of reach of this
-    # process's interpreter lock (forkedrelay); elsewhere they are threads here.
+    # process's interpreter lock (relay.forked); elsewhere they are threads here.
     relay: Relaying | None = None
     if relaychild.available():
         forked = ForkedRelay(recorder)

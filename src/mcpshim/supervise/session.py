@@ -12,7 +12,7 @@ import io
 import os
 import secrets
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,14 +21,14 @@ from typing import Any
 from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log import execlog
 from mcpshim.log.execlog import ExecRecord, LogProblem
-from mcpshim.log.redact import credential_env_names, redact_argv
+from mcpshim.log.logview import argv_fields
+from mcpshim.log.redact import credential_env_names
 from mcpshim.paths import Locations
 
 __all__ = [
     "SESSION_ENV",
     "LogTail",
     "SessionStart",
-    "argv_fields",
     "child_environment",
     "end_payload",
     "new_session_id",
@@ -47,16 +47,6 @@ def new_session_id() -> str:
     """Sortable by start time and unguessable enough that two sessions never collide."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{secrets.token_hex(5)}"
-
-
-def argv_fields(name: str, argv: Sequence[bytes]) -> dict[str, Any]:
-    """An argv as the log stores it: redacted text, exact bytes of non-UTF-8 items in b64."""
-    red = redact_argv(list(argv))
-    out: dict[str, Any] = {name: [json_text(a) for a in red.argv]}
-    out.update(b64_fields({name: red.argv}))
-    if red.rules:
-        out[f"{name}_redacted"] = sorted(set(red.rules))
-    return out
 
 
 def _user(uid: int) -> str:

@@ -124,7 +124,7 @@ class Supervisor:
         tail = LogTail(loc) if loc.log_file.exists() else None
         every = round(SOCKET_PASS_MS / options.sample_ms)
         self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
-        self.tracer = tracer  # --trace: the command runs under strace (trace_run)
+        self.tracer = tracer  # --trace: the command runs under strace (trace.run)
         if tracer is not None:
             self.on_tick(tracer.tick)
 

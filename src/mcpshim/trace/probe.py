@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from mcpshim.errors import UsageError
-from mcpshim.shim.install import unsafe_reason
+from mcpshim.shim.targets import unsafe_reason
 from mcpshim.trace.strace import read_output, strace_argv
 
 __all__ = ["find_strace", "probe", "require_trace", "trace_unavailable"]

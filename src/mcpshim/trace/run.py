@@ -1,6 +1,6 @@
 """Running strace for `mcpshim run --trace`: the tracer's life and what it leaves in the log.
 
-Whether strace can trace here at all is `trace_probe`'s question, asked before the server
+Whether strace can trace here at all is `trace.probe`'s question, asked before the server
 starts. At the end of the session the per-thread files are parsed and written to the log
 (`trace_records` builds the `trace-exec`, `trace-fork` and `trace-gap` records), followed
 by a `trace-summary`. Exact starts are read from /proc on each tick while processes live.

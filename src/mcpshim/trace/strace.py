@@ -1,8 +1,8 @@
 """strace as the exec event engine of `mcpshim run --trace`: its command line and a parser.
 
 Everything here is pure: it builds strace's argv and turns the events strace wrote (parsed
-by strace_output) into processes and exec attempts. Running strace, probing for it and
-writing the log live in `trace_run`.
+by trace.parse) into processes and exec attempts. Running strace, probing for it and
+writing the log live in `trace.run`.
 
 Why this command line. `-DD` keeps the traced command the supervisor's own child (same pid,
 same exit status, signals reach it directly; the tracer runs as a detached grandchild).

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
-from mcpshim.review.rules import Context, Hit, check, command_name, operands, subcommand
+from mcpshim.review.rules.registry import Context, Hit, check
+from mcpshim.review.shapes import command_name, operands, subcommand
 
 UNEXPECTED = define_rule(
     "MCS108",

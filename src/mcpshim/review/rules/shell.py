@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
-from mcpshim.review.rules import Context, Hit, check, command_name
+from mcpshim.review.rules.registry import Context, Hit, check
+from mcpshim.review.shapes import command_name, shell_line
 
 COMPOSED = define_rule(
     "MCS105",
@@ -26,36 +27,6 @@ SIMPLE = define_rule(
     "Run the program directly with an argument vector instead of through a shell.",
     cwe=["CWE-78"],
 )
-
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
-
-
-def shell_line(img: Image) -> str | None:
-    """The -c command string of a shell invocation, or None."""
-    if command_name(img) not in SHELLS:
-        return None
-    seen_c = False
-    args = img.args
-    i = 0
-    while i < len(args):
-        a = args[i].decode("utf-8", "surrogateescape")
-        if a == "--":
-            i += 1
-            break
-        if len(a) > 1 and a[0] in "-+" and not a.startswith("--"):
-            if a[1:] == "o":
-                i += 1
-            elif "c" in a[1:]:
-                seen_c = True
-            i += 1
-            continue
-        if a.startswith("--"):
-            i += 1
-            continue
-        break
-    if not seen_c or i >= len(args):
-        return None
-    return args[i].decode("utf-8", "surrogateescape")
 
 
 def constructs(line: str) -> list[str]:

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from mcpshim.family import trace_merge as _trace_merge  # registers the trace images with tree
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
-from mcpshim.review.rules import Context, Hit, check, command_name, under
-from mcpshim.review.rules.shell import constructs, shell_line
+from mcpshim.review.rules.registry import Context, Hit, check
+from mcpshim.review.rules.shell import constructs
+from mcpshim.review.shapes import command_name, shell_line, under
 
 __all__ = ["ABSOLUTE_SHELL", "EXEC_FAILED", "SEARCH_WRITABLE", "UNEXPLAINED"]
 del _trace_merge

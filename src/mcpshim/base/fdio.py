@@ -1,0 +1,56 @@
+"""Reads and writes on fds that someone else may have made non-blocking.
+
+O_NONBLOCK belongs to the open file description, which a client may share and set: a read
+or write that would block then waits in poll() instead of being taken for an end of stream
+or a short write.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+from collections.abc import Callable
+
+__all__ = ["read_exactly", "read_some", "wait_for", "write_all"]
+
+
+def wait_for(fd: int, event: int, timeout: float | None = None) -> bool:
+    """poll(2) one fd (any fd number, unlike select); False when `timeout` seconds passed."""
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
+
+
+def read_some(fd: int, count: int) -> bytes:
+    """os.read that waits when the fd is non-blocking; b'' only at EOF."""
+    while True:
+        try:
+            return os.read(fd, count)
+        except BlockingIOError:
+            wait_for(fd, select.POLLIN)
+
+
+def read_exactly(fd: int, count: int) -> bytes:
+    """`count` bytes that are known to be there (in our own pipe)."""
+    parts = []
+    while count > 0:
+        part = read_some(fd, count)
+        if not part:
+            break
+        parts.append(part)
+        count -= len(part)
+    return b"".join(parts)
+
+
+def write_all(fd: int, data: bytes, progress: Callable[[], None] | None = None) -> None:
+    """Write all of `data`, waiting for room when the fd is non-blocking; `progress` is
+    called after each write that took some of it."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            wait_for(fd, select.POLLOUT)
+            continue
+        if progress is not None:
+            progress()

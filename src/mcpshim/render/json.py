@@ -1,0 +1,98 @@
+"""Versioned JSON envelopes for scripts: findings (mcpshim.findings/1) and process forests
+(mcpshim.tree/1). Exact bytes of non-UTF-8 fields go in `*_b64` siblings (see logview).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcpshim import __version__
+from mcpshim.base.display import b64_fields, dumps, json_text
+from mcpshim.family.tree import Forest, Image, Node
+from mcpshim.family.view import argv_of, stamp
+from mcpshim.log.logview import entity_id
+from mcpshim.render.report import Report, sorted_findings
+from mcpshim.review.findings import Finding, Severity
+
+__all__ = ["JSON_SCHEMA_ID", "TREE_SCHEMA_ID", "render_findings_json", "render_tree_json"]
+
+
+JSON_SCHEMA_ID = "mcpshim.findings/1"
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rule": f.rule.id,
+        "name": f.rule.name,
+        "severity": f.level.label,
+        "message": f.text,
+        "count": f.count,
+        "group": f.group,
+        "fingerprint": f.fingerprint,
+        "evidence": [{"where": e.where, "text": e.text, **dict(e.data)} for e in f.evidence],
+    }
+    if f.location:
+        out["location"] = {"path": f.location, "line": f.line}
+    return out
+
+
+def render_findings_json(report: Report) -> str:
+    counts = {s.label: sum(1 for f in report.findings if f.level == s) for s in Severity}
+    doc = {
+        "schema": JSON_SCHEMA_ID,
+        "tool": {"name": "mcpshim", "version": __version__},
+        "command": report.command,
+        "subject": dict(report.subject),
+        "notes": list(report.notes),
+        "summary": {"total": len(report.findings), "by_severity": counts},
+        "findings": [_finding_json(f) for f in sorted_findings(report.findings)],
+    }
+    return dumps(doc, indent=2) + "\n"
+
+
+TREE_SCHEMA_ID = "mcpshim.tree/1"
+
+
+def _image_json(img: Image) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "source": img.source,
+        "where": img.where,
+        "time": stamp(img) if img.time else None,
+        "command": img.command,
+        "argv": [json_text(a) for a in argv_of(img)],
+        "target": json_text(img.target),
+        "cwd": json_text(img.cwd),
+        "session": img.session or None,
+        "redacted": list(img.redactions),
+    }
+    out.update(b64_fields({"argv": argv_of(img), "target": img.target, "cwd": img.cwd}))
+    return out
+
+
+def _node_json(node: Node) -> dict[str, Any]:
+    return {
+        "entity_id": entity_id(node.boot_id, node.pid, node.start) if node.known else None,
+        "known": node.known,
+        "boot_id": node.boot_id,
+        "pid": node.pid,
+        "start_ticks": node.start,
+        "sources": list(node.sources),
+        "images": [_image_json(i) for i in node.images],
+        "children": [_node_json(c) for c in node.children],
+    }
+
+
+def render_tree_json(forest: Forest, subject: Mapping[str, Any]) -> str:
+    doc = {
+        "schema": TREE_SCHEMA_ID,
+        "tool": {"name": "mcpshim", "version": __version__},
+        "subject": dict(subject),
+        "summary": {
+            "processes": forest.count,
+            "images": forest.images,
+            "roots": len(forest.roots),
+        },
+        "roots": [_node_json(r) for r in forest.roots],
+    }
+    return dumps(doc, indent=2) + "\n"

@@ -1,0 +1,103 @@
+"""SARIF 2.1.0 for code scanning: one run, the rules of the command's family, and a
+fingerprint per result so a scanner tracks a finding across runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpshim import __version__
+from mcpshim.base.display import dumps
+from mcpshim.render.report import Report, sorted_findings
+from mcpshim.review.findings import RULES, Rule, Severity
+
+__all__ = ["render_sarif"]
+
+
+INFO_URI = "https://github.com/mcpshim/mcpshim"
+
+
+_SARIF_LEVEL = {
+    Severity.INFO: "note",
+    Severity.LOW: "note",
+    Severity.MEDIUM: "warning",
+    Severity.HIGH: "error",
+}
+
+
+_SECURITY_SEVERITY = {
+    Severity.INFO: "1.0",
+    Severity.LOW: "3.0",
+    Severity.MEDIUM: "5.5",
+    Severity.HIGH: "8.0",
+}
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    tags = ["security", *(f"external/cwe/{c.lower()}" for c in rule.cwe)]
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.summary},
+        "help": {
+            "text": f"{rule.summary}\n\nRemediation: {rule.remediation}",
+            "markdown": f"{rule.summary}\n\n**Remediation:** {rule.remediation}",
+        },
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
+        "properties": {"tags": tags, "security-severity": _SECURITY_SEVERITY[rule.severity]},
+    }
+
+
+def render_sarif(report: Report) -> str:
+    used = sorted(
+        {f.rule.id for f in report.findings}
+        | {r.id for r in RULES.values() if r.id[:4] == _family(report)}
+    )
+    index = {rid: i for i, rid in enumerate(used)}
+    results = []
+    for f in sorted_findings(report.findings):
+        loc: dict[str, Any] = {
+            "physicalLocation": {
+                "artifactLocation": {
+                    "uri": f.location
+                    or str(report.subject.get("artifact") or report.subject.get("log", "exec.log"))
+                },
+            }
+        }
+        if f.line:
+            loc["physicalLocation"]["region"] = {"startLine": f.line}
+        if f.group:
+            loc["logicalLocations"] = [{"name": f.group, "kind": "process"}]
+        results.append(
+            {
+                "ruleId": f.rule.id,
+                "ruleIndex": index[f.rule.id],
+                "level": _SARIF_LEVEL[f.level],
+                "message": {"text": f.text + "".join(f"\n{e.where}: {e.text}" for e in f.evidence)},
+                "locations": [loc],
+                "partialFingerprints": {"mcpshim/v1": f.fingerprint},
+            }
+        )
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "mcpshim",
+                        "version": __version__,
+                        "informationUri": INFO_URI,
+                        "rules": [_sarif_rule(RULES[rid]) for rid in used],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    return dumps(doc, indent=2) + "\n"
+
+
+def _family(report: Report) -> str:
+    return "MCS2" if report.command == "lint-path" else "MCS1"

@@ -1,0 +1,66 @@
+"""The rule registry: a check is a function over one image, registered with its rules.
+
+A check gets the review `Context` and one `Image` and yields `Hit`s; review turns hits into
+findings grouped by family, with the record that proves each one as evidence. Every hit puts
+``command`` and ``path`` into its evidence data so policy ignores can match them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpshim.family.tree import Image
+from mcpshim.review.baseline import Baseline
+from mcpshim.review.findings import Rule, Severity
+from mcpshim.review.policy import Policy
+from mcpshim.shim.manifest import Manifest
+
+__all__ = ["CHECKS", "Check", "Context", "Hit", "check", "run_checks"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    rule: Rule
+    message: str
+    key: str  # what makes two hits the same finding (with the rule id)
+    path: str = ""  # the executable, directory or file the hit is about
+    data: Mapping[str, Any] = field(default_factory=dict)
+    severity: Severity | None = None  # when the rule's default does not fit this hit
+
+
+@dataclass
+class Context:
+    """What the checks may consult besides the record; caches make filesystem checks once."""
+
+    policy: Policy
+    shim_dirs: tuple[str, ...] = ()
+    manifest: Manifest | None = None
+    baseline: Baseline | None = None
+    cache: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def cached(self, kind: str, key: str, compute: Callable[[], Any]) -> Any:
+        k = (kind, key)
+        if k not in self.cache:
+            self.cache[k] = compute()
+        return self.cache[k]
+
+
+Check = Callable[[Context, Image], Iterable[Hit]]
+CHECKS: list[tuple[Rule, Check]] = []
+
+
+def check(*rules: Rule) -> Callable[[Check], Check]:
+    """Register a check that may yield hits of these rules."""
+
+    def deco(fn: Check) -> Check:
+        CHECKS.append((rules[0], fn))
+        return fn
+
+    return deco
+
+
+def run_checks(ctx: Context, img: Image) -> Iterator[Hit]:
+    for _rule, fn in CHECKS:
+        yield from fn(ctx, img)

@@ -1,0 +1,88 @@
+"""Shim scripts as text: the templates in the top-level `shims/`, with this install's values
+put in. Pure: nothing here touches the filesystem except reading the templates.
+
+Like pre-commit's hook files, every shim carries a marker line; mcpshim only ever overwrites
+or deletes a file that carries it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+
+from mcpshim.errors import UsageError
+from mcpshim.log import redact
+from mcpshim.shim.manifest import OnFailure
+
+__all__ = ["LIB", "MARKER", "check_name", "render_lib", "render_shim"]
+
+MARKER = "# mcpshim-shim v1"
+_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")
+
+
+LIB = ".mcpshim-lib.sh"
+
+
+def _template(name: str) -> str:
+    try:
+        return (resources.files("mcpshim") / "shims" / name).read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        # Running from a source checkout (editable install): the templates sit at the top.
+        return (Path(__file__).resolve().parents[3] / "shims" / name).read_text()
+
+
+def check_name(name: str) -> str:
+    if not name or name.startswith((".", "-")) or not set(name) <= _NAME_OK:
+        raise UsageError(f"not a command name: {name!r}")
+    return name
+
+
+def render_lib() -> str:
+    """The library the shims source on a rare path (secrets, spill files, shell parents)."""
+    text = _template("lib.sh")
+    text = text.replace("@@OPTION_CASES@@", redact.sh_option_cases())
+    text = text.replace("@@OPTION_NAMES@@", redact.sh_option_names())
+    return text.replace("@@TOKEN_CALLS@@", redact.sh_token_calls())
+
+
+def render_shim(
+    name: str,
+    target: str,
+    log_dir: str,
+    on_failure: OnFailure = "run",
+    interpreter: str = "/bin/sh",
+    lib: str | None = None,
+    shells: Iterable[str] = ("/bin/sh",),
+) -> str:
+    """The shim's text. Every value enters the script through shlex.quote only."""
+    check_name(name)
+    lib_path = lib or os.path.join(os.path.dirname(log_dir), LIB)
+    for label, value in (
+        ("target", target),
+        ("log dir", log_dir),
+        ("interpreter", interpreter),
+        ("library", lib_path),
+    ):
+        if not os.path.isabs(value) or "\n" in value:
+            raise UsageError(f"{label} must be an absolute path: {value!r}")
+    if " " in interpreter or "\t" in interpreter:
+        raise UsageError(f"interpreter path cannot hold blanks (shebang): {interpreter!r}")
+    if on_failure not in ("run", "refuse"):
+        raise UsageError(f"--on-log-failure must be run or refuse, not {on_failure!r}")
+    text = _template("shim.sh")
+    subs = {
+        "@@INTERP@@": interpreter,
+        "@@LOGDIR@@": shlex.quote(log_dir),
+        "@@TARGET@@": shlex.quote(target),
+        "@@NAME@@": shlex.quote(name),
+        "@@ONFAIL@@": on_failure,
+        "@@LIB@@": shlex.quote(lib_path),
+        "@@TRIGGERS@@": redact.sh_triggers(),
+        "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
+    }
+    for key, value in subs.items():
+        text = text.replace(key, value)
+    return text
