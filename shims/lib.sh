@@ -87,14 +87,72 @@ _mcpshim_spill() {
 	# shim at a time (an exec chain within one tick bumps the counter).
 	_mcpshim_sp=$_mcpshim_boot.$$.$_mcpshim_start.$_mcpshim_up
 	_mcpshim_k=0
-	while [ -e "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ]; do _mcpshim_k=$((_mcpshim_k + 1)); done
-	set -C
-	printf "$_mcpshim_f" "$@" >"$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" || {
+	while [ -e "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ] ||
+		[ -h "$_mcpshim_log/spill/$_mcpshim_sp.$_mcpshim_k" ]; do
+		_mcpshim_k=$((_mcpshim_k + 1))
+	done
+	_mcpshim_write new "spill/$_mcpshim_sp.$_mcpshim_k" "$_mcpshim_f" "$@" &&
+		_mcpshim_write append exec.log '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k"
+}
+
+# The caller's umask, read once (Linux has it in /proc since 4.7; elsewhere the one
+# subshell), so that it can be put back the moment a file is created.
+_mcpshim_mask() {
+	[ -n "$_mcpshim_um" ] && return 0
+	{
+		read -r _mcpshim_e
+		read -r _mcpshim_e _mcpshim_um
+	} </proc/self/status
+	case $_mcpshim_e:$_mcpshim_um in Umask::[0-7]*) ;; *) _mcpshim_um=$(umask) ;; esac
+	case $_mcpshim_um in '' | *[!0-7]*) _mcpshim_um= && return 1 ;; esac
+}
+
+# Writes one printf (FORMAT ARGS...) to FILE, a name under the log dir, as MODE says: new
+# (the file must not exist), keep (create it unless it exists, then leave it), append, or
+# replace (truncate: a marker's mtime). A file is created 0600 (umask 077 for that one
+# open, the caller's put back at once) with noclobber, whose open has O_EXCL: never
+# through a symlink. An existing file must be a regular file of this user's and no
+# symlink: a FIFO would block the open, a symlink would send the write elsewhere, another
+# user's file is not ours to append to. (What remains: a FIFO or symlink swapped in
+# between the test and the open; in a log dir only its owner can write, install makes
+# sure of that, only the owner can swap it.) What failed goes to _mcpshim_bad.
+_mcpshim_write() {
+	_mcpshim_m=$1
+	_mcpshim_q=$2
+	shift 2
+	if ! [ -e "$_mcpshim_log/$_mcpshim_q" ] && ! [ -h "$_mcpshim_log/$_mcpshim_q" ]; then
+		_mcpshim_mask && umask 077
+		set -C
+		printf "$@" >"$_mcpshim_log/$_mcpshim_q"
+		_mcpshim_e=$?
 		set +C
-		return 1
-	}
-	set +C
-	printf '\0P\0=1\0=%s\0\n' "$_mcpshim_sp.$_mcpshim_k" >>"$_mcpshim_log/exec.log"
+		[ -n "$_mcpshim_um" ] && umask "$_mcpshim_um"
+		[ "$_mcpshim_e" -eq 0 ] && return 0
+		# another shim may have made it meanwhile: append to it, or keep it
+		if [ "$_mcpshim_m" = new ] || ! [ -e "$_mcpshim_log/$_mcpshim_q" ]; then
+			_mcpshim_bad=${_mcpshim_bad:-"$_mcpshim_q cannot be created"}
+			return 1
+		fi
+	fi
+	if [ -h "$_mcpshim_log/$_mcpshim_q" ]; then
+		_mcpshim_y='is a symlink'
+	elif [ "$_mcpshim_m" = new ]; then
+		_mcpshim_y='exists already'
+	elif ! [ -f "$_mcpshim_log/$_mcpshim_q" ]; then
+		_mcpshim_y='is not a regular file'
+	elif ! [ -O "$_mcpshim_log/$_mcpshim_q" ]; then
+		_mcpshim_y='belongs to another user'
+	elif [ "$_mcpshim_m" = keep ]; then
+		return 0
+	elif [ "$_mcpshim_m" = append ]; then
+		printf "$@" >>"$_mcpshim_log/$_mcpshim_q" && return 0
+		_mcpshim_y='cannot be written'
+	else
+		printf "$@" >"$_mcpshim_log/$_mcpshim_q" && return 0
+		_mcpshim_y='cannot be written'
+	fi
+	_mcpshim_bad=${_mcpshim_bad:-"$_mcpshim_q $_mcpshim_y"}
+	return 1
 }
 
 # Scrubs every argument, then writes the record with what is left.
@@ -108,7 +166,8 @@ _mcpshim_redact() {
 	_mcpshim_emit "$@"
 }
 
-# The parent shell's start time and command line, and the marker that says they are kept.
+# The parent shell's start time and command line, and the marker (FILE, under the log dir)
+# that says they are kept.
 _mcpshim_parent() {
 	read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
 		_mcpshim_pst=$_mcpshim_st
@@ -118,7 +177,7 @@ _mcpshim_parent() {
 		_mcpshim_s='
 '
 	done <"/proc/$_mcpshim_ppid/cmdline"
-	: >"$1"
+	_mcpshim_write replace "$1" ''
 }
 
 # boot/<boot id> anchors uptime to UTC for the reader (whole seconds, from /proc/stat), when
@@ -128,6 +187,6 @@ _mcpshim_anchor() {
 		[ "$_mcpshim_k" = btime ] && break
 		_mcpshim_bt=
 	done </proc/stat
-	[ -n "$_mcpshim_bt" ] && printf '%s\n' "$_mcpshim_bt" >"$_mcpshim_log/boot/$_mcpshim_boot"
+	[ -n "$_mcpshim_bt" ] && _mcpshim_write keep "boot/$_mcpshim_boot" '%s\n' "$_mcpshim_bt"
 	_mcpshim_bt=
 }

@@ -1,5 +1,6 @@
 """Foundations every stage uses: terminal-safe views of foreign bytes (display), atomic
-writes of a user's file (safewrite), and EINTR-safe fd reads and writes (fdio).
+writes of a user's file and private directories (safewrite), and EINTR-safe fd reads and
+writes (fdio).
 
 May import: nothing.
 """

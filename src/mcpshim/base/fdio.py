@@ -1,4 +1,5 @@
-"""Reads and writes on fds that someone else may have made non-blocking.
+"""Reads and writes on fds that someone else may have made non-blocking, and opening a
+file that someone may have swapped for a FIFO.
 
 O_NONBLOCK belongs to the open file description, which a client may share and set: a read
 or write that would block then waits in poll() instead of being taken for an end of stream
@@ -9,9 +10,14 @@ from __future__ import annotations
 
 import os
 import select
+import stat
 from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["read_exactly", "read_some", "wait_for", "write_all"]
+from mcpshim.errors import InputError
+
+__all__ = ["open_regular", "open_regular_fd", "read_exactly", "read_some", "wait_for", "write_all"]
 
 
 def wait_for(fd: int, event: int, timeout: float | None = None) -> bool:
@@ -54,3 +60,22 @@ def write_all(fd: int, data: bytes, progress: Callable[[], None] | None = None) 
             continue
         if progress is not None:
             progress()
+
+
+def open_regular_fd(path: Path) -> int:
+    """Open a log file for reading without blocking on a FIFO put in its place: anything but
+    a regular file is refused (InputError). FileNotFoundError passes through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path} is not a regular file; not reading it")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """open_regular_fd as a file object."""
+    return os.fdopen(open_regular_fd(path), "rb")

@@ -8,12 +8,13 @@ when the name exists, so an existing backup is never replaced.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["create_exclusive", "replace_atomically"]
+__all__ = ["create_exclusive", "make_private_dir", "replace_atomically"]
 
 
 def _staged(directory: Path, name: str, data: bytes, like: os.stat_result) -> str:
@@ -50,3 +51,16 @@ def create_exclusive(path: Path, data: bytes, like: os.stat_result) -> None:
         os.link(tmp, path)
     finally:
         os.unlink(tmp)
+
+
+def make_private_dir(path: Path) -> None:
+    """mkdir -p where every directory created is 0700 (Path.mkdir gives its mode to the last
+    one only): what mcpshim keeps is the user's alone."""
+    missing: list[Path] = []
+    p = Path(os.path.abspath(path))
+    while not p.exists() and not p.is_symlink():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            d.mkdir(mode=0o700)

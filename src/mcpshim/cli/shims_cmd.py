@@ -112,34 +112,39 @@ def uninstall(commands: tuple[str, ...], shim_dir: Path | None, everything: bool
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 def list_(shim_dir: Path | None, fmt: str) -> int:
-    """Each shim, its target, and whether the target still matches the manifest.
+    """Each shim, its target, and whether the target still matches the manifest; then the
+    shim library every shim sources.
 
-    Exits 1 when a target changed or went missing, or a shim was edited.
+    Exits 1 when a target changed or went missing, or a shim or the library was edited or
+    removed.
     """
-    statuses = shim_install.list_shims(shim_dir or default_shim_dir())
+    d = shim_dir or default_shim_dir()
+    statuses = shim_install.list_shims(d)
+    lib = shim_install.lib_status(d)
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "name": s.entry.name,
-                        "target": s.entry.target,
-                        "sha256": s.entry.sha256,
-                        "size": s.entry.size,
-                        "installed": s.entry.installed.isoformat(),
-                        "state": s.state,
-                    }
-                    for s in statuses
-                ],
-                indent=2,
-            )
-        )
+        docs: list[dict[str, object]] = [
+            {
+                "name": s.entry.name,
+                "kind": "shim",
+                "target": s.entry.target,
+                "sha256": s.entry.sha256,
+                "size": s.entry.size,
+                "installed": s.entry.installed.isoformat(),
+                "state": s.state,
+            }
+            for s in statuses
+        ]
+        if lib is not None:
+            docs.append({"name": render.LIB, "kind": "library", "state": lib})
+        click.echo(json.dumps(docs, indent=2))
     else:
         for s in statuses:
             click.echo(f"{s.entry.name:12} {s.state:15} {escape(s.entry.target)}")
+        if lib is not None:
+            click.echo(f"{render.LIB:12} {lib:15} {escape(str(d / render.LIB))}")
         if not statuses:
             click.echo("no shims installed")
-    return 0 if all(s.ok for s in statuses) else 1
+    return 0 if all(s.ok for s in statuses) and lib in (None, "ok") else 1
 
 
 @click.command()

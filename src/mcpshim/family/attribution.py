@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from mcpshim.base import fdio
+from mcpshim.errors import InputError
 from mcpshim.family.images import parse_time
 from mcpshim.family.tree import Forest, Image, Node, build_forest, image_of
 from mcpshim.log import execlog
@@ -178,12 +180,12 @@ def log_has_relayed_sessions(loc: Locations) -> bool:
     tail = b""
     for seg in execlog.segments(loc):
         try:
-            with seg.open("rb") as fh:
+            with fdio.open_regular(seg) as fh:  # a FIFO would block the read
                 while chunk := fh.read(1 << 22):
                     if _MARK in tail + chunk[: len(_MARK)] or _MARK in chunk:
                         return True
                     tail = chunk[-len(_MARK) :]
-        except OSError:
+        except (OSError, InputError):
             continue
     return False
 

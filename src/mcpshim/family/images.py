@@ -39,6 +39,8 @@ class Image:
     session: str
     redactions: tuple[str, ...] = ()
     uid: int | None = None
+    #: why the cwd is unknown (then `cwd` is b""); "" when it is known
+    cwd_unknown: str = ""
 
 
 def _from_exec(rec: ExecRecord) -> Image:
@@ -58,6 +60,7 @@ def _from_exec(rec: ExecRecord) -> Image:
         rec.args,
         rec.session,
         rec.redactions,
+        cwd_unknown=rec.cwd_unknown,
     )
 
 

@@ -262,6 +262,7 @@ class _Pool:
             d.setdefault(img.session, img.session),  # type: ignore[arg-type]
             img.redactions,
             img.uid,
+            img.cwd_unknown,
         )
 
 

@@ -17,6 +17,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from typing import Any
 import filelock
 
 from mcpshim.base import fdio
+from mcpshim.base.safewrite import make_private_dir
 from mcpshim.log.execlog import encode_record
 from mcpshim.paths import Locations
 
@@ -35,8 +37,8 @@ LOCK_TIMEOUT_S = 30.0
 
 def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> filelock.BaseFileLock:
     """The log's lock (rotation). The lock file is never deleted, so flock(1) users agree."""
-    loc.log_dir.mkdir(parents=True, exist_ok=True)
-    return filelock.FileLock(str(loc.lock_file), timeout=timeout)
+    make_private_dir(loc.log_dir)
+    return filelock.FileLock(str(loc.lock_file), timeout=timeout, mode=0o600)
 
 
 def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
@@ -47,7 +49,8 @@ def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
 
 
 def _open(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_CLOEXEC, 0o600)
+    """0600, and never through a symlink someone put in the log's place."""
+    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
 
 
 class EventLog:
@@ -81,7 +84,7 @@ class EventLog:
         self._pid = os.getpid()
         self._lock_fd = self._log_fd = -1
         self._log_id = None
-        self.loc.log_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.loc.log_dir)
         self._lock_fd = _open(str(self.loc.lock_file), os.O_RDWR | os.O_CREAT)
 
     def _flock(self) -> None:
@@ -109,8 +112,14 @@ class EventLog:
             if self._log_fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(self._log_fd)
-            self._log_fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            # O_NONBLOCK: a FIFO in the log's place fails the open (ENXIO) or the check
+            # below instead of blocking; on a regular file it changes nothing.
+            self._log_fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK)
             st = os.fstat(self._log_fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(self._log_fd)
+                self._log_fd = -1
+                raise OSError(errno.EINVAL, "not a regular file", path)
             self._log_id = (st.st_dev, st.st_ino)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mcpshim.base.fdio import open_regular
+from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 
@@ -73,6 +76,8 @@ class ExecRecord:
     #: a shell parent's command line, NUL separators lost (kept by its first shimmed child)
     parent_cmdline: bytes = b""
     kind: str = "exec"
+    #: why the cwd is unknown (then `cwd` is b""); "" when it is known
+    cwd_unknown: str = ""
 
     @property
     def time(self) -> datetime | None:
@@ -180,9 +185,13 @@ def write_boot_anchor(loc: Locations) -> None:
     boot = current_boot_id()
     if not boot:
         return
-    loc.boot_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(loc.boot_dir)
     tmp = loc.boot_dir / f".{boot}.{os.getpid()}"
-    tmp.write_text(f"{now_anchor():.6f}\n")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover of a killed run (the pid is ours now)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{now_anchor():.6f}\n")
     os.replace(tmp, loc.boot_dir / boot)
 
 
@@ -218,8 +227,11 @@ class Anchors:
         if boot_id not in self._cache:
             value = None
             if self._dir is not None and boot_id and "/" not in boot_id:
-                with contextlib.suppress(OSError, ValueError):
-                    value = float((self._dir / boot_id).read_text().strip())
+                with (
+                    contextlib.suppress(OSError, ValueError, InputError),
+                    open_regular(self._dir / boot_id) as fh,
+                ):
+                    value = float(fh.read(64).strip())
             self._cache[boot_id] = value
         return self._cache[boot_id]
 
@@ -247,6 +259,7 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         raise ValueError("exec record without a pid")
     red = f[13].decode("ascii", "replace")
     boot_id = f[2].decode("ascii", "replace")
+    cwd, cwd_unknown = (f[7], "") if f[7].startswith(b"/") else (b"", _cwd_reason(f[7]))
     return ExecRecord(
         btime=_float(f[0]) if f[0] else anchors.get(boot_id),
         uptime=_float(f[1]),
@@ -255,7 +268,8 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         ppid=_int(f[4]),
         start=_int(f[5]),
         parent_start=_int(f[6]),
-        cwd=f[7],
+        cwd=cwd,
+        cwd_unknown=cwd_unknown,
         shim=f[8].decode("utf-8", "replace"),
         target=f[9],
         invoked_as=f[10],
@@ -266,6 +280,18 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         args=args,
         where=where,
     )
+
+
+#: what a shim writes for a cwd it could not resolve (a path starts with /)
+_CWD_REASONS = {
+    b"?no-search": "not searchable by the process",
+    b"?unresolvable": "not resolvable (deleted, or outside the process's root)",
+}
+
+
+def _cwd_reason(field: bytes) -> str:
+    # "" and "." came from older shims, in a deleted directory
+    return _CWD_REASONS.get(field, "not resolved by the shim")
 
 
 def _parse_one(
@@ -285,9 +311,12 @@ def _parse_one(
         if "/" in name or name.startswith("."):
             return None, f"spill pointer with a bad name {name!r}"
         try:
-            data = (spill_dir / name).read_bytes()
+            with open_regular(spill_dir / name) as fh:
+                data = fh.read()
         except OSError as exc:
             return None, f"spill file {name} unreadable: {exc.strerror}"
+        except InputError:
+            return None, f"spill file {name} is not a regular file"
         if not data.startswith(b"\0R") or not data.endswith(b"\0\n"):
             return None, f"spill file {name} is incomplete"
         return _parse_one(data[:-2], f"{where} -> spill/{name}", None, anchors)
@@ -361,9 +390,14 @@ def segments(loc: Locations) -> list[Path]:
 
 def iter_records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
     """Every record of every segment, in log order. A missing log is an error at the call,
-    not at the first record: a command says so before it prints anything."""
+    not at the first record: a command says so before it prints anything (and so is a
+    segment that is not a regular file: a FIFO would block the read for ever)."""
     if not loc.log_dir.is_dir():
         raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    for p in segments(loc):
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISREG(p.stat().st_mode):
+                raise InputError(f"{p} is not a regular file; not reading it")
     return _records(loc, problems)
 
 
@@ -373,7 +407,7 @@ def _records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
         # Open all segments first: a rotation while we read renames, never loses, a file.
         for p in segments(loc):
             with contextlib.suppress(FileNotFoundError):
-                files.append((p.name, stack.enter_context(p.open("rb"))))
+                files.append((p.name, stack.enter_context(open_regular(p))))
         anchors = Anchors(loc.boot_dir)
         for name, fh in files:
             yield from read_stream(fh, name, loc.spill_dir, problems, anchors)

@@ -25,6 +25,7 @@ __all__ = [
     "LOG_SCHEMA_ID",
     "Filter",
     "argv_fields",
+    "cwd_text",
     "entity_id",
     "parse_since",
     "record_ecs",
@@ -126,7 +127,7 @@ def record_json(rec: Record) -> dict[str, Any]:
         "start_time": _ts(rec.start_time),
         "parent_start_ticks": rec.parent_start,
         "entity_id": entity_id(rec.boot_id, rec.pid, rec.start),
-        "cwd": json_text(rec.cwd),
+        "cwd": json_text(rec.cwd) if not rec.cwd_unknown else None,
         "shim": rec.shim,
         "target": json_text(rec.target),
         "invoked_as": json_text(rec.invoked_as),
@@ -135,6 +136,8 @@ def record_json(rec: Record) -> dict[str, Any]:
         "redacted": list(rec.redactions),
         "args": [json_text(a) for a in rec.args],
     }
+    if rec.cwd_unknown:
+        out["cwd_unknown"] = rec.cwd_unknown
     out.update(
         b64_fields(
             {
@@ -160,10 +163,11 @@ def record_ecs(rec: ExecRecord, user_id: int | None = None) -> dict[str, Any]:
         "args": args,
         "args_count": len(args),
         "command_line": quote_argv([rec.target, *rec.args]),
-        "working_directory": json_text(rec.cwd),
         "entity_id": entity_id(rec.boot_id, rec.pid, rec.start),
         "parent": {"pid": rec.ppid},
     }
+    if not rec.cwd_unknown:
+        process["working_directory"] = json_text(rec.cwd)
     if rec.start_time:
         process["start"] = _ts(rec.start_time)
     if rec.parent_start is not None:
@@ -186,6 +190,11 @@ def record_ecs(rec: ExecRecord, user_id: int | None = None) -> dict[str, Any]:
     return doc
 
 
+def cwd_text(cwd: bytes, unknown: str) -> str:
+    """A cwd for the terminal; one the shim could not resolve is `?(why)`, never blank."""
+    return f"?({unknown})" if unknown else escape(cwd)
+
+
 def record_text(rec: Record) -> str:
     if isinstance(rec, EventRecord):
         t = rec.data.get("time", "")
@@ -199,7 +208,7 @@ def record_text(rec: Record) -> str:
     sess = escape(rec.session) if rec.session else "-"
     return (
         f"{t:24} {rec.pid:>7} {rec.ppid if rec.ppid is not None else '?':>7} "
-        f"{escape(rec.shim):10} {sess:10} {escape(rec.cwd)}  "
+        f"{escape(rec.shim):10} {sess:10} {cwd_text(rec.cwd, rec.cwd_unknown)}  "
         f"{quote_argv([os.path.basename(rec.invoked_as) or rec.invoked_as, *rec.args])}"
     )
 

@@ -62,10 +62,12 @@ def _image_json(img: Image) -> dict[str, Any]:
         "command": img.command,
         "argv": [json_text(a) for a in argv_of(img)],
         "target": json_text(img.target),
-        "cwd": json_text(img.cwd),
+        "cwd": json_text(img.cwd) if not img.cwd_unknown else None,
         "session": img.session or None,
         "redacted": list(img.redactions),
     }
+    if img.cwd_unknown:
+        out["cwd_unknown"] = img.cwd_unknown
     out.update(b64_fields({"argv": argv_of(img), "target": img.target, "cwd": img.cwd}))
     return out
 

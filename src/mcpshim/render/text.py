@@ -12,6 +12,7 @@ from typing import Any
 from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, stamp
+from mcpshim.log.logview import cwd_text
 from mcpshim.render.report import Report, sorted_findings
 from mcpshim.review.findings import Severity
 
@@ -50,6 +51,10 @@ def _image_text(img: Image) -> str:
     )
 
 
+def _cwd(img: Image) -> str:
+    return cwd_text(img.cwd, img.cwd_unknown)
+
+
 def _parent_cwd(node: Node) -> bytes | None:
     p = node.parent
     while p is not None and not p.images:
@@ -79,11 +84,11 @@ def iter_tree_text(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
             else:
                 first, *rest = node.images
                 cwd = _parent_cwd(node)
-                extra = f"  cwd {escape(first.cwd)}" if first.cwd != cwd else ""
+                extra = f"  cwd {_cwd(first)}" if first.cwd != cwd or first.cwd_unknown else ""
                 yield (f"{lead}{head} {_image_text(first)}{extra}")
                 prev = first.cwd
                 for img in rest:
-                    extra = f"  cwd {escape(img.cwd)}" if img.cwd != prev else ""
+                    extra = f"  cwd {_cwd(img)}" if img.cwd != prev or img.cwd_unknown else ""
                     yield (f"{cont}{' ' * len(head)} exec {_image_text(img)}{extra}")
                     prev = img.cwd
             kids = node.children

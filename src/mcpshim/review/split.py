@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mcpshim.base import fdio
 from mcpshim.errors import InputError
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
@@ -149,7 +150,7 @@ def review_log(
         fds: list[tuple[int, str, int]] = []
         for p in execlog.segments(loc):
             with contextlib.suppress(FileNotFoundError):
-                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+                fd = fdio.open_regular_fd(p)  # a FIFO would block the read
                 stack.callback(os.close, fd)
                 fds.append((fd, p.name, os.fstat(fd).st_size))
         plan = _plan(fds) if parallel else None

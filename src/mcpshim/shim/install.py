@@ -7,17 +7,22 @@ caller's PATH.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shlex
+import stat
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError, UsageError
 from mcpshim.log.execlog import write_boot_anchor
 from mcpshim.paths import Locations
+from mcpshim.shim.logdir import dir_problem, log_dir_problem
 from mcpshim.shim.manifest import (
     Manifest,
     OnFailure,
@@ -40,6 +45,7 @@ __all__ = [
     "InstallResult",
     "ShimStatus",
     "install",
+    "lib_status",
     "list_shims",
     "path_line",
     "uninstall",
@@ -60,11 +66,17 @@ class InstallResult:
 
 
 def _owned(path: Path) -> bool:
+    """Whether mcpshim wrote `path`: a regular file with the marker (a FIFO would block)."""
     try:
-        with path.open("rb") as fh:
-            head = fh.read(512)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return False
+    try:
+        head = os.read(fd, 512) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     return any(line.startswith(MARKER.encode()) for line in head.split(b"\n")[:3])
 
 
@@ -73,6 +85,42 @@ def _replace(path: Path, text: str, mode: int) -> None:
     tmp.write_text(text)
     tmp.chmod(mode)
     os.replace(tmp, path)
+
+
+def _touch_private(path: Path) -> None:
+    """Create `path` 0600 if missing; never through a symlink (log_dir_problem refused one)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    os.close(os.open(path, flags, 0o600))
+
+
+def _is_bash(interpreter: str) -> bool:
+    """Whether the shim interpreter is bash (under any name): bash shims run with -p."""
+    try:
+        out = subprocess.run(
+            [interpreter, "-c", 'printf %s "${BASH_VERSION-}"'],
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"--interpreter {interpreter}: cannot run it: {exc}") from None
+    if out.returncode != 0:
+        raise UsageError(f"--interpreter {interpreter}: not a POSIX shell (`-c` failed)")
+    return bool(out.stdout.strip())
+
+
+def _check_dirs(loc: Locations) -> None:
+    """Refuse a log or shim directory that someone else could write (see shim.logdir)."""
+    for what, problem in (
+        ("log directory", log_dir_problem(loc)),
+        ("shim directory", dir_problem(loc.shim_dir)),
+    ):
+        if problem:
+            raise InputError(
+                f"refusing the {what}: {problem}; others could make the shims write "
+                "where they choose (fix the owner or mode, or choose another directory)"
+            )
 
 
 def install(
@@ -89,12 +137,12 @@ def install(
         requested = list(DEFAULT_COMMANDS)
     for n in requested:
         check_name(n)
-    loc.shim_dir.mkdir(parents=True, exist_ok=True)
-    for d in (loc.log_dir, loc.spill_dir, loc.boot_dir, loc.parents_dir):
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _check_dirs(loc)
+    for d in (loc.shim_dir, loc.log_dir, loc.spill_dir, loc.boot_dir, loc.parents_dir):
+        make_private_dir(d)
     write_boot_anchor(loc)
-    os.close(os.open(loc.lock_file, os.O_WRONLY | os.O_CREAT, 0o600))
-    os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    _touch_private(loc.lock_file)
+    _touch_private(loc.log_file)
 
     lib_path = loc.shim_dir / LIB
     lib_text = render_lib()
@@ -105,6 +153,7 @@ def install(
 
     old = load_manifest(loc.shim_dir)
     interp = interpreter or (old.interpreter if old else default_interpreter())
+    bash = _is_bash(interp)
     entries = dict(old.shims) if old else {}
     search = trusted_search_path()
     shells = known_shells()
@@ -126,7 +175,7 @@ def install(
         if reason and not allow_unsafe:
             raise InputError(f"{name}: refusing target {target}: {reason} (--allow-unsafe-target)")
         text = render_shim(
-            name, target, str(loc.log_dir), on_failure, interp, str(lib_path), shells
+            name, target, str(loc.log_dir), on_failure, interp, str(lib_path), shells, bash
         )
         shim_path = loc.shim_dir / name
         digest, size = file_digest(target)
@@ -152,7 +201,10 @@ def install(
         done.append(entry)
     if explicit and not done and not unchanged:
         raise InputError("nothing installed: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
-    write_manifest(loc.shim_dir, Manifest(str(loc.log_dir), on_failure, interp, entries))
+    lib_digest = hashlib.sha256(lib_text.encode()).hexdigest()
+    write_manifest(
+        loc.shim_dir, Manifest(str(loc.log_dir), on_failure, interp, entries, lib_digest)
+    )
     return InstallResult(tuple(done), tuple(unchanged), skipped)
 
 
@@ -174,10 +226,7 @@ def uninstall(shim_dir: Path, names: Iterable[str], everything: bool) -> list[st
             removed.append(n)
     left = {k: v for k, v in manifest.shims.items() if k not in wanted}
     if left:
-        write_manifest(
-            shim_dir,
-            Manifest(manifest.log_dir, manifest.on_log_failure, manifest.interpreter, left),
-        )
+        write_manifest(shim_dir, dataclasses.replace(manifest, shims=left))
     else:
         (shim_dir / "manifest.toml").unlink()
         if _owned(shim_dir / LIB):
@@ -214,6 +263,22 @@ def list_shims(shim_dir: Path) -> list[ShimStatus]:
             state = "ok"
         out.append(ShimStatus(e, state))
     return out
+
+
+def lib_status(shim_dir: Path) -> str | None:
+    """The shim library's state: ok | lib-missing | lib-edited (None: no manifest here).
+
+    Every shim sources it on its rare paths (secrets, spill files, shell parents), so an
+    edited library runs inside every shim. A manifest from before its hash was kept is
+    compared with the library this version writes."""
+    manifest = load_manifest(shim_dir)
+    if manifest is None:
+        return None
+    path = shim_dir / LIB
+    if not path.is_file() or path.is_symlink():
+        return "lib-missing"
+    want = manifest.lib_sha256 or hashlib.sha256(render_lib().encode()).hexdigest()
+    return "ok" if hashlib.sha256(path.read_bytes()).hexdigest() == want else "lib-edited"
 
 
 def path_line(shim_dir: Path, shell: str) -> str:

@@ -50,15 +50,20 @@ class Manifest:
     on_log_failure: OnFailure
     interpreter: str
     shims: Mapping[str, ShimEntry]
+    #: the shim library's sha256 as written ("" in a manifest from before it was kept)
+    lib_sha256: str = ""
 
     def to_toml(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "version": 1,
             "log_dir": self.log_dir,
             "on_log_failure": self.on_log_failure,
             "interpreter": self.interpreter,
-            "shims": {n: e.to_toml() for n, e in sorted(self.shims.items())},
         }
+        if self.lib_sha256:
+            out["lib_sha256"] = self.lib_sha256
+        out["shims"] = {n: e.to_toml() for n, e in sorted(self.shims.items())}
+        return out
 
 
 def load_manifest(shim_dir: Path) -> Manifest | None:
@@ -76,7 +81,10 @@ def load_manifest(shim_dir: Path) -> Manifest | None:
             )
             for n, e in data.get("shims", {}).items()
         }
-        return Manifest(data["log_dir"], data["on_log_failure"], data["interpreter"], shims)
+        lib = data.get("lib_sha256", "")
+        if not isinstance(lib, str):
+            raise TypeError("a lib_sha256 string")
+        return Manifest(data["log_dir"], data["on_log_failure"], data["interpreter"], shims, lib)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: manifest lacks {exc}") from exc
 

@@ -8,6 +8,7 @@ or deletes a file that carries it.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterable
 from importlib import resources
@@ -48,6 +49,13 @@ def render_lib() -> str:
     return text.replace("@@TOKEN_CALLS@@", redact.sh_token_calls())
 
 
+def _substitute(text: str, subs: dict[str, str]) -> str:
+    """Every marker replaced in one pass: a value is never scanned again, so a value that
+    holds marker text (a log dir named `x@@ONFAIL@@`) stays what it is."""
+    pattern = re.compile("|".join(re.escape(k) for k in subs))
+    return pattern.sub(lambda m: subs[m.group(0)], text)
+
+
 def render_shim(
     name: str,
     target: str,
@@ -56,8 +64,13 @@ def render_shim(
     interpreter: str = "/bin/sh",
     lib: str | None = None,
     shells: Iterable[str] = ("/bin/sh",),
+    bash: bool = False,
 ) -> str:
-    """The shim's text. Every value enters the script through shlex.quote only."""
+    """The shim's text. Every value enters the script through shlex.quote only, once.
+
+    `bash`: the interpreter is bash, which then runs the shim with -p (privileged mode:
+    no functions, BASH_ENV, SHELLOPTS, BASHOPTS, CDPATH or GLOBIGNORE from the environment).
+    """
     check_name(name)
     lib_path = lib or os.path.join(os.path.dirname(log_dir), LIB)
     for label, value in (
@@ -66,23 +79,20 @@ def render_shim(
         ("interpreter", interpreter),
         ("library", lib_path),
     ):
-        if not os.path.isabs(value) or "\n" in value:
+        if not os.path.isabs(value) or "\n" in value or "\0" in value:
             raise UsageError(f"{label} must be an absolute path: {value!r}")
     if " " in interpreter or "\t" in interpreter:
         raise UsageError(f"interpreter path cannot hold blanks (shebang): {interpreter!r}")
     if on_failure not in ("run", "refuse"):
         raise UsageError(f"--on-log-failure must be run or refuse, not {on_failure!r}")
-    text = _template("shim.sh")
     subs = {
-        "@@INTERP@@": interpreter,
+        "@@INTERP@@": interpreter + (" -p" if bash else ""),
         "@@LOGDIR@@": shlex.quote(log_dir),
         "@@TARGET@@": shlex.quote(target),
         "@@NAME@@": shlex.quote(name),
-        "@@ONFAIL@@": on_failure,
+        "@@ONFAIL@@": shlex.quote(on_failure),
         "@@LIB@@": shlex.quote(lib_path),
         "@@TRIGGERS@@": redact.sh_triggers(),
         "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
     }
-    for key, value in subs.items():
-        text = text.replace(key, value)
-    return text
+    return _substitute(_template("shim.sh"), subs)
