@@ -198,6 +198,7 @@ case $_mcpshim_fn in x*) export FUNCNEST="${_mcpshim_fn#x}" ;; esac
 # shellcheck disable=SC3041 # only a shell started with -p (bash) has p in $-
 case $- in *p*) set +p ;; esac
 if [ -n "$_mcpshim_bad" ]; then
+	[ -d "$_mcpshim_log" ] || _mcpshim_bad='no such directory'
 	if [ "$_mcpshim_fail" = refuse ]; then
 		printf 'mcpshim: refusing to run %s: the exec log %s cannot be written (%s)\n' \
 			"$_mcpshim_tgt" "$_mcpshim_log" "$_mcpshim_bad" >&2

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mcpshim.base.fdio import open_regular
-from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 
@@ -45,7 +44,6 @@ __all__ = [
     "read_stream",
     "segments",
     "session_of",
-    "write_boot_anchor",
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -178,21 +176,6 @@ def current_boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
-
-
-def write_boot_anchor(loc: Locations) -> None:
-    """Give the shims a precise anchor for this boot (theirs, from /proc/stat, is whole seconds)."""
-    boot = current_boot_id()
-    if not boot:
-        return
-    make_private_dir(loc.boot_dir)
-    tmp = loc.boot_dir / f".{boot}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # a leftover of a killed run (the pid is ours now)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(f"{now_anchor():.6f}\n")
-    os.replace(tmp, loc.boot_dir / boot)
 
 
 # ---- decoding ----------------------------------------------------------------------------

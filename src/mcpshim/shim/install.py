@@ -20,9 +20,8 @@ from pathlib import Path
 
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError, UsageError
-from mcpshim.log.execlog import write_boot_anchor
 from mcpshim.paths import Locations
-from mcpshim.shim.logdir import dir_problem, log_dir_problem
+from mcpshim.shim.logdir import dir_problem, log_dir_problem, write_boot_anchor
 from mcpshim.shim.manifest import (
     Manifest,
     OnFailure,
