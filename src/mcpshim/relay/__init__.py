@@ -2,5 +2,5 @@
 forked pump child on Linux, splice/tee pipe I/O, and the recorder that files each JSON-RPC
 call and response, redacted, in the log.
 
-May import: base, log, proc.
+May import: base, log, proc, contract.
 """

@@ -6,9 +6,12 @@ looks at it, so the relay neither reorders, alters nor holds back a byte. Each p
 drops a reference to the chunk (and the time it arrived) into one shared queue, so a
 request is queued before the response it causes; a third thread cuts the copy into
 newline-delimited JSON-RPC messages and records the calls that can start processes
-(`tools/call`, `resources/read`, `prompts/get`) and their responses in the exec log. A
-message that does not parse is noted, never dropped from the stream. Recording can fail
-(a full disk) without touching the relay.
+(`tools/call`, `resources/read`, `prompts/get`) and their responses in the exec log, each
+response with its size and the SHA-256 of the line that carried it (never its content),
+and what the server says about itself: the `initialize` exchange and every `tools/list`,
+`resources/list` and `prompts/list` result (relay.listings). A message that does not parse
+is noted, never dropped from the stream. Recording can fail (a full disk) without touching
+the relay.
 
 Right after each recorded response the recorder calls a probe that lists the family's live
 processes (pid, start ticks; see mcpsession): evidence that a process outlived its call.
@@ -17,6 +20,7 @@ processes (pid, start ticks; see mcpsession): evidence that a process outlived i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import queue
@@ -31,6 +35,7 @@ from typing import Any, Protocol
 import orjson
 
 from mcpshim.base import fdio
+from mcpshim.relay.listings import LISTED, contract_event
 from mcpshim.relay.redact import redact_json
 
 __all__ = [
@@ -56,6 +61,8 @@ TRACKED: Mapping[str, tuple[str, str]] = {
     "resources/read": ("uri", "uri"),
     "prompts/get": ("prompt", "name"),
 }
+#: requests whose results say what the server is and offers (the contract an approval pins)
+CONTRACT = frozenset({"initialize", *LISTED})
 _READ = 1 << 20
 MAX_MESSAGE = 64 << 20  # a longer line is relayed but not parsed (bounded memory)
 
@@ -136,6 +143,7 @@ class Recorder:
         self.session = session
         self._probe = probe
         self._pending: dict[tuple[str, str], tuple[str, float]] = {}
+        self._params: dict[tuple[str, str], Any] = {}  # a contract request's params
         self.failures = 0
         self.counts: dict[str, int] = {"messages": 0, "requests": 0, "responses": 0, "unparsed": 0}
 
@@ -170,13 +178,17 @@ class Recorder:
             if not isinstance(item, dict):
                 self.unparsed(direction, t, len(line), "not a JSON-RPC object")
                 continue
-            self._one(direction, t, item, len(line))
+            self._one(direction, t, item, len(line), line)
 
-    def _one(self, direction: str, t: float, msg: dict[str, Any], size: int) -> None:
+    def _one(self, direction: str, t: float, msg: dict[str, Any], size: int, line: bytes) -> None:
         method = msg.get("method")
         if isinstance(method, str):
             if method in TRACKED and "id" in msg:
                 self._request(direction, t, msg, method, size)
+            elif method in CONTRACT and "id" in msg:
+                key = (direction, _id_key(msg["id"]))
+                self._pending[key] = (method, t)
+                self._params[key] = msg.get("params")
             return
         if "id" not in msg or not ("result" in msg or "error" in msg):
             self.unparsed(direction, t, size, "neither a request, a notification nor a response")
@@ -186,6 +198,10 @@ class Recorder:
         if hit is None:
             return  # a response to something not tracked (initialize, tools/list...)
         method, _t0 = hit
+        sha = hashlib.sha256(line).hexdigest()
+        if method in CONTRACT:
+            self._contract(direction, t, msg, method, size, sha)
+            return
         result = msg.get("result")
         error = msg.get("error")
         is_error = error is not None or (isinstance(result, dict) and result.get("isError") is True)
@@ -197,6 +213,7 @@ class Recorder:
             "is_error": is_error,
             "error_code": code if isinstance(code, int) else None,
             "size": size,
+            "sha256": sha,
         }
         if self._probe is not None:
             with contextlib.suppress(Exception):
@@ -204,6 +221,16 @@ class Recorder:
                 payload["alive_time"] = iso(time.time())
         self.counts["responses"] += 1
         self._event("mcp-response", t, payload)
+
+    def _contract(
+        self, direction: str, t: float, msg: dict[str, Any], method: str, size: int, sha: str
+    ) -> None:
+        other = S2C if direction == C2S else C2S
+        params = self._params.pop((other, _id_key(msg["id"])), None)
+        got = contract_event(method, params, msg)
+        if got is not None:
+            payload = {**got[1], "direction": direction, "id": _scalar_id(msg["id"])}
+            self._event(got[0], t, {**payload, "size": size, "sha256": sha})
 
     def _request(
         self, direction: str, t: float, msg: dict[str, Any], method: str, size: int

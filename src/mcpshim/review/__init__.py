@@ -2,5 +2,5 @@
 policy and baseline that tune them, and the streaming review pass over a log (engine, split
 across processes for large logs).
 
-May import: base, log, shim, family.
+May import: base, log, shim, family, contract.
 """

@@ -1,0 +1,494 @@
+"""`mcpshim.lock`: what was approved, per server: the contract and each tool's boundary.
+
+A lock is TOML written by tomli-w, versioned (`version = 1`), with every table and list in a
+fixed order, so writing what was read gives the same bytes and a diff of two locks reads as
+a diff of two approvals. It is meant to be committed next to a project's `.mcp.json`, like
+a package lock. docs/lock-format.md documents every key.
+
+`merge` adds a session's approval to a lock: what is new is added and said so, nothing is
+taken away (a tool the session did not list stays approved). `find_lock` and `default_path`
+say where a lock is looked for: next to the client config (the nearest directory up from
+here that holds `.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`), then the user's
+config directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import tomli_w
+
+from mcpshim.contract.canon import short
+from mcpshim.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "CLIENT_CONFIGS",
+    "LOCK_NAME",
+    "VERSION",
+    "Boundary",
+    "Executable",
+    "Lock",
+    "ServerApproval",
+    "ToolApproval",
+    "default_path",
+    "dumps_lock",
+    "find_lock",
+    "load_lock",
+    "loads_lock",
+    "merge",
+    "roots",
+    "save_lock",
+    "select_server",
+]
+
+VERSION = 1
+LOCK_NAME = "mcpshim.lock"
+CLIENT_CONFIGS = (".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json")
+_HEAD = (
+    "# mcpshim.lock: MCP servers approved with `mcpshim approve`: what each tool says (its\n"
+    "# definition hash) and what it was seen to do (executables, cwd roots, destinations).\n"
+    "# `mcpshim review --lock` reports departures from it. Format: docs/lock-format.md\n"
+)
+
+
+@dataclass(frozen=True)
+class Executable:
+    """One executable a tool ran, and how the approval knew it."""
+
+    path: str
+    sha256: str = ""  # content hash when approved ("" unreadable)
+    vouched: str = ""  # who vouches for it (a package) or why nobody does
+    reached: tuple[str, ...] = ()  # PATH, absolute path, project file ..., git hook
+    shapes: tuple[str, ...] = ()  # subcommands / argument shapes
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a tool (or the server outside any tool call) was seen to do."""
+
+    executables: tuple[Executable, ...] = ()
+    cwd_roots: tuple[str, ...] = ()
+    destinations: tuple[str, ...] = ()
+    listens: tuple[str, ...] = ()
+    credential_env: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    outlives: bool = False
+
+    def executable(self, path: str) -> Executable | None:
+        return next((e for e in self.executables if e.path == path), None)
+
+
+@dataclass(frozen=True)
+class ToolApproval:
+    name: str
+    sha256: str
+    description: str = ""
+    called: bool = False  # False: approved on its definition only
+    boundary: Boundary = field(default_factory=Boundary)
+
+
+@dataclass(frozen=True)
+class ServerApproval:
+    name: str
+    command: tuple[str, ...] = ()
+    server_name: str = ""
+    server_version: str = ""
+    protocol_version: str = ""
+    server_sha256: str = ""  # instructions and capabilities
+    instructions: str = ""
+    session: str = ""
+    approved: str = ""
+    startup: Boundary = field(default_factory=Boundary)
+    tools: Mapping[str, ToolApproval] = field(default_factory=dict)
+    resources: Mapping[str, str] = field(default_factory=dict)  # uri -> sha256
+    prompts: Mapping[str, str] = field(default_factory=dict)  # name -> sha256
+
+
+@dataclass(frozen=True)
+class Lock:
+    servers: Mapping[str, ServerApproval] = field(default_factory=dict)
+    source: str = ""
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+
+def _safe(s: str) -> str:
+    """TOML holds no lone surrogate (a byte that was not UTF-8): keep it as \\xNN text."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _strs(values: Iterable[str]) -> list[str]:
+    return [_safe(v) for v in values]
+
+
+def _boundary_doc(b: Boundary) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "users": _strs(b.users),
+        "cwd_roots": _strs(b.cwd_roots),
+        "destinations": _strs(b.destinations),
+        "listens": _strs(b.listens),
+        "credential_env": _strs(b.credential_env),
+        "outlives": b.outlives,
+    }
+    if b.executables:
+        doc["executables"] = [
+            {
+                "path": _safe(e.path),
+                "sha256": e.sha256,
+                "vouched": _safe(e.vouched),
+                "reached": _strs(e.reached),
+                "shapes": _strs(e.shapes),
+            }
+            for e in b.executables
+        ]
+    return doc
+
+
+def _server_doc(s: ServerApproval) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "command": _strs(s.command),
+        "session": _safe(s.session),
+        "approved": s.approved,
+        "server_name": _safe(s.server_name),
+        "server_version": _safe(s.server_version),
+        "protocol_version": _safe(s.protocol_version),
+        "server_sha256": s.server_sha256,
+        "instructions": _safe(s.instructions),
+        "resources": {_safe(k): v for k, v in sorted(s.resources.items())},
+        "prompts": {_safe(k): v for k, v in sorted(s.prompts.items())},
+        "startup": _boundary_doc(s.startup),
+    }
+    doc["tools"] = {
+        _safe(name): {
+            "sha256": t.sha256,
+            "description": _safe(t.description),
+            "called": t.called,
+            **_boundary_doc(t.boundary),
+        }
+        for name, t in sorted(s.tools.items())
+    }
+    return doc
+
+
+def dumps_lock(lock: Lock) -> str:
+    servers = {_safe(k): _server_doc(v) for k, v in sorted(lock.servers.items())}
+    return _HEAD + tomli_w.dumps({"version": VERSION, "servers": servers})
+
+
+def save_lock(lock: Lock, path: Path) -> None:
+    """Write the whole file or nothing (a temporary file renamed over it)."""
+    data = dumps_lock(lock).encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the lock: {exc.strerror}") from None
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def bad(self, key: str, what: str) -> InputError:
+        return InputError(f"{self.source}: lock key {key}: expected {what}")
+
+    def table(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.bad(key, "a table")
+        return value
+
+    def text(self, t: Mapping[str, Any], k: str, key: str) -> str:
+        v = t.get(k, "")
+        if not isinstance(v, str):
+            raise self.bad(f"{key}.{k}", "a string")
+        return v
+
+    def strs(self, t: Mapping[str, Any], k: str, key: str) -> tuple[str, ...]:
+        v = t.get(k, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.bad(f"{key}.{k}", "a list of strings")
+        return tuple(v)
+
+    def flag(self, t: Mapping[str, Any], k: str, key: str) -> bool:
+        v = t.get(k, False)
+        if not isinstance(v, bool):
+            raise self.bad(f"{key}.{k}", "true or false")
+        return v
+
+    def hashes(self, t: Mapping[str, Any], k: str, key: str) -> dict[str, str]:
+        v = self.table(t.get(k, {}), f"{key}.{k}")
+        if not all(isinstance(x, str) for x in v.values()):
+            raise self.bad(f"{key}.{k}", "a table of strings")
+        return dict(v)
+
+    def boundary(self, t: Mapping[str, Any], key: str) -> Boundary:
+        execs = t.get("executables", [])
+        if not isinstance(execs, list):
+            raise self.bad(f"{key}.executables", "an array of tables")
+        out = []
+        for i, item in enumerate(execs):
+            k = f"{key}.executables[{i}]"
+            e = self.table(item, k)
+            if not self.text(e, "path", k):
+                raise self.bad(f"{k}.path", "a path")
+            out.append(
+                Executable(
+                    self.text(e, "path", k),
+                    self.text(e, "sha256", k),
+                    self.text(e, "vouched", k),
+                    self.strs(e, "reached", k),
+                    self.strs(e, "shapes", k),
+                )
+            )
+        return Boundary(
+            tuple(out),
+            self.strs(t, "cwd_roots", key),
+            self.strs(t, "destinations", key),
+            self.strs(t, "listens", key),
+            self.strs(t, "credential_env", key),
+            self.strs(t, "users", key),
+            self.flag(t, "outlives", key),
+        )
+
+    def server(self, name: str, t: Mapping[str, Any]) -> ServerApproval:
+        key = f"servers.{name}"
+        tools: dict[str, ToolApproval] = {}
+        for tname, item in self.table(t.get("tools", {}), f"{key}.tools").items():
+            k = f"{key}.tools.{tname}"
+            tt = self.table(item, k)
+            tools[tname] = ToolApproval(
+                tname,
+                self.text(tt, "sha256", k),
+                self.text(tt, "description", k),
+                self.flag(tt, "called", k),
+                self.boundary(tt, k),
+            )
+        return ServerApproval(
+            name,
+            self.strs(t, "command", key),
+            self.text(t, "server_name", key),
+            self.text(t, "server_version", key),
+            self.text(t, "protocol_version", key),
+            self.text(t, "server_sha256", key),
+            self.text(t, "instructions", key),
+            self.text(t, "session", key),
+            self.text(t, "approved", key),
+            self.boundary(self.table(t.get("startup", {}), f"{key}.startup"), f"{key}.startup"),
+            tools,
+            self.hashes(t, "resources", key),
+            self.hashes(t, "prompts", key),
+        )
+
+
+def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{source}: not a valid lock: {exc}") from None
+    if data.get("version") != VERSION:
+        raise InputError(
+            f"{source}: lock key version: expected {VERSION} (this mcpshim reads version "
+            f"{VERSION} locks), found {data.get('version')!r}"
+        )
+    r = _Reader(source)
+    servers = r.table(data.get("servers", {}), "servers")
+    return Lock({n: r.server(n, r.table(t, f"servers.{n}")) for n, t in servers.items()}, source)
+
+
+def load_lock(path: Path) -> Lock:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the lock: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a valid lock: {exc}") from None
+    return loads_lock(text, str(path))
+
+
+# ---- where a lock lives --------------------------------------------------------------------
+
+
+def user_lock() -> Path:
+    return Path(platformdirs.user_config_dir("mcpshim")) / LOCK_NAME
+
+
+def find_lock(start: Path | None = None) -> Path | None:
+    """The lock to read: from `start` (the current directory) up, the first directory that
+    holds a lock or a client config; then the user config dir. None when there is none."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        lock = d / LOCK_NAME
+        if lock.is_file():
+            return lock
+        if any((d / c).is_file() for c in CLIENT_CONFIGS):
+            break
+    user = user_lock()
+    return user if user.is_file() else None
+
+
+def default_path(start: Path | None = None) -> Path:
+    """Where a new lock goes: next to the nearest client config, else the user config dir."""
+    found = find_lock(start)
+    if found is not None:
+        return found
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if any((d / c).is_file() for c in CLIENT_CONFIGS):
+            return d / LOCK_NAME
+    return user_lock()
+
+
+def select_server(
+    lock: Lock, run_name: str = "", command: Iterable[str] = (), server_name: str = ""
+) -> ServerApproval | None:
+    """The approval a session is held to: by `run --name`, else by command line, else by the
+    name the server gave itself in `initialize`."""
+    if run_name and run_name in lock.servers:
+        return lock.servers[run_name]
+    argv = tuple(command)
+    if argv:
+        hit = [s for s in lock.servers.values() if s.command == argv]
+        if len(hit) == 1:
+            return hit[0]
+    if server_name:
+        if server_name in lock.servers:
+            return lock.servers[server_name]
+        hit = [s for s in lock.servers.values() if s.server_name == server_name]
+        if len(hit) == 1:
+            return hit[0]
+    return None
+
+
+# ---- merging -------------------------------------------------------------------------------
+
+
+def roots(paths: Iterable[str]) -> tuple[str, ...]:
+    """The fewest directories that cover every path (an ancestor covers its subtree)."""
+    out: list[str] = []
+    for c in sorted(set(paths)):
+        if not any(c == r or c.startswith(r.rstrip("/") + "/") for r in out):
+            out.append(c)
+    return tuple(out)
+
+
+def _union(a: Iterable[str], b: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({*a, *b}))
+
+
+def _merge_boundary(old: Boundary, new: Boundary, what: str, said: list[str]) -> Boundary:
+    execs = {e.path: e for e in old.executables}
+    for e in new.executables:
+        was = execs.get(e.path)
+        if was is None:
+            said.append(f"{what}: executable {e.path} ({short(e.sha256)}, {e.vouched})")
+            execs[e.path] = e
+            continue
+        if e.sha256 and e.sha256 != was.sha256:
+            said.append(f"{what}: {e.path} has a new identity: {short(e.sha256)}")
+        for s in sorted(set(e.shapes) - set(was.shapes)):
+            said.append(f"{what}: {e.path} {s or '(no subcommand)'}")
+        for r in sorted(set(e.reached) - set(was.reached)):
+            said.append(f"{what}: {e.path} reached from {r}")
+        execs[e.path] = Executable(
+            e.path,
+            e.sha256 or was.sha256,
+            e.vouched or was.vouched,
+            _union(was.reached, e.reached),
+            _union(was.shapes, e.shapes),
+        )
+    cwd = roots([*old.cwd_roots, *new.cwd_roots])
+    for label, a, b in (
+        ("cwd root", old.cwd_roots, cwd),
+        ("destination", old.destinations, new.destinations),
+        ("listens on", old.listens, new.listens),
+        ("credential-like variable", old.credential_env, new.credential_env),
+        ("runs as", old.users, new.users),
+    ):
+        for v in sorted(set(b) - set(a)):
+            said.append(f"{what}: {label} {v}")
+    if new.outlives and not old.outlives:
+        said.append(f"{what}: may leave processes running after it answers")
+    return Boundary(
+        tuple(execs[p] for p in sorted(execs)),
+        cwd,
+        _union(old.destinations, new.destinations),
+        _union(old.listens, new.listens),
+        _union(old.credential_env, new.credential_env),
+        _union(old.users, new.users),
+        old.outlives or new.outlives,
+    )
+
+
+def _merge_tool(old: ToolApproval | None, new: ToolApproval, said: list[str]) -> ToolApproval:
+    what = f"tool {new.name}"
+    if old is None:
+        kind = "called" if new.called else "definition only"
+        said.append(f"{what}: new ({kind}), definition {short(new.sha256)}")
+        old = ToolApproval(new.name, new.sha256, new.description)
+    elif old.sha256 != new.sha256:
+        said.append(f"{what}: definition {short(old.sha256)} -> {short(new.sha256)}")
+    boundary = _merge_boundary(old.boundary, new.boundary, what, said)
+    return ToolApproval(new.name, new.sha256, new.description, old.called or new.called, boundary)
+
+
+def merge(lock: Lock, new: ServerApproval) -> tuple[Lock, list[str]]:
+    """The lock with `new` approved in it, and a line for each thing this adds or changes."""
+    said: list[str] = []
+    old = lock.servers.get(new.name)
+    if old is None:
+        said.append(f"server {new.name}: new")
+        old = ServerApproval(new.name)
+    for label, a, b in (
+        ("server version", old.server_version, new.server_version),
+        ("protocol version", old.protocol_version, new.protocol_version),
+        ("instructions and capabilities", short(old.server_sha256), short(new.server_sha256)),
+    ):
+        if b and a != b and old.server_sha256:
+            said.append(f"server {new.name}: {label} {a} -> {b}")
+    tools = dict(old.tools)
+    for name, t in new.tools.items():
+        tools[name] = _merge_tool(old.tools.get(name), t, said)
+    for kind, was, now in (
+        ("resource", old.resources, new.resources),
+        ("prompt", old.prompts, new.prompts),
+    ):
+        for k, v in sorted(now.items()):
+            if was.get(k) != v:
+                said.append(f"{kind} {k}: {short(v)}" + (" (changed)" if k in was else " (new)"))
+    startup = _merge_boundary(old.startup, new.startup, "outside tool calls", said)
+    merged = replace(
+        new,
+        command=new.command or old.command,
+        startup=startup,
+        tools=tools,
+        resources={**old.resources, **new.resources},
+        prompts={**old.prompts, **new.prompts},
+    )
+    servers = {**lock.servers, new.name: merged}
+    return Lock(servers, lock.source), said

@@ -1,0 +1,378 @@
+"""Departures from an approval (mcpshim.lock): the transitions worth a reviewer's time, not
+every fork.
+
+Against the lock's entry for the session's server: a tool whose definition changed (with a
+readable diff of its description), a new or removed tool, a changed server contract or
+resource/prompt; and per tool call, against that tool's approved boundary: a new
+executable, a known path with a new identity (its content hash changed), a new subcommand
+shape, a new cwd root, a new network destination, a newly held credential name, a process
+that outlived its call where the card said none. What the server ran outside tool calls is
+held to the lock's start-up boundary. A process of overlapping calls departs only when it
+departs from every candidate tool (nothing is guessed). Identities are read from the disk
+now (contract.identity), once per path.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from mcpshim.base.display import escape
+from mcpshim.contract.canon import short
+from mcpshim.contract.identity import Identities
+from mcpshim.contract.lockfile import Boundary, ServerApproval
+from mcpshim.family.attribution import Attribution, Owner
+from mcpshim.family.tree import Node
+from mcpshim.family.view import evidence_line
+from mcpshim.review.boundary import Seen, SessionEvidence, seen_by_owner, tool_of
+from mcpshim.review.departure_rules import (
+    DRIFT,
+    GONE_TOOL,
+    LISTING_CHANGED,
+    NEW_CRED,
+    NEW_CWD,
+    NEW_DEST,
+    NEW_EXEC,
+    NEW_IDENTITY,
+    NEW_SERVER,
+    NEW_SHAPE,
+    NEW_TOOL,
+    OUTLIVED,
+    SERVER_CHANGED,
+    TERMINATED,
+)
+from mcpshim.review.findings import Evidence, Finding, Rule, Severity
+from mcpshim.review.rules.mcp_rules import call_group
+from mcpshim.review.shapes import under
+
+__all__ = ["departures"]
+
+
+@dataclass(frozen=True)
+class _Where:
+    group: str
+    tool: str  # the key's tool part (the same from one session to the next)
+
+
+def _finding(
+    rule: Rule,
+    msg: str,
+    ev: Iterable[Evidence],
+    at: _Where,
+    key: str,
+    severity: Severity | None = None,
+) -> Finding:
+    return Finding(rule, msg, tuple(ev), at.group, key=f"{at.tool}\0{key}", severity=severity)
+
+
+def _node_ev(node: Node, call_id: object = None) -> Evidence:
+    img = node.images[-1]
+    data: dict[str, object] = {
+        "command": img.command,
+        "path": img.target.decode("utf-8", "surrogateescape"),
+        "pid": node.pid,
+        "start_ticks": node.start,
+        "boot_id": node.boot_id,
+    }
+    if call_id is not None:
+        data["call_id"] = call_id
+    return Evidence(img.where, evidence_line(img), data)
+
+
+def _diff(old: str, new: str) -> list[str]:
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), "approved", "now", lineterm="", n=1
+    )
+    return [escape(line) for line in list(lines)[2:]]
+
+
+def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:
+    parts = [server.tools[t].boundary if t in server.tools else None for t in tools if t]
+    if None in tools:
+        parts.append(server.startup)
+    got = [p for p in parts if p is not None]
+    if len(got) == 1:
+        return got[0]
+    execs = {e.path: e for b in got for e in b.executables}
+    return Boundary(
+        tuple(execs.values()),
+        tuple(r for b in got for r in b.cwd_roots),
+        tuple(d for b in got for d in b.destinations),
+        tuple(d for b in got for d in b.listens),
+        tuple(c for b in got for c in b.credential_env),
+        tuple(u for b in got for u in b.users),
+        any(b.outlives for b in got),
+    )
+
+
+def _boundary(
+    seen: Seen, approved: Boundary, at: _Where, ids: Identities, unowned_high: bool = True
+) -> list[Finding]:
+    out: list[Finding] = []
+    found = ids.lookup(seen.uses)
+    for path, use in sorted(seen.uses.items()):
+        known = approved.executable(path)
+        ev = [_node_ev(use.node)]
+        if known is None:
+            ident = found[path]
+            via = sorted(r for r in use.reached if r.startswith("project file"))
+            high = unowned_high and (not ident.owned or bool(via))
+            how = f"; reached from {via[0]}" if via else ""
+            out.append(
+                _finding(
+                    NEW_EXEC,
+                    f"ran {path} ({ident.vouched}{how}), which its card does not list",
+                    ev,
+                    at,
+                    f"exec\0{path}",
+                    Severity.HIGH if high else None,
+                )
+            )
+            continue
+        now = found[path].sha256
+        if known.sha256 and now and now != known.sha256:
+            out.append(
+                _finding(
+                    NEW_IDENTITY,
+                    f"{path} is no longer the file that was approved: {short(known.sha256)} "
+                    f"approved, {short(now)} now ({found[path].vouched})",
+                    ev,
+                    at,
+                    f"identity\0{path}",
+                )
+            )
+        for sh, (node, _img) in sorted(use.shapes.items()):
+            if sh not in known.shapes:
+                out.append(
+                    _finding(
+                        NEW_SHAPE,
+                        f"{path} {sh or '(no subcommand)'}: a shape its card does not list",
+                        [_node_ev(node)],
+                        at,
+                        f"shape\0{path}\0{sh}",
+                    )
+                )
+    for cwd, (node, _img) in sorted(seen.cwds.items()):
+        if not any(under(cwd, r) for r in approved.cwd_roots):
+            out.append(
+                _finding(
+                    NEW_CWD,
+                    f"ran in {cwd}, outside its approved cwd roots",
+                    [_node_ev(node)],
+                    at,
+                    f"cwd\0{cwd}",
+                )
+            )
+    local = not approved.destinations and not approved.listens
+    for dest, (node, where) in sorted({**seen.destinations, **seen.listens}.items()):
+        listen = dest in seen.listens
+        if dest in (approved.listens if listen else approved.destinations):
+            continue
+        what = f"listened on {dest}" if listen else f"connected to {dest}"
+        ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.images[-1])}: {what}")]
+        out.append(
+            _finding(
+                NEW_DEST,
+                f"{node.images[-1].command} (pid {node.pid}) {what}, which its card does not list",
+                ev,
+                at,
+                f"dest\0{dest}",
+                Severity.HIGH if local else None,
+            )
+        )
+    for name, node in sorted(seen.creds.items()):
+        if name not in approved.credential_env:
+            out.append(
+                _finding(
+                    NEW_CRED,
+                    f"{node.images[-1].command} (pid {node.pid}) held {name}, not in its card",
+                    [_node_ev(node)],
+                    at,
+                    f"cred\0{name}",
+                )
+            )
+    if seen.outlived and not approved.outlives:
+        ev = [Evidence(w, f"{evidence_line(n.images[-1])}: {t}") for n, w, t in seen.outlived[:5]]
+        names = ", ".join(
+            f"{n.images[-1].command} (pid {n.pid})" for n, _w, _t in seen.outlived[:5]
+        )
+        out.append(
+            _finding(
+                OUTLIVED,
+                f"{len(seen.outlived)} process(es) outlived the call: {names}",
+                ev,
+                at,
+                "outlived",
+            )
+        )
+    return out
+
+
+def listed_ev(where: str, name: str, desc: str) -> Evidence:
+    return Evidence(where, escape(f"listed: {name}: {desc}"[:300]))
+
+
+def _contract(att: Attribution, ev: SessionEvidence, server: ServerApproval) -> list[Finding]:
+    out: list[Finding] = []
+    at = _Where(f"session {att.session} server {server.name}", "")
+    refused: dict[str, list[Evidence]] = {}
+    for d, where in ev.refused:
+        text = f"refused tools/call {d.get('tool')} (id {d.get('id')}): {d.get('reason')}"
+        refused.setdefault(str(d.get("tool")), []).append(Evidence(where, escape(text)))
+    for listing, where in zip(ev.listings, ev.listing_where, strict=True):
+        for name, row in sorted(listing.items()):
+            sha = str(row.get("sha256", ""))
+            approved = server.tools.get(name)
+            shown = row.get("definition")
+            desc = str(shown.get("description", "")) if isinstance(shown, dict) else ""
+            if approved is None:
+                out.append(
+                    _finding(
+                        NEW_TOOL,
+                        f"tool {name!r} is not in the lock ({short(sha)})",
+                        [listed_ev(where, name, desc), *refused.get(name, [])],
+                        at,
+                        f"new\0{name}",
+                    )
+                )
+            elif approved.sha256 != sha:
+                diff = _diff(approved.description, str(desc))
+                text = (
+                    "\n".join(diff)
+                    if diff
+                    else "(the description is the same: the schemas or annotations changed)"
+                )
+                out.append(
+                    _finding(
+                        DRIFT,
+                        f"tool {name!r} changed since it was approved: {short(approved.sha256)} "
+                        f"approved, {short(sha)} now",
+                        [
+                            Evidence(
+                                where, text, {"tool": name, "approved": approved.sha256, "now": sha}
+                            ),
+                            *refused.get(name, []),
+                        ],
+                        at,
+                        f"drift\0{name}\0{sha}",
+                    )
+                )
+    if ev.listings:
+        for name in sorted(set(server.tools) - set(ev.tools)):
+            out.append(
+                _finding(
+                    GONE_TOOL,
+                    f"approved tool {name!r} was not listed",
+                    [Evidence(ev.listing_where[-1], "the last tools/list of the session")],
+                    at,
+                    f"gone\0{name}",
+                )
+            )
+    init = ev.initialize
+    if init is not None and server.server_sha256:
+        changed = [
+            f"{label} {old or '?'} -> {new or '?'}"
+            for label, old, new in (
+                ("version", server.server_version, str(init.get("server_version", ""))),
+                ("protocol", server.protocol_version, str(init.get("protocol_version", ""))),
+            )
+            if old != new
+        ]
+        text = str(init.get("instructions", ""))
+        if str(init.get("server_sha256", "")) != server.server_sha256:
+            what = "instructions" if text != server.instructions else "capabilities"
+            changed.append(what + " changed")
+        if changed:
+            diff = _diff(server.instructions, text)
+            sev = Severity.HIGH if diff else None
+            ev_text = "\n".join(diff) or "; ".join(changed)
+            out.append(
+                _finding(
+                    SERVER_CHANGED,
+                    f"server {server.name}: " + "; ".join(changed),
+                    [Evidence(ev.init_where, ev_text)],
+                    at,
+                    "server\0" + "\0".join(changed),
+                    sev,
+                )
+            )
+    for kind, now, was in (
+        ("resource", ev.resources, server.resources),
+        ("prompt", ev.prompts, server.prompts),
+    ):
+        for name, sha in sorted(now.items()):
+            if was.get(name) != sha:
+                state = "new" if name not in was else "changed"
+                out.append(
+                    _finding(
+                        LISTING_CHANGED,
+                        f"{kind} {name!r} is {state} ({short(sha)})",
+                        [],
+                        at,
+                        f"{kind}\0{name}\0{sha}",
+                    )
+                )
+    return out
+
+
+def _terminated(att: Attribution, ev: SessionEvidence) -> list[Finding]:
+    out = []
+    for d, where in ev.departures:
+        text = f"{d.get('what')}: {d.get('path')} (pid {d.get('pid')}) {d.get('argv', '')}"
+        out.append(
+            Finding(
+                TERMINATED,
+                f"the family was terminated at a departure: {escape(str(d.get('what')))} "
+                f"{escape(str(d.get('path')))}",
+                (Evidence(where, escape(text)),),
+                f"session {att.session}",
+                key=str(d.get("path")),
+            )
+        )
+    return out
+
+
+def departures(
+    att: Attribution,
+    ev: SessionEvidence,
+    server: ServerApproval | None,
+    identities: Identities,
+    lock_source: str = "",
+) -> list[Finding]:
+    """Every departure of one relayed session from its server's approval."""
+    if server is None:
+        told = (ev.initialize or {}).get("server_name", "?")
+        start = att.start or {}
+        return [
+            Finding(
+                NEW_SERVER,
+                f"session {att.session}: server {escape(str(start.get('name') or told))} is "
+                f"not in the lock {lock_source}".rstrip(),
+                (),
+                f"session {att.session}",
+                key=str(told),
+            )
+        ]
+    out = _contract(att, ev, server) + _terminated(att, ev)
+    for owner, seen in seen_by_owner(att, ev).items():
+        out += _boundary(seen, _union(tool_of(att, owner), server), _where(att, owner), identities)
+    return out
+
+
+def _where(att: Attribution, owner: Owner) -> _Where:
+    if owner is None:
+        return _Where(f"session {att.session} outside tool calls", "")
+    if isinstance(owner, int):
+        call = att.calls[owner]
+        return _Where(call_group(att, call), f"{call.method} {call.name}")
+    names = sorted(att.calls[i].name for i in owner)
+    return _Where(f"session {att.session} overlapping tool calls", "\0".join(names))
+
+
+def by_tool(findings: Iterable[Finding]) -> Mapping[str, int]:
+    """How many departures each tool call heading has (for summaries)."""
+    out: dict[str, int] = {}
+    for f in findings:
+        out[f.group] = out.get(f.group, 0) + 1
+    return out
