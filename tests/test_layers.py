@@ -16,7 +16,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "mcpshim"
 ROOT_MODULES = {"errors", "paths", "__init__", "__main__"}
-_MAY = re.compile(r"^May import:\s*(.*?)\.?\s*$", re.M)
+_MAY = re.compile(r"^May import:\s*(.*?)\.?\s*(?:\n\s*\n|\Z)", re.M | re.S)  # may wrap
 
 
 def packages(src: Path = SRC) -> dict[str, frozenset[str]]:

@@ -3,7 +3,8 @@
 Exit codes are decided here and nowhere else: 0 clean, 1 findings at or above --fail-on,
 2 a usage or input error (any McpshimError, or click's own usage errors).
 
-May import: base, log, shim, proc, trace, family, relay, supervise, review, pathcheck, render.
+May import: base, log, shim, proc, trace, family, relay, supervise, review, pathcheck, render,
+contract.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import sys
 import click
 
 from mcpshim import __version__
-from mcpshim.cli import log_cmd, pathlint_cmd, report_cmd, review_cmd, run_cmd, shims_cmd
+from mcpshim.cli import (
+    approve_cmd,
+    log_cmd,
+    pathlint_cmd,
+    report_cmd,
+    review_cmd,
+    run_cmd,
+    shims_cmd,
+)
 from mcpshim.errors import EXIT_USAGE, McpshimError
 
 __all__ = ["cli", "main"]
@@ -30,7 +39,7 @@ def cli() -> None:
     """
 
 
-for _module in (shims_cmd, log_cmd, run_cmd, pathlint_cmd, review_cmd, report_cmd):
+for _module in (shims_cmd, log_cmd, run_cmd, pathlint_cmd, review_cmd, report_cmd, approve_cmd):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

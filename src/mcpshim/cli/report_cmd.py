@@ -7,13 +7,20 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
+from mcpshim.cli.approve_cmd import lock_option, resolve_lock, session_evidence
 from mcpshim.cli.common import location_options, locations
+from mcpshim.contract.identity import Identities
+from mcpshim.contract.lockfile import Lock, load_lock, select_server
 from mcpshim.errors import InputError, UsageError
 from mcpshim.family import attribution
 from mcpshim.log import execlog
+from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
-from mcpshim.render.md import render_md, session_report
+from mcpshim.render.md import SessionReport, render_md, session_report
 from mcpshim.review import policy
+from mcpshim.review.cards import server_card
+from mcpshim.review.departures import departures
+from mcpshim.review.policy import apply_policy
 from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
@@ -43,6 +50,10 @@ __all__ = ["COMMANDS"]
     type=click.Path(dir_okay=False, path_type=Path),
     help="TOML policy ([tools] maps tool names to the commands they may start).",
 )
+@lock_option(
+    "Findings are only the departures from this approval (`mcpshim approve`); --lock alone "
+    "looks for mcpshim.lock next to the client config, then in the user config dir."
+)
 def report(
     shim_dir: Path | None,
     log_dir: Path | None,
@@ -50,6 +61,7 @@ def report(
     output: Path,
     fmt: str,
     policy_file: Path | None,
+    lock_file: str | None,
 ) -> int:
     """Write a report of one session relayed by `mcpshim run --mcp`.
 
@@ -59,6 +71,10 @@ def report(
     (MCS501), executables a tool's name does not explain (MCS502), processes of overlapping
     calls that cannot be told apart (MCS503) and messages that were not JSON-RPC (MCS504).
     Arguments are shown as recorded, credentials redacted; process text is escaped.
+
+    Each tool also gets its approval card (what `mcpshim approve` shows: executables and
+    who vouches for them, cwd, network, credential names, what outlived a call). With
+    --lock the findings are only the departures from that approval.
     """
     loc = locations(shim_dir, log_dir)
     pol = policy.load_policy(policy_file)
@@ -86,7 +102,23 @@ def report(
         subject["exit status"] = str(rep.att.end.get("exit_status"))
     if problems:
         subject["damaged records skipped"] = str(len(problems))
-    text = render_html(rep, subject) if fmt == "html" else render_md(rep, subject)
+    [(att, ev)] = session_evidence(loc, session, problems)
+    start = att.start or {}
+    lock_path = resolve_lock(lock_file)
+    lock = load_lock(lock_path) if lock_path is not None else Lock()
+    told = str((ev.initialize or {}).get("server_name", ""))
+    command = [str(a) for a in start.get("command", ())]
+    approved = select_server(lock, str(start.get("name", "")), command, told)
+    ids = Identities(ev.uid)
+    card = server_card(att, ev, ids, approved.name if approved else "")
+    if lock_path is not None:
+        subject["lock"] = str(lock_path)
+        found = departures(att, ev, approved, ids, lock.source)
+        rep = SessionReport(rep.att, apply_policy(found, pol))
+    if fmt == "html":
+        text = render_html(rep, subject, cards_html(card))
+    else:
+        text = render_md(rep, subject, cards_md(card))
     if str(output) == "-":
         click.echo(text, nl=False)
         return 0

@@ -13,7 +13,9 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
+from mcpshim.cli.approve_cmd import lock_departures, lock_option, resolve_lock
 from mcpshim.cli.common import fail_on_option, findings_exit, location_options, locations
+from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
@@ -150,6 +152,10 @@ def tree_(
     help="text: grouped by family with evidence; json: versioned envelope "
     "(mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
 )
+@lock_option(
+    "Report only what departs from this approval (`mcpshim approve`); --lock alone looks "
+    "for mcpshim.lock next to the client config, then in the user config dir."
+)
 @fail_on_option
 def review(
     shim_dir: Path | None,
@@ -158,6 +164,7 @@ def review(
     policy_file: Path | None,
     baseline_file: Path | None,
     fmt: str,
+    lock_file: str | None,
     fail_on: str,
 ) -> int:
     """Review the exec log: findings per process family, with the records that prove them.
@@ -171,9 +178,16 @@ def review(
     input error (a malformed policy names its file, line and key). The default threshold is
     medium, so routine PATH lookups of non-sensitive commands (low) and plain `sh -c`
     commands (info) are reported without failing a CI job.
+
+    With --lock, only departures from the approval are reported, each under its tool call
+    (MCS520-MCS537): drifted, new or missing tools, new executables or identities,
+    subcommands, cwd roots, destinations, credential names, processes that outlived a call.
     """
     loc = locations(shim_dir, log_dir)
     pol = policy.load_policy(policy_file)
+    lock_path = resolve_lock(lock_file)
+    if lock_path is not None:
+        return _review_lock(loc, session, lock_path, pol, fmt, fail_on)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
     manifest = load_manifest(loc.shim_dir)
     problems: list[execlog.LogProblem] = []
@@ -206,6 +220,25 @@ def review(
     report = Report("review", subject, result.findings, notes)
     click.echo(RENDERERS[fmt](report), nl=False)
     return findings_exit(result.findings, fail_on)
+
+
+def _review_lock(
+    loc: Locations, session: str | None, path: Path, pol: policy.Policy, fmt: str, fail_on: str
+) -> int:
+    problems: list[execlog.LogProblem] = []
+    found, sessions = lock_departures(loc, session, load_lock(path), problems)
+    _problems_to_stderr(problems)
+    findings = policy.apply_policy(found, pol)
+    subject = {
+        "log": str(loc.log_file),
+        "session": session or "(all relayed)",
+        "lock": str(path),
+        "sessions": sessions,
+        "policy": pol.source or "(defaults)",
+    }
+    notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
+    click.echo(RENDERERS[fmt](Report("review", subject, findings, notes)), nl=False)
+    return findings_exit(findings, fail_on)
 
 
 @click.command("rules")

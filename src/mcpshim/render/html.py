@@ -57,6 +57,8 @@ ul.procs li,ul.tree li{margin:2px 0}
 .sev-low{border-color:#3b6fd8}.sev-info{border-color:#8a93a6}
 .sev{font-weight:700;text-transform:uppercase;font-size:12px}
 .evidence{margin:4px 0 4px 12px;padding:0;list-style:square}
+dl.card{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:4px 0}
+dl.card dt{color:#6b7386}dl.card dd{margin:0}
 """
 
 
@@ -204,7 +206,8 @@ def _findings(rep: SessionReport) -> str:
     return "".join(out)
 
 
-def render_html(rep: SessionReport, subject: Mapping[str, Any]) -> str:
+def render_html(rep: SessionReport, subject: Mapping[str, Any], cards: str = "") -> str:
+    """The page; `cards`: the approval cards' section (render.cards), after the timeline."""
     att = rep.att
     counts = {s: sum(1 for f in rep.findings if f.level == s) for s in Severity}
     meta = dict(subject)
@@ -220,7 +223,7 @@ def render_html(rep: SessionReport, subject: Mapping[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>mcpshim report: session {h(att.session)}</title><style>{_CSS}</style></head>"
         f'<body><header><h1>mcpshim session report</h1><dl class="meta">{dl}</dl></header>'
-        f"{_timeline(att)}{_tree(att)}{_findings(rep)}"
+        f"{_timeline(att)}{cards}{_tree(att)}{_findings(rep)}"
         f'<footer class="muted">mcpshim {h(__version__)} · generated {made} · '
         "self-contained: no scripts, no external resources</footer></body></html>\n"
     )

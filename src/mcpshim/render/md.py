@@ -171,7 +171,8 @@ def md_code(text: str, escaped: bool = False) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
-def render_md(rep: SessionReport, subject: Mapping[str, Any]) -> str:
+def render_md(rep: SessionReport, subject: Mapping[str, Any], cards: str = "") -> str:
+    """The session as Markdown; `cards`: the approval cards' Markdown, before the findings."""
     att = rep.att
     out = [f"# mcpshim session {md_text(att.session)}", ""]
     for k, v in subject.items():
@@ -204,6 +205,8 @@ def render_md(rep: SessionReport, subject: Mapping[str, Any]) -> str:
                 lead = "  " * depth + "- " + ("" if n == 0 else "exec ")
                 tail = f" — {md_text(note)}" if note and n == 0 else ""
                 out.append(f"{lead}pid {node.pid} {md_code(image_line(img), escaped=True)}{tail}")
+    if cards:
+        out += ["", cards.rstrip("\n")]
     out += ["", f"## Findings ({len(rep.findings)})", ""]
     for f in sorted(rep.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
         out.append(

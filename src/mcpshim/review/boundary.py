@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpshim.family.attribution import Attribution, Owner
+from mcpshim.family.attribution import Anchor, Attribution, Collector, Owner
 from mcpshim.family.tree import Image, Node
 from mcpshim.log.execlog import EventRecord, Record
 from mcpshim.review.rules import network, runners
@@ -38,6 +38,7 @@ __all__ = [
     "SessionEvidence",
     "Use",
     "images_that_ran",
+    "relayed_sessions",
     "seen_by_owner",
     "seen_by_tool",
     "tool_of",
@@ -291,3 +292,22 @@ def seen_by_tool(att: Attribution, ev: SessionEvidence) -> dict[str | None, Seen
         for tool in tool_of(att, owner):
             _add_node(out.setdefault(tool, Seen()), att, node, ev)
     return out
+
+
+def relayed_sessions(
+    records: Iterable[Record], anchor: Anchor, session: str | None = None
+) -> list[tuple[Attribution, SessionEvidence]]:
+    """Every relayed session (or just `session`) attributed, with its evidence: one pass."""
+    collector = Collector(session)
+    evidence: dict[str, SessionEvidence] = {}
+    for rec in records:
+        collector.feed(rec)
+        if isinstance(rec, EventRecord) and rec.kind == "mcp-session":
+            sid = rec.data.get("session")
+            if isinstance(sid, str) and (session is None or sid == session):
+                evidence.setdefault(sid, SessionEvidence(sid))
+        if evidence and isinstance(rec, EventRecord):
+            sid = rec.data.get("session")
+            if isinstance(sid, str) and sid in evidence:
+                evidence[sid].feed(rec)
+    return [(att, evidence[att.session]) for att in collector.results(anchor)]
