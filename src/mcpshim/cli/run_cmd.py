@@ -9,8 +9,13 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
+from mcpshim.cli.approve_cmd import lock_option, resolve_lock
 from mcpshim.cli.common import location_options, locations
+from mcpshim.contract.lockfile import load_lock, select_server
+from mcpshim.errors import UsageError
+from mcpshim.relay.gate import Gate
 from mcpshim.supervise import snapshot as snapshot_mod
+from mcpshim.supervise.departwatch import DepartureWatch
 from mcpshim.supervise.relayed import run_relayed
 from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
 from mcpshim.trace import run as trace_run
@@ -57,6 +62,25 @@ __all__ = ["COMMANDS"]
     help="COMMAND is a stdio MCP server: relay its stdin/stdout bytes unchanged and record "
     "each tools/call, resources/read and prompts/get with its response (see `mcpshim report`).",
 )
+@lock_option(
+    "The approval (`mcpshim approve`) that --enforce and --on-departure hold the server to; "
+    "--lock alone, or either of those without it, looks for mcpshim.lock next to the client "
+    "config, then in the user config dir."
+)
+@click.option(
+    "--enforce",
+    is_flag=True,
+    help="With --mcp: answer a tools/call to a tool whose definition departs from the lock "
+    "with a JSON-RPC error instead of passing it on (each request is parsed first).",
+)
+@click.option(
+    "--on-departure",
+    type=click.Choice(["report", "terminate"]),
+    default="report",
+    show_default=True,
+    help="terminate: end the whole family at the first executable the lock does not approve "
+    "for this server (recorded, with its evidence, first).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     shim_dir: Path | None,
@@ -67,6 +91,9 @@ def run(
     grace: float,
     trace: str,
     mcp: bool,
+    lock_file: str | None,
+    enforce: bool,
+    on_departure: str,
     command: tuple[str, ...],
 ) -> int:
     """Run COMMAND as a supervised session and record its whole execution family.
@@ -105,6 +132,13 @@ def run(
     size, the family alive right after it) -- lines that do not parse are noted
     (`mcp-unparsed`). review, tree and `mcpshim report` then file every process under the
     tool call that started it.
+
+    \b
+    --lock L --enforce (with --mcp) refuses, with a JSON-RPC error the client sees, every
+    tools/call to a tool not listed this session with the definition hash L approved
+    (`mcp-refused` records each); --on-departure terminate ends the family at the first
+    executable L does not approve for the server (`departure`, then `terminated` records).
+    Without them nothing is blocked.
     """
     if command and command[0] == "--":
         command = command[1:]
@@ -120,10 +154,39 @@ def run(
     opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
     tracer, no_trace = trace_run.prepare(loc, trace, os.environ.get("PATH"))
     sup = Supervisor(loc, list(command), opts, tracer=tracer)
+    gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
     if no_trace:
         click.echo(f"mcpshim: --trace=auto: not tracing: {escape(no_trace)}", err=True)
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
-    return run_relayed(sup) if mcp else sup.run()
+    return run_relayed(sup, gate) if mcp else sup.run()
+
+
+def _hold_to_lock(
+    sup: Supervisor,
+    lock_file: str | None,
+    enforce: bool,
+    on_departure: str,
+    mcp: bool,
+    name: str,
+    command: tuple[str, ...],
+) -> Gate | None:
+    """The gate of --enforce and the watch of --on-departure terminate, from the lock."""
+    if enforce and not mcp:
+        raise click.UsageError("--enforce needs --mcp (it decides JSON-RPC requests)")
+    if not enforce and on_departure != "terminate":
+        return None
+    path = resolve_lock(lock_file or "auto")
+    assert path is not None
+    lock = load_lock(path)
+    if on_departure == "terminate":
+        server = select_server(lock, name, command)
+        if server is None:
+            raise UsageError(
+                f"{path} has no entry for this server: run it with --name NAME, the name it "
+                "was approved under, or with the command line it was approved with"
+            )
+        DepartureWatch(sup, server, str(path))
+    return Gate(lock, str(path), name, command, sup.emit, sup.session) if enforce else None
 
 
 @click.command()

@@ -24,6 +24,7 @@ from mcpshim.proc.procinfo import LINUX, Stat, read_stat, start_ticks
 from mcpshim.relay import child as relaychild
 from mcpshim.relay.core import Recorder, Relay, Relaying, announce, relay_pipe
 from mcpshim.relay.forked import ForkedRelay
+from mcpshim.relay.gate import Gate, GatedRelay
 
 if TYPE_CHECKING:
     from mcpshim.supervise.supervisor import Supervisor
@@ -104,8 +105,9 @@ class FamilyProbe:
         self.outsiders.update(p for p, outside in known.items() if outside)
 
 
-def run_relayed(sup: Supervisor) -> int:
-    """Run the supervisor's session with the relay on the command's stdin and stdout."""
+def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
+    """Run the supervisor's session with the relay on the command's stdin and stdout;
+    with a `gate` (--enforce), the relay that decides each request first (relay.gate)."""
     me = os.getpid()
     in_r, in_w = relay_pipe()
     out_r, out_w = relay_pipe()
@@ -118,8 +120,8 @@ def run_relayed(sup: Supervisor) -> int:
     recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, mcpshims_own))
     # Linux: the pumps and the recorder run in children of their own, out of reach of this
     # process's interpreter lock (relay.forked); elsewhere they are threads here.
-    relay: Relaying | None = None
-    if relaychild.available():
+    relay: Relaying | None = GatedRelay(recorder, gate) if gate is not None else None
+    if relay is None and relaychild.available():
         forked = ForkedRelay(recorder)
         try:
             forked.start(0, in_w, out_r, 1)
@@ -131,6 +133,7 @@ def run_relayed(sup: Supervisor) -> int:
             relay = forked
     if relay is None:
         relay = Relay(recorder)
+    if not isinstance(relay, ForkedRelay):
         relay.start(0, in_w, out_r, 1)
     actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
     closed = False

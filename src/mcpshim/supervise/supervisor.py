@@ -117,6 +117,7 @@ class Supervisor:
         self._sel = selectors.DefaultSelector()
         self._tick_hooks: list[Callable[[], None]] = []
         self._spawn_hooks: list[Callable[[], None]] = []
+        self._event_hooks: list[Callable[[str, Mapping[str, Any]], None]] = []
         self._old: dict[int, Any] = {}
         self._pending: list[int] = []
         self._tty_pgrp: int | None = None
@@ -132,6 +133,12 @@ class Supervisor:
 
     def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
         eventlog.append_event(self.loc, kind, payload)
+        for hook in self._event_hooks:
+            hook(kind, payload)
+
+    def on_event(self, hook: Callable[[str, Mapping[str, Any]], None]) -> None:
+        """Call `hook(kind, payload)` after each record the supervisor or its sampler writes."""
+        self._event_hooks.append(hook)
 
     def add_reader(self, fd: int, callback: Callable[[int], None]) -> None:
         """Call `callback(fd)` from the loop whenever fd is readable (relays, trace readers)."""
@@ -334,6 +341,20 @@ class Supervisor:
                 self.emit("reaped", {"session": self.session, "time": utc_now(),
                                      "boot_id": self.boot_id, "pid": pid, "start": start,
                                      "status": code})  # fmt: skip
+
+    def terminate_family(self, reason: str) -> int:
+        """End the whole family now, the command too (a departure under --on-departure
+        terminate): each member's evidence is recorded first (`terminated`), then SIGTERM,
+        SIGKILL after the grace period. The loop then ends as the command's exit is reaped."""
+        group = None if self.subreaper else self.child_pgid
+        procs, _ = account_survivors(self._live_family, True, self.options.grace, self._reap, group)
+        for info, action in procs:
+            self.emit(
+                "terminated",
+                {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
+                 **proc_fields(info), "action": action, "reason": reason},
+            )  # fmt: skip
+        return len(procs)
 
     # -- at exit --------------------------------------------------------------------------
 
