@@ -110,6 +110,7 @@ class ServerApproval:
     instructions: str = ""
     session: str = ""
     approved: str = ""
+    program: Executable | None = None  # the server's own executable
     startup: Boundary = field(default_factory=Boundary)
     tools: Mapping[str, ToolApproval] = field(default_factory=dict)
     resources: Mapping[str, str] = field(default_factory=dict)  # uri -> sha256
@@ -134,6 +135,16 @@ def _strs(values: Iterable[str]) -> list[str]:
     return [_safe(v) for v in values]
 
 
+def _exec_doc(e: Executable) -> dict[str, Any]:
+    return {
+        "path": _safe(e.path),
+        "sha256": e.sha256,
+        "vouched": _safe(e.vouched),
+        "reached": _strs(e.reached),
+        "shapes": _strs(e.shapes),
+    }
+
+
 def _boundary_doc(b: Boundary) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "users": _strs(b.users),
@@ -144,16 +155,7 @@ def _boundary_doc(b: Boundary) -> dict[str, Any]:
         "outlives": b.outlives,
     }
     if b.executables:
-        doc["executables"] = [
-            {
-                "path": _safe(e.path),
-                "sha256": e.sha256,
-                "vouched": _safe(e.vouched),
-                "reached": _strs(e.reached),
-                "shapes": _strs(e.shapes),
-            }
-            for e in b.executables
-        ]
+        doc["executables"] = [_exec_doc(e) for e in b.executables]
     return doc
 
 
@@ -169,8 +171,10 @@ def _server_doc(s: ServerApproval) -> dict[str, Any]:
         "instructions": _safe(s.instructions),
         "resources": {_safe(k): v for k, v in sorted(s.resources.items())},
         "prompts": {_safe(k): v for k, v in sorted(s.prompts.items())},
-        "startup": _boundary_doc(s.startup),
     }
+    if s.program is not None:
+        doc["program"] = _exec_doc(s.program)
+    doc["startup"] = _boundary_doc(s.startup)
     doc["tools"] = {
         _safe(name): {
             "sha256": t.sha256,
@@ -247,25 +251,23 @@ class _Reader:
             raise self.bad(f"{key}.{k}", "a table of strings")
         return dict(v)
 
+    def executable(self, item: Any, k: str) -> Executable:
+        e = self.table(item, k)
+        if not self.text(e, "path", k):
+            raise self.bad(f"{k}.path", "a path")
+        return Executable(
+            self.text(e, "path", k),
+            self.text(e, "sha256", k),
+            self.text(e, "vouched", k),
+            self.strs(e, "reached", k),
+            self.strs(e, "shapes", k),
+        )
+
     def boundary(self, t: Mapping[str, Any], key: str) -> Boundary:
         execs = t.get("executables", [])
         if not isinstance(execs, list):
             raise self.bad(f"{key}.executables", "an array of tables")
-        out = []
-        for i, item in enumerate(execs):
-            k = f"{key}.executables[{i}]"
-            e = self.table(item, k)
-            if not self.text(e, "path", k):
-                raise self.bad(f"{k}.path", "a path")
-            out.append(
-                Executable(
-                    self.text(e, "path", k),
-                    self.text(e, "sha256", k),
-                    self.text(e, "vouched", k),
-                    self.strs(e, "reached", k),
-                    self.strs(e, "shapes", k),
-                )
-            )
+        out = [self.executable(item, f"{key}.executables[{i}]") for i, item in enumerate(execs)]
         return Boundary(
             tuple(out),
             self.strs(t, "cwd_roots", key),
@@ -299,6 +301,7 @@ class _Reader:
             self.text(t, "instructions", key),
             self.text(t, "session", key),
             self.text(t, "approved", key),
+            self.executable(t["program"], f"{key}.program") if "program" in t else None,
             self.boundary(self.table(t.get("startup", {}), f"{key}.startup"), f"{key}.startup"),
             tools,
             self.hashes(t, "resources", key),
@@ -482,8 +485,12 @@ def merge(lock: Lock, new: ServerApproval) -> tuple[Lock, list[str]]:
             if was.get(k) != v:
                 said.append(f"{kind} {k}: {short(v)}" + (" (changed)" if k in was else " (new)"))
     startup = _merge_boundary(old.startup, new.startup, "outside tool calls", said)
+    if new.program is not None and (old.program is None or old.program != new.program):
+        p = new.program
+        said.append(f"server {new.name}: program {p.path} ({short(p.sha256)}, {p.vouched})")
     merged = replace(
         new,
+        program=new.program or old.program,
         command=new.command or old.command,
         startup=startup,
         tools=tools,

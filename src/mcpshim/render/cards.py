@@ -105,8 +105,9 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
 
 
 def _outside(card: ServerCard) -> list[tuple[str, str]]:
-    b = card.approval.startup
-    rows = [("executables", _list([f"{e.path} ({e.vouched})" for e in b.executables]))]
+    b, p = card.approval.startup, card.approval.program
+    rows = [("server program", f"{p.path}  {short(p.sha256)}  {p.vouched}" if p else "not seen")]
+    rows.append(("executables", _list([f"{e.path} ({e.vouched})" for e in b.executables])))
     rows.append(("network", _list([*b.destinations, *(f"listens on {x}" for x in b.listens)])))
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
     return rows

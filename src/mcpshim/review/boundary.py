@@ -152,6 +152,7 @@ class Seen:
     outlived: list[tuple[Node, str, str]] = field(default_factory=list)  # node, where, text
     project: dict[str, Node] = field(default_factory=dict)  # "file (runner)" -> process
     processes: int = 0
+    server: Use | None = None  # the server's own program (owner None only)
 
 
 def images_that_ran(node: Node) -> list[Image]:
@@ -230,6 +231,9 @@ def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> 
     via = _project_file(node)
     for img in images_that_ran(node) if node is not att.server else node.images[-1:]:
         path = img.target.decode("utf-8", "surrogateescape")
+        if node is att.server:  # its own program, held apart from what it starts
+            seen.server = Use(path, node, img, {shape(img): (node, img)}, {_reached(img)}, 1)
+            continue
         use = seen.uses.get(path)
         if use is None:
             use = seen.uses[path] = Use(path, node, img)

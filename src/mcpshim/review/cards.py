@@ -79,6 +79,16 @@ def boundary_of(seen: Seen, ids: Mapping[str, Identity]) -> Boundary:
     )
 
 
+def _program(outside: Seen, identities: Identities) -> Executable | None:
+    use = outside.server
+    if use is None:
+        return None
+    ident = identities.get(use.path)
+    return Executable(
+        use.path, ident.sha256, ident.vouched, tuple(sorted(use.reached)), tuple(use.shapes)
+    )
+
+
 def default_name(att: Attribution, ev: SessionEvidence) -> str:
     """The name a server is approved under: `run --name`, else the name it gave itself in
     initialize, else its command's base name."""
@@ -134,6 +144,7 @@ def server_card(
         str(init.get("instructions", "")),
         att.session,
         datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        _program(outside, identities),
         boundary_of(outside, ids),
         {c.name: c.approval for c in cards},
         dict(ev.resources),

@@ -356,7 +356,12 @@ def departures(
         ]
     out = _contract(att, ev, server) + _terminated(att, ev)
     for owner, seen in seen_by_owner(att, ev).items():
-        out += _boundary(seen, _union(tool_of(att, owner), server), _where(att, owner), identities)
+        at = _where(att, owner)
+        out += _boundary(seen, _union(tool_of(att, owner), server), at, identities)
+        if seen.server is not None and server.program is not None:
+            program = Boundary((server.program,))
+            own = Seen(uses={seen.server.path: seen.server})
+            out += _boundary(own, program, _Where(at.group, "server"), identities, False)
     return out
 
 

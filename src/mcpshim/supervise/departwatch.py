@@ -44,6 +44,9 @@ class DepartureWatch:
         self.sup, self.server, self.lock_path = sup, server, lock_path
         boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
         self.approved = {e.path: e.sha256 for b in boundaries for e in b.executables}
+        # The server itself is held to its own program only: a helper that happens to be
+        # the server's interpreter is still a new program for the tool that started it.
+        self.program = {server.program.path: server.program.sha256} if server.program else None
         self.tail = LogTail(sup.loc)
         self._observed: list[dict[str, Any]] = []
         self._shimmed: set[Ident] = set()
@@ -100,7 +103,10 @@ class DepartureWatch:
         self._check(path, {**{k: d[k] for k in keep if k in d}, "source": "observed"})
 
     def _check(self, path: str, evidence: dict[str, Any]) -> None:
-        approved = self.approved.get(path)
+        known = self.approved
+        if evidence.get("pid") == self.sup.child_pid and self.program is not None:
+            known = self.program
+        approved = known.get(path)
         if approved is None:
             self._fire("new executable", path, evidence)
             return
