@@ -22,6 +22,7 @@ credential names, refusals and departures.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -199,10 +200,15 @@ def _has_git_above(node: Node) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
+def _found_file(cwd: str, files: tuple[str, ...]) -> str:
+    return next((f for f in files if os.path.isfile(os.path.join(cwd, f))), files[-1])
+
+
 def _runner_file(img: Image, name: str) -> str:
     cwd = img.cwd.decode("utf-8", "surrogateescape")
     files = runners._PROJECT_FILES[name]
-    found = next((f for f in files if os.path.isfile(os.path.join(cwd, f))), files[-1])
+    found = _found_file(cwd, tuple(files))
     args = " ".join(a.decode("utf-8", "replace") for a in img.args[:2])
     return f"{os.path.join(cwd, found)} ({name} {args})".replace(" )", ")")
 
