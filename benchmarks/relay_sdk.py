@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +74,7 @@ async def measure(
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
+                await session.list_tools()  # as clients do (and --enforce requires)
                 open_.append((name, k, session))
         for size, count in rounds.items():
             text = "x" * size
@@ -93,12 +95,35 @@ async def measure(
     return times
 
 
+def approve(tmp: str, env: dict[str, str], run: list[str]) -> str:
+    """A lock approving the server: one recorded session that lists its tools, approved."""
+    params = StdioServerParameters(command=run[0], args=run[1:], env=env)
+
+    async def once() -> None:
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            await s.list_tools()
+            await s.call_tool("echo", {"text": "x"})
+
+    anyio.run(once)
+    lock = f"{tmp}/mcpshim.lock"
+    cli = [sys.executable, "-m", "mcpshim", "approve", "--dir", f"{tmp}/shims", "--yes"]
+    subprocess.run([*cli, "--lock", lock], env=env, check=True, capture_output=True)
+    return lock
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=100, help="calls per size and session")
     ap.add_argument("--sessions", type=int, default=3, help="sessions (servers) per variant")
     ap.add_argument("--gap", type=float, default=10.0, help="ms between calls (0: none)")
     ap.add_argument("--floor", action="store_true", help="also time a bare splice relay")
+    ap.add_argument(
+        "--enforce",
+        action="store_true",
+        help="also time `run --mcp --lock L --enforce` (the relay that parses each request "
+        "before passing it on), with L approving the server",
+    )
     ap.add_argument(
         "--sizes",
         default=",".join(map(str, SIZES)),
@@ -127,6 +152,10 @@ def main() -> None:
         variants = {"direct": server, "direct-again": server, "run": [*run, *server]}
         if args.floor:
             variants["floor"] = [sys.executable, "-c", FLOOR, *server]
+        if args.enforce:
+            lock = approve(tmp, env, [*run, *server])
+            enforce = [*run[:-1], "--lock", lock, "--enforce", "--"]
+            variants["enforce"] = [*enforce, *server]
         for spec in args.tree:
             name, _, where = spec.partition("=")
             src = Path(where).resolve() / "src"
@@ -147,6 +176,8 @@ def main() -> None:
     pairs = [(f"+{name} med", "direct", name) for name in variants if name != "direct"]
     if args.floor:
         pairs.append(("run-floor med", "floor", "run"))
+    if args.enforce:
+        pairs.append(("enf-run med", "run", "enforce"))
     head = f"{'size':>8} {'direct med':>10} {'p95':>7}"
     for label, _, _ in pairs:
         head += f"  {label:>13} {'95% interval':>17}  "

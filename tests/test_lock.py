@@ -341,3 +341,15 @@ def test_approve_on_a_thousand_execs_is_quick(tmp_path: Path, monkeypatch: Any) 
     [run_test] = [t for t in load_lock(lock).servers["bench"].tools.values() if t.called]
     assert len(run_test.boundary.executables) == 4  # npm, node, sh, git: 1,000 execs, 4 programs
     assert wall < 2.0, wall
+
+
+def test_the_documented_example_is_a_valid_lock() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "lock-format.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    lock = loads_lock(example, "docs/lock-format.md")
+    repo = lock.servers["repo"]
+    assert repo.program is not None and repo.program.path == "/usr/bin/node"
+    assert [e.path for e in repo.tools["run_test"].boundary.executables] == [
+        "/usr/bin/npm",
+        "/usr/bin/sh",
+    ]
