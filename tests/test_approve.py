@@ -93,6 +93,18 @@ def test_approve_then_a_benign_session_departs_in_nothing(home: Home, tmp_path: 
     assert _review(home, second, lock) == []
     done = _cli(home, "review", "--session", second, "--lock", str(lock))
     assert done.exit_code == 0 and "0 finding(s)" in done.stdout
+    # The report carries the cards (a section per tool) and, with the lock, no finding.
+    page = tmp_path / "r.html"
+    done = _cli(home, "report", "--session", second, "--lock", str(lock), "-o", str(page))
+    assert done.exit_code == 0
+    html = page.read_text()
+    assert '<section id="cards">' in html and 'id="tool-run_test"' in html
+    assert "Findings (0)" in html
+    md = tmp_path / "r.md"
+    _cli(home, "report", "--session", second, "--format", "md", "-o", str(md))
+    assert "### Tool `run_test`" in md.read_text() and "runs scripts from a project file" in (
+        md.read_text()
+    )
 
 
 def _drift_session(home: Home, description: str, *opts: str) -> tuple[str, list[str]]:

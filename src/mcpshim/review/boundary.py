@@ -169,6 +169,18 @@ def images_that_ran(node: Node) -> list[Image]:
     return imgs
 
 
+def _after_spawn(node: Node, att: Attribution) -> list[Image]:
+    """The server's images from the exec of its command on (e.g. the npx it was started as):
+    a sample before that exec shows the supervisor's own image, not a program of the server."""
+    imgs = images_that_ran(node)
+    command = [str(a) for a in (att.start or {}).get("command", ())]
+    for k, img in enumerate(imgs):
+        argv = [a.decode("utf-8", "surrogateescape") for a in (img.argv0, *img.args)]
+        if img.source == "shim" or argv == command:
+            return imgs[k:]
+    return imgs[-1:]
+
+
 def _reached(img: Image) -> str:
     if img.source == "shim":
         return "PATH"
@@ -235,11 +247,14 @@ def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> 
     seen.processes += 1
     ident = (node.pid, node.start)
     via = _project_file(node)
-    for img in images_that_ran(node) if node is not att.server else node.images[-1:]:
+    imgs = images_that_ran(node)
+    if node is att.server:  # its own program (its last image), held apart from what it starts
+        img = node.images[-1]
         path = img.target.decode("utf-8", "surrogateescape")
-        if node is att.server:  # its own program, held apart from what it starts
-            seen.server = Use(path, node, img, {shape(img): (node, img)}, {_reached(img)}, 1)
-            continue
+        seen.server = Use(path, node, img, {shape(img): (node, img)}, {_reached(img)}, 1)
+        imgs = [i for i in _after_spawn(node, att) if i.target != img.target]
+    for img in imgs:
+        path = img.target.decode("utf-8", "surrogateescape")
         use = seen.uses.get(path)
         if use is None:
             use = seen.uses[path] = Use(path, node, img)

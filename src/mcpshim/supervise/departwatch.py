@@ -44,8 +44,8 @@ class DepartureWatch:
         self.sup, self.server, self.lock_path = sup, server, lock_path
         boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
         self.approved = {e.path: e.sha256 for b in boundaries for e in b.executables}
-        # The server itself is held to its own program only: a helper that happens to be
-        # the server's interpreter is still a new program for the tool that started it.
+        # The server's own program counts for the server's process only: a helper that
+        # happens to be the server's interpreter is still a new program for its tool.
         self.program = {server.program.path: server.program.sha256} if server.program else None
         self.tail = LogTail(sup.loc)
         self._observed: list[dict[str, Any]] = []
@@ -105,7 +105,7 @@ class DepartureWatch:
     def _check(self, path: str, evidence: dict[str, Any]) -> None:
         known = self.approved
         if evidence.get("pid") == self.sup.child_pid and self.program is not None:
-            known = self.program
+            known = {**self.approved, **self.program}  # what it was started as, and became
         approved = known.get(path)
         if approved is None:
             self._fire("new executable", path, evidence)
