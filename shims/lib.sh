@@ -1,82 +1,424 @@
 # mcpshim-shim v1 library -- written by `mcpshim install`; sourced by the shims beside it only
 # on a rare path: an argument that may hold a credential, a record too large for one write,
 # a shell parent, the first exec of a boot. It shares the shim's variables. Do not edit.
-# Secret shapes (generated from mcpshim.redact): a hit rewrites only the secret part of an argument.
-_mcpshim_tok() { # VALUE PREFIX STOPCLASS MINLEN NAME BOUNDARY
-	_mcpshim_o=
-	_mcpshim_v=$1
-	while :; do
-		case $_mcpshim_v in *"$2"*) ;; *) break ;; esac
-		_mcpshim_b=${_mcpshim_v%%"$2"*}
-		_mcpshim_t=${_mcpshim_v#"$_mcpshim_b$2"}
-		# shellcheck disable=SC2295 # $3 is a bracket pattern on purpose
-		_mcpshim_k=${_mcpshim_t%%$3*}
-		_mcpshim_v=${_mcpshim_t#"$_mcpshim_k"}
-		_mcpshim_n=${#_mcpshim_k}
-		# A prefix glued to a word (task-..., disk-...) is not a token.
-		case $6$_mcpshim_b in b*[ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789]) _mcpshim_n=0 ;; esac
-		if [ "$_mcpshim_n" -ge "$4" ]; then
-			_mcpshim_o=$_mcpshim_o$_mcpshim_b$2"[REDACTED:$5]"
-			_mcpshim_rr=$_mcpshim_rr,$5
-		else
-			_mcpshim_o=$_mcpshim_o$_mcpshim_b$2$_mcpshim_k
-		fi
-	done
-	_mcpshim_r=$_mcpshim_o$_mcpshim_v
+# Secret shapes (generated from mcpshim.log.redact_rules by mcpshim.log.redact_sh): a hit
+# rewrites only the secret part of an argument. Every step takes time linear in the length
+# of what it reads, whatever the text: a rule splits an argument at its anchor character
+# in one pass (field splitting) and looks at each piece once; nothing strips a long
+# literal prefix (${v#"$long"} tries every length: quadratic); patterns hold at most one
+# run of `*` between fixed text (`*a*b*` backtracks); the output is built in pieces.
+
+# Appends $1 to the text being built, _mcpshim_o3 _mcpshim_o2 _mcpshim_o1 in that order: a
+# piece lands in o1, which moves into o2 when it grows, and o2 into o3, so no append copies
+# a long string often. _mcpshim_wput keeps a second such text (w1-w3), _mcpshim_eput a third.
+_mcpshim_put() {
+	_mcpshim_o1=$_mcpshim_o1$1
+	[ "${#_mcpshim_o1}" -lt 1024 ] && return
+	_mcpshim_o2=$_mcpshim_o2$_mcpshim_o1
+	_mcpshim_o1=
+	[ "${#_mcpshim_o2}" -lt 65536 ] && return
+	_mcpshim_o3=$_mcpshim_o3$_mcpshim_o2
+	_mcpshim_o2=
+}
+_mcpshim_wput() {
+	_mcpshim_w1=$_mcpshim_w1$1
+	[ "${#_mcpshim_w1}" -lt 1024 ] && return
+	_mcpshim_w2=$_mcpshim_w2$_mcpshim_w1
+	_mcpshim_w1=
+	[ "${#_mcpshim_w2}" -lt 65536 ] && return
+	_mcpshim_w3=$_mcpshim_w3$_mcpshim_w2
+	_mcpshim_w2=
+}
+_mcpshim_eput() {
+	_mcpshim_e1=$_mcpshim_e1$1
+	[ "${#_mcpshim_e1}" -lt 1024 ] && return
+	_mcpshim_e2=$_mcpshim_e2$_mcpshim_e1
+	_mcpshim_e1=
+	[ "${#_mcpshim_e2}" -lt 65536 ] && return
+	_mcpshim_e3=$_mcpshim_e3$_mcpshim_e2
+	_mcpshim_e2=
 }
 
-# user:password@ in a URL keeps the user and the host.
+# _mcpshim_drop STRING PREFIX: _mcpshim_d is STRING without PREFIX (which it starts with).
+# A long prefix goes 256 characters at a time: ${s#"$p"} costs length(p)^2/2 steps.
+_mcpshim_drop() {
+	if [ "${#2}" -le 256 ]; then
+		_mcpshim_d=${1#"$2"}
+		return
+	fi
+	_mcpshim_d=$1
+	_mcpshim_dn=${#2}
+	while [ "$_mcpshim_dn" -ge 256 ]; do
+		# shellcheck disable=SC2295 # a run of ? on purpose
+		_mcpshim_d=${_mcpshim_d#$_mcpshim_q256}
+		_mcpshim_dn=$((_mcpshim_dn - 256))
+	done
+	while [ "$_mcpshim_dn" -ge 16 ]; do
+		# shellcheck disable=SC2295
+		_mcpshim_d=${_mcpshim_d#$_mcpshim_q16}
+		_mcpshim_dn=$((_mcpshim_dn - 16))
+	done
+	while [ "$_mcpshim_dn" -gt 0 ]; do
+		_mcpshim_d=${_mcpshim_d#?}
+		_mcpshim_dn=$((_mcpshim_dn - 1))
+	done
+}
+
+# Around a `set -- $v` that splits v at every character $1 (no globbing), into the
+# caller's own "$@": POSIX sh has no arrays.
+_mcpshim_ifs0() {
+	_mcpshim_sv=${IFS+x}${IFS-}
+	IFS=$1
+	set -f
+}
+_mcpshim_ifs1() {
+	case $_mcpshim_sv in x*) IFS=${_mcpshim_sv#x} ;; *) unset IFS ;; esac
+	set +f
+}
+
+# The class of the last character of $1, for a head that starts right after it: a (a-z),
+# A (A-Z), d (0-9), s (_.-), o (other).
+_mcpshim_cls() {
+	case $1 in
+	*[a-z]) _mcpshim_pk=a ;;
+	*[A-Z]) _mcpshim_pk=A ;;
+	*[0-9]) _mcpshim_pk=d ;;
+	*[_.-]) _mcpshim_pk=s ;;
+	*) _mcpshim_pk=o ;;
+	esac
+}
+
+# Notes a rule's name for the record, once.
+_mcpshim_rule() {
+	case ,$_mcpshim_rr, in *",$1,"*) ;; *) _mcpshim_rr=$_mcpshim_rr,$1 ;; esac
+}
+
+# Does the current piece (_mcpshim_cu, whose head may not start before offset _mcpshim_co)
+# end with head $1 ($2 characters), with what precedes it allowed by $3 (any, word, sep;
+# $4 is the head starting upper case, for camelCase)? See redact_rules.Head.
+_mcpshim_hd() {
+	# shellcheck disable=SC2295 # $1 is a pattern on purpose
+	case $_mcpshim_cu in *$1) ;; *) return 1 ;; esac
+	_mcpshim_hx=$((${#_mcpshim_cu} - $2 - _mcpshim_co))
+	[ "$_mcpshim_hx" -ge 0 ] || return 1
+	[ "$3" = any ] && return 0
+	if [ "$_mcpshim_hx" -gt 0 ]; then
+		if [ "$3" = word ]; then
+			# shellcheck disable=SC2295
+			case $_mcpshim_cu in *[A-Za-z0-9]$1) return 1 ;; esac
+			return 0
+		fi
+		# shellcheck disable=SC2295
+		case $_mcpshim_cu in *[_.-]$1) return 0 ;; esac
+		[ -n "$4" ] || return 1
+		# shellcheck disable=SC2295
+		case $_mcpshim_cu in *[a-z]$4) return 0 ;; esac
+		return 1
+	fi
+	if [ "$3" = word ]; then
+		case $_mcpshim_pk in [aAd]) return 1 ;; esac
+		return 0
+	fi
+	[ "$_mcpshim_pk" = s ] && return 0
+	[ "$_mcpshim_pk" = a ] && [ -n "$4" ] || return 1
+	# shellcheck disable=SC2295
+	case $_mcpshim_cu in *$4) return 0 ;; esac
+	return 1
+}
+
+# One text rule over $1; _mcpshim_r is the result. The value is split at every anchor
+# ($3, class $4); each piece after an anchor is checked once: a head ending the piece
+# before (function $8), a tail starting this one (function $9, which sets the tail's
+# pattern _mcpshim_tg), then the run of characters up to the first of class $5. A run at
+# least $7 long becomes the marker; with $6 set the anchor is itself a run character, so
+# a run may go on through the next anchors; a run starting with one of class $10 is none.
+# Same algorithm as redact._apply.
+_mcpshim_tok() { # VALUE NAME ANCHOR ANCHORCLASS STOPCLASS SPANS MINLEN HEADS TAILS NOTFIRST
+	_mcpshim_v=$1 _mcpshim_tn=$2 _mcpshim_tc=$3 _mcpshim_ta=$4 _mcpshim_ts=$5 _mcpshim_tx=$6
+	_mcpshim_tm=$7 _mcpshim_th=$8 _mcpshim_tt=$9 _mcpshim_tz=${10-}
+	_mcpshim_ifs0 "$3"
+	# shellcheck disable=SC2086 # split at the anchor on purpose
+	set -- $1
+	_mcpshim_ifs1
+	case $_mcpshim_v in *"$_mcpshim_tc") set -- "$@" '' ;; esac
+	_mcpshim_v=
+	_mcpshim_cu=$1
+	shift
+	_mcpshim_o1='' _mcpshim_o2='' _mcpshim_o3='' _mcpshim_pk='' _mcpshim_co=0 _mcpshim_tl='' _mcpshim_fi=0
+	_mcpshim_hf=
+	for _mcpshim_tf; do
+		_mcpshim_fi=$((_mcpshim_fi + 1))
+		if [ -n "$_mcpshim_tl" ]; then
+			# inside a run that went on through the anchor before this piece
+			# shellcheck disable=SC2295
+			_mcpshim_k=${_mcpshim_tf%%$_mcpshim_ts*}
+			_mcpshim_tl=$((_mcpshim_tl + 1 + ${#_mcpshim_k}))
+			if [ "${#_mcpshim_k}" -eq "${#_mcpshim_tf}" ] && [ "$_mcpshim_fi" -lt $# ]; then
+				[ "$_mcpshim_tl" -lt "$_mcpshim_tm" ] && _mcpshim_tw=$_mcpshim_tw$_mcpshim_tc$_mcpshim_tf
+				continue
+			fi
+			_mcpshim_fin "$_mcpshim_tf" "$_mcpshim_k" "$_mcpshim_tc"
+			continue
+		fi
+		if ! $_mcpshim_tt "$_mcpshim_tf" || ! $_mcpshim_th; then
+			_mcpshim_put "$_mcpshim_cu$_mcpshim_tc"
+			_mcpshim_cu=$_mcpshim_tf _mcpshim_co=0 _mcpshim_pk=$_mcpshim_ta
+			continue
+		fi
+		# shellcheck disable=SC2295
+		_mcpshim_g=${_mcpshim_tf#$_mcpshim_tg}
+		_mcpshim_tp=${_mcpshim_tf%%"$_mcpshim_g"}
+		# shellcheck disable=SC2295
+		_mcpshim_k=${_mcpshim_g%%$_mcpshim_ts*}
+		_mcpshim_put "$_mcpshim_cu$_mcpshim_tc$_mcpshim_tp"
+		_mcpshim_ty=$_mcpshim_tx
+		if [ -n "$_mcpshim_tz" ]; then
+			# the run's first character: this piece's, or the anchor after it
+			# shellcheck disable=SC2295
+			case $_mcpshim_g$_mcpshim_tc in $_mcpshim_tz*) _mcpshim_k='' _mcpshim_ty='' ;; esac
+		fi
+		_mcpshim_tl=${#_mcpshim_k} _mcpshim_tw=''
+		if [ "${#_mcpshim_k}" -eq "${#_mcpshim_g}" ] && [ -n "$_mcpshim_ty" ] && [ "$_mcpshim_fi" -lt $# ]; then
+			_mcpshim_tw=$_mcpshim_k _mcpshim_tj=1
+			continue
+		fi
+		_mcpshim_tj=
+		_mcpshim_fin "$_mcpshim_g" "$_mcpshim_k" "$_mcpshim_tc$_mcpshim_tp"
+	done
+	_mcpshim_put "$_mcpshim_cu"
+	_mcpshim_r=$_mcpshim_o3$_mcpshim_o2$_mcpshim_o1
+	_mcpshim_o1='' _mcpshim_o2='' _mcpshim_o3='' _mcpshim_cu='' _mcpshim_tf='' _mcpshim_g='' _mcpshim_tw=
+	[ -z "$_mcpshim_hf" ] || _mcpshim_rule "$_mcpshim_tn"
+}
+
+# The end of a run: $1 is the piece from where the run's part in it starts, $2 that part,
+# $3 what precedes that part (for the class of the character before what follows).
+_mcpshim_fin() {
+	_mcpshim_cls "$3$2"
+	if [ "$_mcpshim_tl" -ge "$_mcpshim_tm" ]; then
+		_mcpshim_put "[REDACTED:$_mcpshim_tn]"
+		_mcpshim_hf=1
+		_mcpshim_drop "$1" "$2"
+		_mcpshim_cu=$_mcpshim_d _mcpshim_co=0
+	else
+		[ -z "$_mcpshim_tj" ] || _mcpshim_put "$_mcpshim_tw$_mcpshim_tc"
+		_mcpshim_cu=$1 _mcpshim_co=${#2}
+	fi
+	_mcpshim_tl='' _mcpshim_tj='' _mcpshim_d=
+}
+
+# user:password@ after scheme://, password holding @ and / included (redact._apply_url):
+# the value is split at every ':'; a piece starting // opens a word that runs to the first
+# of $_mcpshim_us (blank, quote); past its first ':', the text up to its last '@' is the
+# password, unless digits and '/' follow that ':' (a port).
 _mcpshim_url() {
-	_mcpshim_o=
 	_mcpshim_v=$1
-	while :; do
-		case $_mcpshim_v in *://*) ;; *) break ;; esac
-		_mcpshim_b=${_mcpshim_v%%://*}://
-		_mcpshim_t=${_mcpshim_v#"$_mcpshim_b"}
-		_mcpshim_k=${_mcpshim_t%%[/@ 	\"\'
-]*}
-		_mcpshim_v=${_mcpshim_t#"$_mcpshim_k"}
-		if [ "${_mcpshim_v#@}" != "$_mcpshim_v" ] && [ "${_mcpshim_k#*:}" != "$_mcpshim_k" ]; then
-			_mcpshim_o=$_mcpshim_o$_mcpshim_b${_mcpshim_k%%:*}:'[REDACTED:url-password]'
-			_mcpshim_rr=$_mcpshim_rr,url-password
-		else
-			_mcpshim_o=$_mcpshim_o$_mcpshim_b$_mcpshim_k
+	_mcpshim_ifs0 :
+	# shellcheck disable=SC2086 # split at ':' on purpose
+	set -- $1
+	_mcpshim_ifs1
+	case $_mcpshim_v in *:) set -- "$@" '' ;; esac
+	_mcpshim_v=
+	_mcpshim_cu=$1
+	shift
+	_mcpshim_o1='' _mcpshim_o2='' _mcpshim_o3='' _mcpshim_fi=0 _mcpshim_uw='' _mcpshim_hf=
+	for _mcpshim_tf; do
+		_mcpshim_fi=$((_mcpshim_fi + 1))
+		# shellcheck disable=SC2295
+		_mcpshim_k=${_mcpshim_tf%%$_mcpshim_us*}
+		if [ -z "$_mcpshim_uw" ]; then
+			case $_mcpshim_tf in
+			//*)
+				if [ "${#_mcpshim_k}" -eq "${#_mcpshim_tf}" ] && [ "$_mcpshim_fi" -lt $# ]; then
+					# the word after :// goes on past its first ':'
+					_mcpshim_put "$_mcpshim_cu:$_mcpshim_tf:"
+					_mcpshim_cu='' _mcpshim_uw=1 _mcpshim_w1='' _mcpshim_w2='' _mcpshim_w3='' _mcpshim_ua=
+					# (_mcpshim_uo is "1" once a port is seen, or "0": k may start with a 1)
+					_mcpshim_uo=0
+					continue
+				fi
+				;;
+			esac
+			_mcpshim_put "$_mcpshim_cu:"
+			_mcpshim_cu=$_mcpshim_tf
+			continue
+		fi
+		# inside the word: this piece follows one of its ':' (the first is out already)
+		_mcpshim_d=:
+		if [ "$_mcpshim_uw" = 1 ]; then
+			_mcpshim_uw=2 _mcpshim_d=''
+			case $_mcpshim_tf in
+			[0-9]*)
+				# digits and '/' after the first ':', a port: no password
+				_mcpshim_d=${_mcpshim_tf%%[!0-9]*}
+				case $_mcpshim_tf in "$_mcpshim_d"/*) _mcpshim_uo=1 ;; esac
+				_mcpshim_d=''
+				;;
+			esac
+		fi
+		case $_mcpshim_uo$_mcpshim_k in
+		1*) _mcpshim_wput "$_mcpshim_d$_mcpshim_tf" ;;
+		*@*)
+			# the password runs to here: what is kept starts at this piece's last '@'
+			_mcpshim_lastat "$_mcpshim_tf" "${#_mcpshim_k}"
+			_mcpshim_w1=$_mcpshim_d _mcpshim_w2='' _mcpshim_w3='' _mcpshim_ua=1
+			;;
+		*) _mcpshim_wput "$_mcpshim_d$_mcpshim_tf" ;;
+		esac
+		if [ "${#_mcpshim_k}" -lt "${#_mcpshim_tf}" ] || [ "$_mcpshim_fi" -eq $# ]; then
+			# the word ends in this piece
+			if [ -n "$_mcpshim_ua" ]; then
+				_mcpshim_put '[REDACTED:url-password]'
+				_mcpshim_hf=1
+			fi
+			_mcpshim_put "$_mcpshim_w3$_mcpshim_w2$_mcpshim_w1"
+			_mcpshim_uw='' _mcpshim_w1='' _mcpshim_w2='' _mcpshim_w3=
 		fi
 	done
-	_mcpshim_r=$_mcpshim_o$_mcpshim_v
+	_mcpshim_put "$_mcpshim_cu"
+	_mcpshim_r=$_mcpshim_o3$_mcpshim_o2$_mcpshim_o1
+	_mcpshim_o1='' _mcpshim_o2='' _mcpshim_o3='' _mcpshim_cu='' _mcpshim_tf='' _mcpshim_d=
+	[ -z "$_mcpshim_hf" ] || _mcpshim_rule url-password
 }
 
+# _mcpshim_lastat STRING LIMIT: _mcpshim_d is STRING from its last '@' before offset LIMIT on.
+_mcpshim_lastat() {
+	_mcpshim_v=$1
+	_mcpshim_dl=$2
+	_mcpshim_ifs0 @
+	# shellcheck disable=SC2086 # split at '@' on purpose
+	set -- $1
+	_mcpshim_ifs1
+	case $_mcpshim_v in *@) set -- "$@" '' ;; esac
+	_mcpshim_v=
+	_mcpshim_dx=0 _mcpshim_dj=0 _mcpshim_dk=0
+	for _mcpshim_d; do
+		_mcpshim_dk=$((_mcpshim_dk + 1))
+		[ "$_mcpshim_dk" -lt $# ] || break
+		_mcpshim_dx=$((_mcpshim_dx + ${#_mcpshim_d}))
+		[ "$_mcpshim_dx" -lt "$_mcpshim_dl" ] || break
+		_mcpshim_dj=$_mcpshim_dk
+		_mcpshim_dx=$((_mcpshim_dx + 1))
+	done
+	shift "$_mcpshim_dj"
+	_mcpshim_ifs0 @
+	_mcpshim_d="@$*"
+	_mcpshim_ifs1
+}
+
+# Whether $1 is a credential name (redact.is_credential_name).
+_mcpshim_cname() {
+	case $1 in
+	@@NAME_PATTERNS@@) return 0 ;;
+	esac
+	return 1
+}
+
+@@RULE_FUNCTIONS@@
+
+# Character classes and the patterns _mcpshim_drop strips with, set by the entry points
+# (_mcpshim_redact, _mcpshim_scrubtext) and unset with the rest.
+_mcpshim_consts() {
+	_mcpshim_q16='????????????????'
+	_mcpshim_q256=$_mcpshim_q16$_mcpshim_q16$_mcpshim_q16$_mcpshim_q16
+	_mcpshim_q256=$_mcpshim_q256$_mcpshim_q256$_mcpshim_q256$_mcpshim_q256
+	_mcpshim_us='[ 	
+"'"'"'`<>]'
+@@CONSTS@@
+}
+
+# Every text rule over _mcpshim_r, in the table's order (redact.redact_text).
+_mcpshim_text() {
+@@TEXT_RULES@@
+}
+
+# One argument; _mcpshim_r is what the log keeps of it. _mcpshim_nx says the next argument
+# is a secret (the value of `--password`), _mcpshim_sc which command's own options count
+# (redact.redact_argv).
 _mcpshim_scrub1() {
 	_mcpshim_r=$1
 	if [ -n "$_mcpshim_nx" ]; then
 		_mcpshim_r="[REDACTED:$_mcpshim_nx]"
-		_mcpshim_rr=$_mcpshim_rr,$_mcpshim_nx
+		_mcpshim_rule "$_mcpshim_nx"
 		_mcpshim_nx=
 		return
 	fi
 	case $1 in
-@@OPTION_CASES@@
+@@SCOPE_WORDS@@
 	esac
-@@TOKEN_CALLS@@
-	case $_mcpshim_r in *://*:*@*) _mcpshim_url "$_mcpshim_r" ;; esac
+	case $_mcpshim_sc in
+@@SCOPE_OPTIONS@@
+	esac
+	case " $1 " in
+	@@TRIGGERS@@) ;;
+	*@*) case $1 in *://*) ;; *) return ;; esac ;;
+	*) return ;;
+	esac
+	case $1 in
+	--*=*)
+		_mcpshim_n=${1%%=*}
+		if _mcpshim_cname "${_mcpshim_n#--}"; then
+			_mcpshim_r=$_mcpshim_n='[REDACTED:option-value]'
+			_mcpshim_rule option-value
+			return
+		fi
+		;;
+	--*)
+		if _mcpshim_cname "${1#--}"; then
+			case ${1#--} in
+			@@SKIP_BARE@@) ;;
+			*)
+				_mcpshim_nx=option-value
+				return
+				;;
+			esac
+		fi
+		;;
+	@@BARE_NEXT@@)
+		_mcpshim_nx=aws-secret-key
+		return
+		;;
+	[A-Za-z_]*=*)
+		_mcpshim_n=${1%%=*}
+		case $_mcpshim_n in
+		*[!A-Za-z0-9_.-]*) ;;
+		*)
+			if _mcpshim_cname "$_mcpshim_n"; then
+				_mcpshim_r=$_mcpshim_n='[REDACTED:credential-name]'
+				_mcpshim_rule credential-name
+				return
+			fi
+			;;
+		esac
+		;;
+	@@AWS40@@)
+		case $1 in *[A-Z]*) case $1 in *[a-z]*) case $1 in *[0-9]*)
+			_mcpshim_r='[REDACTED:aws-secret-key]'
+			_mcpshim_rule aws-secret-key
+			return
+			;;
+		esac ;; esac ;; esac
+		;;
+	esac
+	_mcpshim_text
 }
 
-
-# A parent's command line read with its NUL separators lost: token rules as for an argument,
-# and everything after a secret-bearing option name is dropped (its value cannot be told
+# A parent's command line read with its NUL separators lost: the text rules, and
+# everything after a secret-bearing option name is dropped (its value cannot be told
 # apart from the name any more).
 _mcpshim_scrubtext() {
-	_mcpshim_nx=
-	_mcpshim_scrub1 "$1"
-	_mcpshim_nx=
-	for _mcpshim_a in @@OPTION_NAMES@@; do
+	_mcpshim_r=$1
+	_mcpshim_consts
+	_mcpshim_text
+	for _mcpshim_n in @@OPTION_NAMES@@; do
 		case $_mcpshim_r in
-		*"$_mcpshim_a"*)
-			_mcpshim_r=${_mcpshim_r%%"$_mcpshim_a"*}$_mcpshim_a'[REDACTED:option-value]'
-			_mcpshim_rr=$_mcpshim_rr,option-value
+		*"$_mcpshim_n"*)
+			_mcpshim_r=${_mcpshim_r%%"$_mcpshim_n"*}$_mcpshim_n'[REDACTED:option-value]'
+			_mcpshim_rule option-value
 			;;
 		esac
 	done
+	_mcpshim_n=
 	return 0
 }
 
@@ -155,15 +497,106 @@ _mcpshim_write() {
 	return 1
 }
 
-# Scrubs every argument, then writes the record with what is left.
+# Scrubs every argument, then writes the record with what is left. Arguments go by in
+# chunks of 128: one look at a chunk's joined text (_mcpshim_chunk) clears most, and only the
+# arguments of a chunk that may hold a secret are scrubbed one by one. The new argument list
+# is then one `eval`: of "${N}" and numbered variables under dash, whose positional
+# parameters are an array (and whose variables share 39 hash chains, so few of them); of an
+# array under bash, which walks a list to find "${N}". Linear either way.
 _mcpshim_redact() {
-	_mcpshim_c=$#
-	for _mcpshim_a; do
-		_mcpshim_scrub1 "$_mcpshim_a"
-		set -- "$@" "$_mcpshim_r"
-	done
-	shift "$_mcpshim_c"
-	_mcpshim_emit "$@"
+	_mcpshim_sc='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_i=0 _mcpshim_ch='' _mcpshim_q=
+	case ${_mcpshim_tgt##*/} in
+@@SCOPE_OF_TARGET@@
+	esac
+	_mcpshim_consts
+	_mcpshim_nn=$# _mcpshim_ce=128
+	[ "$_mcpshim_ce" -le "$_mcpshim_nn" ] || _mcpshim_ce=$_mcpshim_nn
+	if [ -n "${BASH_VERSION-}" ]; then
+		# the arguments in an array (bash syntax inside quotes: dash never parses it)
+		eval '_mcpshim_xa=("$@")'
+		for _mcpshim_a; do
+			_mcpshim_ch="$_mcpshim_ch $_mcpshim_a"
+			[ $((_mcpshim_i += 1)) -lt "$_mcpshim_ce" ] && continue
+			_mcpshim_next
+			_mcpshim_chunk "$_mcpshim_cx" || continue
+			while [ "$_mcpshim_j" -le "$_mcpshim_i" ]; do
+				eval '_mcpshim_a=${_mcpshim_xa[_mcpshim_j-1]}'
+				_mcpshim_scrub1 "$_mcpshim_a"
+				[ "$_mcpshim_r" = "$_mcpshim_a" ] || eval '_mcpshim_xa[_mcpshim_j-1]=$_mcpshim_r'
+				_mcpshim_j=$((_mcpshim_j + 1))
+			done
+		done
+		# shellcheck disable=SC2016 # expanded by the eval below
+		_mcpshim_ev='"${_mcpshim_xa[@]}"'
+	else
+		for _mcpshim_a; do
+			_mcpshim_ch="$_mcpshim_ch $_mcpshim_a"
+			_mcpshim_q="$_mcpshim_q \"\${$((_mcpshim_i += 1))}\""
+			[ "$_mcpshim_i" -lt "$_mcpshim_ce" ] && continue
+			_mcpshim_next
+			if _mcpshim_chunk "$_mcpshim_cx"; then
+				_mcpshim_q=
+				while [ "$_mcpshim_j" -le "$_mcpshim_i" ]; do
+					eval "_mcpshim_a=\${$_mcpshim_j}"
+					_mcpshim_scrub1 "$_mcpshim_a"
+					if [ "$_mcpshim_r" = "$_mcpshim_a" ]; then
+						_mcpshim_q="$_mcpshim_q \"\${$_mcpshim_j}\""
+					else
+						eval "_mcpshim_x$_mcpshim_j=\$_mcpshim_r"
+						_mcpshim_q="$_mcpshim_q \"\$_mcpshim_x$_mcpshim_j\""
+					fi
+					_mcpshim_j=$((_mcpshim_j + 1))
+				done
+			fi
+			_mcpshim_eput "$_mcpshim_q"
+			_mcpshim_q=
+		done
+		_mcpshim_ev=$_mcpshim_e3$_mcpshim_e2$_mcpshim_e1
+	fi
+	_mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_r='' _mcpshim_ch=
+	eval "_mcpshim_emit $_mcpshim_ev"
+	_mcpshim_c=$?
+	if [ -z "${BASH_VERSION-}" ]; then
+		while [ "$_mcpshim_i" -gt 0 ]; do
+			unset "_mcpshim_x$_mcpshim_i"
+			_mcpshim_i=$((_mcpshim_i - 1))
+		done
+	fi
+	unset _mcpshim_xa _mcpshim_i _mcpshim_j _mcpshim_nn _mcpshim_ce _mcpshim_cx _mcpshim_q _mcpshim_ev _mcpshim_sc _mcpshim_e1 \
+		_mcpshim_e2 _mcpshim_e3 _mcpshim_o1 _mcpshim_o2 _mcpshim_o3 _mcpshim_w1 _mcpshim_w2 \
+		_mcpshim_w3 _mcpshim_d _mcpshim_dn _mcpshim_dl _mcpshim_dx _mcpshim_dj _mcpshim_dk \
+		_mcpshim_sv _mcpshim_pk _mcpshim_hx _mcpshim_tn _mcpshim_tc _mcpshim_ta _mcpshim_ts \
+		_mcpshim_tx _mcpshim_tm _mcpshim_th _mcpshim_tt _mcpshim_tz _mcpshim_ty _mcpshim_tg _mcpshim_tp _mcpshim_tl \
+		_mcpshim_tw _mcpshim_tj _mcpshim_tf _mcpshim_cu _mcpshim_co _mcpshim_fi _mcpshim_hf \
+		_mcpshim_g _mcpshim_uw _mcpshim_ua _mcpshim_uo _mcpshim_us _mcpshim_ch _mcpshim_q16 \
+		_mcpshim_q256 @@CLASS_VARS@@
+	return "$_mcpshim_c"
+}
+
+# At the end of a chunk: its text moves to _mcpshim_cx; where the next one ends; where this
+# one started (_mcpshim_j).
+_mcpshim_next() {
+	_mcpshim_cx="$_mcpshim_ch " _mcpshim_ch=
+	_mcpshim_ce=$((_mcpshim_ce + 128))
+	[ "$_mcpshim_ce" -le "$_mcpshim_nn" ] || _mcpshim_ce=$_mcpshim_nn
+	_mcpshim_j=$(((_mcpshim_i - 1) / 128 * 128 + 1))
+}
+
+# Whether the arguments joined in $1 (each between blanks) need scrubbing one by one: one
+# of them may hold a secret, or a command's own options count (_mcpshim_sc), or the first
+# is the value of an option before them.
+_mcpshim_chunk() {
+	[ -n "$_mcpshim_nx" ] && return 0
+	case $_mcpshim_sc in
+	'') ;;
+	@@OPERANDS_END@@) return 0 ;;
+	*) case $1 in *' -'*) return 0 ;; esac ;;
+	esac
+	case $1 in
+	@@TRIGGERS@@) return 0 ;;
+	*@*) case $1 in *://*) return 0 ;; esac ;;
+	esac
+	return 1
 }
 
 # The parent shell's start time and command line, and the marker (FILE, under the log dir)

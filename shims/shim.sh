@@ -162,11 +162,12 @@ _mcpshim_um=
 		_mcpshim_bt=$(date -u +%s)
 		_mcpshim_up=0
 	fi
-	for _mcpshim_a; do
-		case $_mcpshim_a in
-		@@TRIGGERS@@) _mcpshim_hit=1 && break ;;
-		esac
-	done
+	# One look at the arguments joined with blanks (the shell's IFS at start): a pattern per
+	# argument would cost each argument a scan per pattern.
+	case " $* " in
+	@@TRIGGERS@@) _mcpshim_hit=1 ;;
+	*@*) case "$*" in *://*) _mcpshim_hit=1 ;; esac ;;
+	esac
 	[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
 	if [ -n "$_mcpshim_bad" ] && [ "$_mcpshim_fail" = refuse ]; then
 		: # a refused exec leaves no record: it did not happen
@@ -179,9 +180,18 @@ _mcpshim_um=
 		# Without its library the shim cannot tell secrets apart: it keeps none of the text.
 		_mcpshim_pc=${_mcpshim_pc:+'[REDACTED:scrubber-missing]'}
 		_mcpshim_rr=,scrubber-missing
-		_mcpshim_c=$#
-		for _mcpshim_a; do set -- "$@" '[REDACTED:scrubber-missing]'; done
-		shift "$_mcpshim_c"
+		# "$_mcpshim_r" once per argument, by doubling: `set -- "$@" x` per argument is quadratic.
+		# shellcheck disable=SC2016 # expanded by the eval below
+		_mcpshim_u=' "$_mcpshim_r"'
+		_mcpshim_f=
+		_mcpshim_k=$#
+		while [ "$_mcpshim_k" -gt 0 ]; do
+			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
+			_mcpshim_u=$_mcpshim_u$_mcpshim_u
+			_mcpshim_k=$((_mcpshim_k / 2))
+		done
+		_mcpshim_r='[REDACTED:scrubber-missing]'
+		eval "set -- $_mcpshim_f"
 		_mcpshim_emit "$@"
 	fi
 	# (the record's status; _mcpshim_bad says what failed, the record or another file)

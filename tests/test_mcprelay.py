@@ -207,7 +207,8 @@ def test_redact_json_walks_values_and_keys() -> None:
     assert out["env"]["AWS_SECRET_ACCESS_KEY"] == "[REDACTED:credential-name]"
     assert out["env"]["HOME"] == "/root"
     assert out["list"][1:3] == [1, None] and out["list"][3] == {"password": None}
-    assert out["token"] == {"nested": "plain"}
+    # under a credential key, every value is the credential, however deep
+    assert out["token"] == {"nested": "[REDACTED:credential-name]"}
     assert {"github-token", "authorization", "url-password", "credential-name"} <= set(hits)
 
 

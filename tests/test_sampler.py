@@ -44,7 +44,8 @@ def test_log_tail_reads_only_new_whole_records_across_rotation(home: Home) -> No
 
 def test_sampler_observes_children_once_and_decides_a_tick_later() -> None:
     got: list[tuple[str, dict[str, Any]]] = []
-    child = subprocess.Popen(["sleep", "30"], env={**os.environ, "GH_TOKEN": "v"})
+    env = {**os.environ, "GH_TOKEN": "v", "AWS_CA_BUNDLE": "/etc/ssl/ca.pem", "PWD": "/"}
+    child = subprocess.Popen(["sleep", "30"], env=env)
     try:
         s = Sampler("t", execlog.current_boot_id(), os.getpid(), lambda k, p: got.append((k, p)),
                     None)  # fmt: skip
@@ -55,6 +56,8 @@ def test_sampler_observes_children_once_and_decides_a_tick_later() -> None:
         [obs] = [p for k, p in got if k == "observed" and p["pid"] == child.pid]
         assert obs["cmdline"] == ["sleep", "30"] and obs["ppid"] == os.getpid()
         assert "GH_TOKEN" in obs["credential_env"]
+        # a path and the working directory are not credentials
+        assert "AWS_CA_BUNDLE" not in obs["credential_env"] and "PWD" not in obs["credential_env"]
         assert obs["start"] == read_stat(child.pid).start  # type: ignore[union-attr]
         assert child.pid in s.survey()
     finally:

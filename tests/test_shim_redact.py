@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
+
+import pytest
 
 from conftest import Home, install
 from mcpshim.log import redact
@@ -114,3 +117,36 @@ def test_scrubber_missing_redacts_whole_arguments(home: Home, interpreter: str) 
     assert GH.encode() not in raw
     [rec] = home.execs()
     assert rec.redactions == ("scrubber-missing",)
+
+
+def _cpu_seconds(argv: list[bytes | str], env: dict[str, str]) -> float:
+    """CPU time (user + system) of a run that must finish within 60 s (load-proof)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, env=env, check=True, timeout=60, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+HOSTILE = {
+    # every argument rebuilt the list (`set -- "$@" x`): 15,000 took 57 s
+    "10,000 arguments and a token": [f"arg{i}" for i in range(10000)] + [GH],
+    # every ` sk-` re-copied the rest of the string: 56 s
+    "4 x 128 KiB of ' sk-'": [" sk-" * 32767] * 4,
+    # the text before one token stripped with ${v#"$before"}: quadratic in its length
+    "a token after 128 KiB": ["x" * 130000 + " " + GH],
+    # the trigger `*://*:*@*` backtracked (cubic) on every argument of every exec
+    "'://' 40,000 times": ["://" * 40000],
+}
+
+
+@pytest.mark.parametrize("shape", HOSTILE, ids=list(HOSTILE))
+def test_scrubbing_takes_linear_time(home: Home, interpreter: str, shape: str) -> None:
+    install(home, ["true"], interpreter)
+    args = HOSTILE[shape]
+    cpu = _cpu_seconds([os.fsencode(home.loc.shim_dir / "true"), *args], home.env)
+    assert cpu < 1.0, (shape, cpu)
+    [rec] = home.execs()
+    want = redact.redact_argv([a.encode() for a in args])
+    assert rec.args == want.argv
+    spills = b"".join(f.read_bytes() for f in home.loc.spill_dir.glob("*"))
+    assert GH[4:].encode() not in home.loc.log_file.read_bytes() + spills

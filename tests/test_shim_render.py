@@ -62,22 +62,59 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stdout
 
 
-def test_triggers_cover_every_rule_prefix_and_option() -> None:
-    from mcpshim.log import redact
+def _instances() -> list[str]:
+    """A shortest text each rule fires on, in lower and upper case where case is free."""
+    from mcpshim.log.redact_rules import RULES, TextRule, glob_items
 
-    case = f"case $1 in {redact.sh_triggers()}) echo hit ;; *) echo miss ;; esac"
-    samples = [f"x{p}y" for r in redact.TOKEN_RULES for p in r.prefixes]
-    samples += ["https://u:p@h/"] + [n for n in redact.OPTION_NAMES]
-    samples += [f"{n}=v" for n in redact.OPTION_NAMES]
+    out = ["https://u:p@h/"]
+    for r in RULES:
+        if not isinstance(r, TextRule):
+            continue
+        run = (r.body or next(c for c in "aZ9" if c not in r.stop))[0] * r.min_len
+        scope = r.scope[0] + " " if r.scope else ""
+        for h in r.heads:
+            before = {"any": "", "word": " ", "sep": "_"}[h.before]
+            for t in r.tails:
+                text = "".join(c[0] for c in glob_items(h.glob)) + r.anchor
+                text += "".join(c[0] for c in glob_items(t))
+                for case in (str.lower, str.upper) if r.ci else (str,):
+                    head, _, tail = text.rpartition(r.anchor)
+                    out.append(f"{scope}x{before}{case(head)}{r.anchor}{case(tail)}{run} y")
+    return out
+
+
+def test_triggers_cover_every_rule() -> None:
+    """Every text a rule changes, and every argument a whole-argument rule looks at, hits
+    the shim's trigger and Python's quick check (both supersets of the rules)."""
+    from mcpshim.log import redact, redact_sh
+
+    texts = _instances()
+    for text in texts:
+        assert redact.redact_text(text.encode()) != text.encode(), text
+        assert redact.might_hold_secret(text.encode()), text
+    args = [*texts, "--password", "--x-token=v", "GITHUB_TOKEN=v", "aws_secret_access_key"]
+    args += ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "mysql", "/usr/bin/curl"]
+    curl = ["-u", "-uu:p", "-su", "--user=x", "--oauth2-bearer"]
     for shell in ("dash", "bash"):
         if shutil.which(shell) is None:
             continue
-        for sample in samples:
+        for names, samples in ((("git",), args), (("curl",), curl)):
+            case = (  # as shims/shim.sh has it
+                f'case " $* " in {redact_sh.sh_triggers(*names)}) echo hit ;;'
+                ' *@*) case "$*" in *://*) echo hit ;; *) echo miss ;; esac ;; *) echo miss ;; esac'
+            )
+            for sample in samples:
+                out = subprocess.run(
+                    [shell, "-c", case, "sh", "--version", sample],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                assert out == "hit\n", (shell, names, sample)
             out = subprocess.run(
-                [shell, "-c", case, "sh", sample], capture_output=True, text=True, check=True
+                [shell, "-c", case, "sh", "--version", "-C", "/tmp", "status"],
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
-            assert out == "hit\n", (shell, sample)
-        out = subprocess.run(
-            [shell, "-c", case, "sh", "--version"], capture_output=True, text=True, check=True
-        ).stdout
-        assert out == "miss\n"
+            assert out == "miss\n", (shell, names)

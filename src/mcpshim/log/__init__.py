@@ -1,6 +1,7 @@
 """The exec log: its record codec and streaming reader (execlog), the event writer the
 supervisor and relay append with (eventlog), rename-based rotation, credential redaction
-shared by every writer (redact), and the JSON/ECS/text views of a record (logview).
+shared by every writer (its one table in redact_rules, the Python side in redact, the shim's
+sh rendered by redact_sh), and the JSON/ECS/text views of a record (logview).
 
 Everything that reads or writes `exec.log` goes through here; nothing here knows about
 families, rules or the command line.

@@ -264,7 +264,8 @@ def check_credentials(s: ServerEntry, ctx: LaunchContext) -> Iterable[Finding]:
                 shape = f" (looks like {', '.join(dict.fromkeys(rules))})" if rules else ""
                 msg = f"{where}.{key} holds a literal credential{shape}"
                 yield _finding(CREDENTIAL, ctx, s, msg)
-    hit = redact.redact_argv([os.fsencode(a) for a in s.args])
+    command = os.path.basename(s.command or "")
+    hit = redact.redact_argv([os.fsencode(a) for a in s.args], command=command)
     for i, (before, after) in enumerate(zip(s.args, hit.argv, strict=True)):
         if os.fsencode(before) != after:
             shapes = ", ".join(dict.fromkeys(m.decode() for m in redact.MARKER_RE.findall(after)))

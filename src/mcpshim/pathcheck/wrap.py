@@ -392,7 +392,7 @@ _CRED_MEMBER = re.compile(r'"((?:[^"\\]|\\.)*)"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
 
 def _redact_line(line: str) -> str:
     def member(m: re.Match[str]) -> str:
-        if redact.is_credential_name(m.group(1)) and m.group(3) and "${" not in m.group(3):
+        if redact.is_credential_key(m.group(1)) and m.group(3) and "${" not in m.group(3):
             return f'"{m.group(1)}"{m.group(2)}"[REDACTED:credential-name]"'
         return m.group(0)
 

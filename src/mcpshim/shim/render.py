@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from mcpshim.errors import UsageError
-from mcpshim.log import redact
+from mcpshim.log import redact_sh
 from mcpshim.shim.manifest import OnFailure
 
 __all__ = ["LIB", "MARKER", "check_name", "render_lib", "render_shim"]
@@ -44,9 +44,9 @@ def check_name(name: str) -> str:
 def render_lib() -> str:
     """The library the shims source on a rare path (secrets, spill files, shell parents)."""
     text = _template("lib.sh")
-    text = text.replace("@@OPTION_CASES@@", redact.sh_option_cases())
-    text = text.replace("@@OPTION_NAMES@@", redact.sh_option_names())
-    return text.replace("@@TOKEN_CALLS@@", redact.sh_token_calls())
+    for key, value in redact_sh.lib_sections().items():
+        text = text.replace(key, value)
+    return text
 
 
 def _substitute(text: str, subs: dict[str, str]) -> str:
@@ -92,7 +92,7 @@ def render_shim(
         "@@NAME@@": shlex.quote(name),
         "@@ONFAIL@@": shlex.quote(on_failure),
         "@@LIB@@": shlex.quote(lib_path),
-        "@@TRIGGERS@@": redact.sh_triggers(),
+        "@@TRIGGERS@@": redact_sh.sh_triggers(name, os.path.basename(target)),
         "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
     }
     return _substitute(_template("shim.sh"), subs)

@@ -1,0 +1,314 @@
+"""The table of redact_rules rendered into POSIX sh: the sections of the shim library
+(`shims/lib.sh`, its `@@...@@` markers) and the trigger patterns every shim checks.
+
+The library's functions follow redact's algorithm; what they are given comes from here:
+per text rule a quick check (a `case` pattern a value must match for the rule to fire at
+all), a function that checks its heads and one that checks its tails, and its character
+classes. Every pattern holds at most one run of text between two `*`s: `*a*b*` makes
+dash and bash backtrack, in time the square of the text's length or worse.
+"""
+
+from __future__ import annotations
+
+import shlex
+import string
+from collections.abc import Iterable
+
+from mcpshim.log.redact import PREFILTER_RUN
+from mcpshim.log.redact_rules import (
+    BARE_NEXT,
+    COMMANDS,
+    JOINED_OPTION_NAMES,
+    RULES,
+    SKIP_BARE,
+    WORDS,
+    CommandOptions,
+    TextRule,
+    glob_items,
+)
+
+__all__ = ["lib_sections", "sh_triggers"]
+
+_SAFE = set(string.ascii_letters + string.digits + "_.+/=,:@%#")
+_RANGES = (string.ascii_uppercase, string.ascii_lowercase, string.digits)
+
+
+def _both(c: str) -> str:
+    return c.lower() + c.upper() if c.isalpha() else c
+
+
+def _items(glob: str, ci: bool, upper_first: bool = False) -> list[str]:
+    out = [("".join(dict.fromkeys(_both(c) for c in s)) if ci else s) for s in glob_items(glob)]
+    if upper_first:
+        out[0] = "".join(c for c in out[0] if c.isupper())
+    return out
+
+
+def _set_word(chars: str, negate: bool = False) -> str:
+    """A bracket expression as shell source: special characters quoted one by one."""
+    rest = set(chars)
+    parts = []
+    for rng in _RANGES:
+        if set(rng) <= rest:
+            parts.append(rng[0] + "-" + rng[-1])
+            rest -= set(rng)
+    for c in sorted(rest):
+        parts.append(c if c in _SAFE else ('"\'"' if c == "'" else "'" + c + "'"))
+    return "[" + ("!" if negate else "") + "".join(parts) + "]"
+
+
+def _set_value(chars: str, negate: bool = False) -> str:
+    """A bracket expression as a pattern held in a variable (no shell quoting)."""
+    rest = set(chars)
+    parts = []
+    for rng in _RANGES:
+        if set(rng) <= rest:
+            parts.append(rng[0] + "-" + rng[-1])
+            rest -= set(rng)
+    first = "]" if "]" in rest else ""
+    last = "-" if "-" in rest else ""
+    mid = "".join(parts) + "".join(sorted(rest - {"]", "-"})).replace("\\", "\\\\")
+    return "[" + ("!" if negate else "") + first + mid + last + "]"
+
+
+def _q(text: str) -> str:
+    """Always quoted (shellcheck reads `x==` and `a'b'c` as mistakes)."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _ci(glob: str, ci: bool) -> str:
+    """The glob with every letter also in its other case, as sets (for joining to others)."""
+    if not ci:
+        return glob
+    return "".join(
+        c if len(c) == 1 and not c.isalpha() else "[" + c + "]" for c in _items(glob, True)
+    )
+
+
+def glob_word(glob: str, ci: bool = False, upper_first: bool = False) -> str:
+    """Shell source for `glob` in a case pattern: literal runs quoted, sets bracketed."""
+    out, lit = [], ""
+    for chars in _items(glob, ci, upper_first):
+        if len(chars) == 1:
+            lit += chars
+            continue
+        if lit:
+            out.append(_q(lit) if set(lit) - _SAFE else lit)
+            lit = ""
+        out.append(_set_word(chars))
+    if lit:
+        out.append(_q(lit) if set(lit) - _SAFE else lit)
+    return "".join(out)
+
+
+def glob_value(glob: str, ci: bool = False, upper_first: bool = False) -> str:
+    """`glob` as a pattern to hold in a variable (for ${v#$p}, case $v in *$p)...)."""
+    out = []
+    for chars in _items(glob, ci, upper_first):
+        if len(chars) > 1:
+            out.append(_set_value(chars))
+        elif chars in "*?[]\\":
+            out.append("\\" + chars)
+        else:
+            out.append(chars)
+    return "".join(out)
+
+
+def _cls_of(c: str) -> str:
+    if "a" <= c <= "z":
+        return "a"
+    if "A" <= c <= "Z":
+        return "A"
+    if c.isdigit():
+        return "d"
+    return "s" if c in "_.-" else "o"
+
+
+# ---- the shim's trigger -------------------------------------------------------------------
+
+_WORD_TRIGGERS = ("token", "pass", "secret", "key", "bearer", "pwd")
+
+
+def _ci_first(word: str, then: str = "*") -> list[str]:
+    """`*w[Oo][Rr][Dd]` and `*W[Oo]...`: a literal after the `*` lets dash skip ahead to it,
+    where a bracket costs a test at every position."""
+    rest = glob_word(word[1:], ci=True)
+    return [f"*{shlex.quote(c)}{rest}{then}" for c in (word[0].lower(), word[0].upper())]
+
+
+def _triggers() -> list[str]:
+    """Patterns one of which every argument a rule could change matches, checked on the
+    arguments joined with blanks, with a blank before and after (`case " $* " in`): a
+    superset, where "ends with" becomes "before a blank"."""
+    pats = [p for w in _WORD_TRIGGERS for p in _ci_first(w)]
+    after = _set_word('=:" \t')  # what follows a name word in the rules, or a blank
+    pats += _ci_first("auth", after + "*") + _ci_first("authoriz") + _ci_first("pat", after + "*")
+    for r in RULES:
+        if isinstance(r, TextRule) and r.body:  # the token shapes
+            for h in r.heads:
+                pats.append(f"*{glob_word(h.glob + r.anchor + r.tails[0])}*")
+    pats += [f"*{shlex.quote(w)}*" for c in COMMANDS for w in c.words]
+    # an argument of 40 characters, maybe a bare AWS secret key (the library looks closer)
+    pats.append("*' '" + "[!' ']" * 40 + "' '*")
+    return list(dict.fromkeys(pats))
+
+
+def _command_of(name: str) -> CommandOptions | None:
+    return next((c for c in COMMANDS if name in c.commands), None)
+
+
+def sh_triggers(*names: str) -> str:
+    """The `case " $* " in` pattern list of shims/shim.sh (see _triggers); the names are
+    the shim's and its target's, whose own options count too."""
+    pats = _triggers()
+    for c in dict.fromkeys(c for c in map(_command_of, names) if c is not None):
+        for x in c.short:
+            # an argument starting -x, or ending in x (`-vx`: flags combined)
+            pats += [f"*' '-{x}*", f"*{x}' '*"]
+        pats += [f"*{o}*" for o in c.long]
+    return " | ".join(dict.fromkeys(pats))
+
+
+# ---- the library --------------------------------------------------------------------------
+
+
+def _name_patterns() -> str:
+    pats = []
+    for w in WORDS:
+        word = glob_word(w.word, ci=True)
+        if w.before == "any":
+            pats.append(f"*{word}")
+        elif w.before == "word":
+            pats += [word, f"*[!A-Za-z0-9]{word}"]
+        else:
+            pats += [f"*[_.-]{word}", f"*[a-z]{glob_word(w.word, True, True)}"]
+    return " | ".join(pats)
+
+
+def _rule_functions(rules: Iterable[tuple[int, TextRule]]) -> str:
+    out = []
+    for n, r in rules:
+        checks = []
+        for h in r.heads:
+            items = glob_items(h.glob)
+            upper = ""
+            if h.before == "sep" and items and any(c.isalpha() for c in items[0]):
+                upper = glob_value(h.glob, r.ci, upper_first=True)
+            args = [glob_value(h.glob, r.ci), str(len(items)), h.before, upper]
+            checks.append("_mcpshim_hd " + " ".join(shlex.quote(a) for a in args))
+        out.append(f"_mcpshim_h{n}() {{\n\t" + " ||\n\t\t".join(checks) + "\n}")
+        cases = []
+        for t in r.tails:
+            pat = glob_word(t, r.ci) + "*" if t else "*"
+            cases.append(f"\t{pat}) _mcpshim_tg={_q(glob_value(t, r.ci))} ;;")
+        if r.tails[-1]:
+            cases.append("\t*) return 1 ;;")
+        out.append(f"_mcpshim_t{n}() {{\n\tcase $1 in\n" + "\n".join(cases) + "\n\tesac\n}")
+    return "\n".join(out)
+
+
+def _classes() -> dict[str, str]:
+    """One variable per character class the quick checks use: `$_mcpshim_z1` in a pattern
+    reads shorter than the bracket expression quoted for the shell."""
+    out: dict[str, str] = {}
+    for r in RULES:
+        if isinstance(r, TextRule):
+            v = _set_value(r.body or r.stop, negate=not r.body)
+            out.setdefault(v, f"_mcpshim_z{len(out) + 1}")
+    return out
+
+
+def _rule_call(n: int, r: TextRule, classes: dict[str, str]) -> str:
+    run = r.body or r.stop
+    k = min(r.min_len, PREFILTER_RUN)
+    anchor = "[" + r.anchor + "]" if r.anchor in "[]" else r.anchor
+    cls = "$" + classes[_set_value(run, negate=not r.body)]
+    tails = [_ci(t, r.ci) for t in r.tails]
+    # The anchor (a literal: dash skips ahead to it), then with the heads too: the markers
+    # hold `:` and `-` (`[REDACTED:api-key]`), which alone would send the rules walking.
+    pre = " | ".join(f"*{glob_word(anchor + t)}{cls * k}*" for t in tails)
+    heads = [_ci(h.glob, r.ci) for h in r.heads if h.glob]
+    args = [
+        r.name,
+        r.anchor,
+        _cls_of(r.anchor),
+        _set_value(run, negate=bool(r.body)),  # what ends the run
+        "1" if r.in_run(r.anchor) else "",
+        str(r.min_len),
+        f"_mcpshim_h{n}",
+        f"_mcpshim_t{n}",
+        _set_value(r.not_first) if r.not_first else "",
+    ]
+    call = '_mcpshim_tok "$_mcpshim_r" ' + " ".join(shlex.quote(a) for a in args)
+    if heads:
+        inner = " | ".join(f"*{glob_word(h + anchor + t)}{cls * k}*" for h in heads for t in tails)
+        call = f"case $_mcpshim_r in {inner}) {call} ;; esac"
+    line = f"\tcase $_mcpshim_r in {pre}) {call} ;; esac"
+    if r.scope:
+        words = " | ".join(f"*{shlex.quote(w)}*" for w in r.scope)
+        line = f"\tcase $_mcpshim_r in {words})\n\t{line}\n\t\t;;\n\tesac"
+    return line
+
+
+def _scope_words(then: str) -> str:
+    out = []
+    for i, c in enumerate(COMMANDS, 1):
+        names = " | ".join(p for n in c.commands for p in (shlex.quote(n), "*/" + shlex.quote(n)))
+        out.append(f"\t{names}) _mcpshim_sc={i}{then} ;;")
+    return "\n".join(out)
+
+
+def _scope_options() -> str:
+    out = []
+    for i, c in enumerate(COMMANDS, 1):
+        cases = [f"\t\t-{x}) _mcpshim_nx=option-value && return ;;" for x in c.short]
+        for x in c.short:
+            cases.append(
+                f"\t\t-{x}?*) _mcpshim_r=-{x}'[REDACTED:option-value]' && "
+                "_mcpshim_rule option-value && return ;;"
+            )
+        for o in c.long:
+            cases.append(f"\t\t{o}) _mcpshim_nx=option-value && return ;;")
+            cases.append(
+                f"\t\t{o}=*) _mcpshim_r={o}='[REDACTED:option-value]' && "
+                "_mcpshim_rule option-value && return ;;"
+            )
+        cases.append("\t\t-*[!A-Za-z]*) ;;")
+        combined = " | ".join(f"-[A-Za-z]*{x}" for x in c.short)
+        cases.append(f"\t\t{combined}) _mcpshim_nx=option-value && return ;;")
+        block = "\t\tcase $1 in\n" + "\n".join(cases) + "\n\t\tesac"
+        if c.operands_end:
+            block += "\n\t\tcase $1 in -*) ;; *) _mcpshim_sc= ;; esac"
+        out.append(f"\t{i})\n{block}\n\t\t;;")
+    return "\n".join(out)
+
+
+def lib_sections() -> dict[str, str]:
+    """The text for each `@@NAME@@` marker of shims/lib.sh."""
+    numbered = [(n, r) for n, r in enumerate(RULES, 1) if isinstance(r, TextRule)]
+    classes = _classes()
+    calls = []
+    for n, r in enumerate(RULES, 1):
+        if isinstance(r, TextRule):
+            calls.append(_rule_call(n, r, classes))
+        else:
+            url = '_mcpshim_url "$_mcpshim_r"'
+            calls.append(
+                f"\tcase $_mcpshim_r in *://*) case $_mcpshim_r in *@*) {url} ;; esac ;; esac"
+            )
+    return {
+        "@@NAME_PATTERNS@@": _name_patterns(),
+        "@@RULE_FUNCTIONS@@": _rule_functions(numbered),
+        "@@CONSTS@@": "\n".join(f"\t{var}={shlex.quote(v)}" for v, var in classes.items()),
+        "@@CLASS_VARS@@": " ".join(classes.values()),
+        "@@TEXT_RULES@@": "\n".join(calls),
+        "@@SCOPE_WORDS@@": _scope_words(" && return"),
+        "@@SCOPE_OF_TARGET@@": _scope_words(""),
+        "@@SCOPE_OPTIONS@@": _scope_options(),
+        "@@TRIGGERS@@": " | ".join(_triggers()),
+        "@@OPERANDS_END@@": " | ".join(str(i) for i, c in enumerate(COMMANDS, 1) if c.operands_end),
+        "@@SKIP_BARE@@": " | ".join(glob_word(s, ci=True) + "*" for s in SKIP_BARE),
+        "@@BARE_NEXT@@": " | ".join(glob_word(s, ci=True) for s in BARE_NEXT),
+        "@@AWS40@@": _set_word("+/" + string.ascii_letters + string.digits) * 40,
+        "@@OPTION_NAMES@@": " ".join(shlex.quote(n) for n in JOINED_OPTION_NAMES),
+    }
