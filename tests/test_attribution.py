@@ -54,9 +54,11 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
     # "shell" explains sh, not git; git_version explains git.
     assert [(f.rule.id, f.evidence[0].data["command"]) for f in findings] == [("MCS502", "git")]
     assert ": tools/call shell" in findings[0].group
-    # Its evidence reads as review's does: source, time, pids, argv, what it reached.
+    # Its evidence reads as review's does: source, time, pids, argv, what it reached, and
+    # the line of the shell that started it (the shim kept it: parent evidence).
     line = (
         r"\[shim\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z pid \d+ ppid \d+: git status -> /\S+/git"
+        r"; started by '\S*sh-cgit status >/dev/null 2>&1; exit 0'"
     )
     assert re.fullmatch(line, findings[0].evidence[0].text), findings[0].evidence[0].text
     tools = parse_policy('[tools]\nshell = ["sh", "git"]\n', Path("p.toml"))

@@ -41,6 +41,9 @@ class Image:
     uid: int | None = None
     #: why the cwd is unknown (then `cwd` is b""); "" when it is known
     cwd_unknown: str = ""
+    #: the command line of the shell that started this process, when a shim kept it (the
+    #: shell's first shimmed child does: parent evidence); NUL separators lost
+    parent_cmdline: bytes = b""
 
 
 def _from_exec(rec: ExecRecord) -> Image:
@@ -61,6 +64,7 @@ def _from_exec(rec: ExecRecord) -> Image:
         rec.session,
         rec.redactions,
         cwd_unknown=rec.cwd_unknown,
+        parent_cmdline=rec.parent_cmdline,
     )
 
 

@@ -263,6 +263,7 @@ class _Pool:
             img.redactions,
             img.uid,
             img.cwd_unknown,
+            img.parent_cmdline,
         )
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 
-from mcpshim.base.display import quote_argv
+from mcpshim.base.display import quote_arg, quote_argv
 from mcpshim.family.tree import Image
 
-__all__ = ["argv_of", "evidence_line", "stamp"]
+__all__ = ["argv_of", "evidence_line", "parent_line", "stamp"]
 
 
 def stamp(img: Image) -> str:
@@ -18,11 +18,19 @@ def stamp(img: Image) -> str:
     return img.time.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if img.time else "?"
 
 
+def parent_line(img: Image) -> str:
+    """The shell line that started the process, quoted like an argument; '' when unknown."""
+    return quote_arg(img.parent_cmdline) if img.parent_cmdline else ""
+
+
 def evidence_line(img: Image) -> str:
-    """One image as a finding's evidence: source, time, pids, argv and what it reached."""
+    """One image as a finding's evidence: source, time, pids, argv and what it reached, and
+    the line of the shell that started it when a shim kept that."""
+    parent = parent_line(img)
     return (
         f"[{img.source}] {stamp(img)} pid {img.pid} ppid {img.ppid}: "
         f"{quote_argv(argv_of(img))} -> {os.fsdecode(img.target) or '?'}"
+        + (f"; started by {parent}" if parent else "")
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from mcpshim.base.display import b64_fields, escape, json_text, quote_argv
+from mcpshim.base.display import b64_fields, escape, json_text, quote_arg, quote_argv
 from mcpshim.errors import UsageError
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.redact import redact_argv
@@ -135,6 +135,8 @@ def record_json(rec: Record) -> dict[str, Any]:
         "path": json_text(rec.path),
         "redacted": list(rec.redactions),
         "args": [json_text(a) for a in rec.args],
+        # the shell line that started this process (kept by its first shimmed child)
+        "parent_cmdline": json_text(rec.parent_cmdline) if rec.parent_cmdline else None,
     }
     if rec.cwd_unknown:
         out["cwd_unknown"] = rec.cwd_unknown
@@ -146,6 +148,7 @@ def record_json(rec: Record) -> dict[str, Any]:
                 "invoked_as": rec.invoked_as,
                 "path": rec.path,
                 "args": rec.args,
+                "parent_cmdline": rec.parent_cmdline,
             }
         )
     )
@@ -172,6 +175,8 @@ def record_ecs(rec: ExecRecord, user_id: int | None = None) -> dict[str, Any]:
         process["start"] = _ts(rec.start_time)
     if rec.parent_start is not None:
         process["parent"]["entity_id"] = entity_id(rec.boot_id, rec.ppid, rec.parent_start)
+    if rec.parent_cmdline:
+        process["parent"]["command_line"] = json_text(rec.parent_cmdline)
     doc: dict[str, Any] = {
         "@timestamp": _ts(rec.time or rec.start_time),
         "event": {
@@ -206,10 +211,11 @@ def record_text(rec: Record) -> str:
         return f"{escape(str(t)):24} {'-':>7} {'-':>7} {rec.kind:10} {detail}"
     t = _ts(rec.time) or "?"
     sess = escape(rec.session) if rec.session else "-"
+    parent = f"  started by {quote_arg(rec.parent_cmdline)}" if rec.parent_cmdline else ""
     return (
         f"{t:24} {rec.pid:>7} {rec.ppid if rec.ppid is not None else '?':>7} "
         f"{escape(rec.shim):10} {sess:10} {cwd_text(rec.cwd, rec.cwd_unknown)}  "
-        f"{quote_argv([os.path.basename(rec.invoked_as) or rec.invoked_as, *rec.args])}"
+        f"{quote_argv([os.path.basename(rec.invoked_as) or rec.invoked_as, *rec.args])}{parent}"
     )
 
 

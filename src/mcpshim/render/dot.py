@@ -7,7 +7,7 @@ from typing import Any
 
 from mcpshim.base.display import escape, quote_argv
 from mcpshim.family.tree import Forest
-from mcpshim.family.view import argv_of
+from mcpshim.family.view import argv_of, parent_line
 
 __all__ = ["render_tree_dot"]
 
@@ -24,6 +24,7 @@ def render_tree_dot(forest: Forest, subject: Mapping[str, Any]) -> str:
                 rows = [f"pid {node.pid}"]
                 for i in node.images:
                     rows += [f"[{i.source}] {quote_argv(argv_of(i))}", escape(i.target)]
+                    rows += [f"started by {parent_line(i)}"] if i.parent_cmdline else []
                 style = "dashed" if "shim" not in node.sources else "solid"
             else:
                 rows, style = [f"pid {node.pid}", "(parent not in log)"], "dotted"

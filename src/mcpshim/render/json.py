@@ -65,10 +65,12 @@ def _image_json(img: Image) -> dict[str, Any]:
         "cwd": json_text(img.cwd) if not img.cwd_unknown else None,
         "session": img.session or None,
         "redacted": list(img.redactions),
+        "parent_cmdline": json_text(img.parent_cmdline) if img.parent_cmdline else None,
     }
     if img.cwd_unknown:
         out["cwd_unknown"] = img.cwd_unknown
     out.update(b64_fields({"argv": argv_of(img), "target": img.target, "cwd": img.cwd}))
+    out.update(b64_fields({"parent_cmdline": img.parent_cmdline}))
     return out
 
 

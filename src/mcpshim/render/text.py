@@ -11,7 +11,7 @@ from typing import Any
 
 from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.tree import Forest, Image, Node
-from mcpshim.family.view import argv_of, stamp
+from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
 from mcpshim.render.report import Report, sorted_findings
 from mcpshim.review.findings import Severity
@@ -45,9 +45,11 @@ def render_findings_text(report: Report) -> str:
 
 
 def _image_text(img: Image) -> str:
+    parent = parent_line(img)
     return (
         f"[{img.source}] {stamp(img)} {quote_argv(argv_of(img))}"
         f"  -> {escape(img.target) if img.target else '?'}"
+        + (f"  started by {parent}" if parent else "")
     )
 
 

@@ -75,6 +75,8 @@ def _evidence(img: Image, hit: Hit) -> Evidence:
         "source": img.source,
         **{k: v for k, v in hit.data.items() if k not in ("command", "path")},
     }
+    if img.parent_cmdline:
+        data["parent_cmdline"] = img.parent_cmdline.decode("utf-8", "replace")
     return Evidence(img.where, text, data)
 
 
