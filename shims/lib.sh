@@ -392,7 +392,7 @@ _mcpshim_scrub1() {
 		esac
 		;;
 	@@AWS40@@)
-		case $1 in *[A-Z]*) case $1 in *[a-z]*) case $1 in *[0-9]*)
+		case $1 in *[!A-Za-z0-9+/]*) ;; *[A-Z]*) case $1 in *[a-z]*) case $1 in *[0-9]*)
 			_mcpshim_r='[REDACTED:aws-secret-key]'
 			_mcpshim_rule aws-secret-key
 			return

@@ -29,11 +29,14 @@ from mcpshim.log.redact_rules import (
 __all__ = [
     "MARKER_RE",
     "NEEDLES",
+    "PREFILTER_RUN",
     "Redacted",
+    "before_ok",
     "credential_env_names",
     "is_credential_key",
     "is_credential_name",
     "marker",
+    "might_hold_secret",
     "redact_argv",
     "redact_joined",
     "redact_text",
@@ -42,7 +45,7 @@ __all__ = [
 MARKER_RE = re.compile(rb"\[REDACTED:([a-z0-9-]+)\]")
 _ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _SEP = frozenset(b"_.-")
-PREFILTER_RUN = 8  # run characters a rule's quick check asks for (it is a superset)
+PREFILTER_RUN = 3  # run characters a rule's quick check asks for (it is a superset)
 
 
 def marker(name: str) -> bytes:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 import string
-from collections.abc import Iterable
 
 from mcpshim.log.redact import PREFILTER_RUN
 from mcpshim.log.redact_rules import (
@@ -140,9 +139,12 @@ def _triggers() -> list[str]:
     """Patterns one of which every argument a rule could change matches, checked on the
     arguments joined with blanks, with a blank before and after (`case " $* " in`): a
     superset, where "ends with" becomes "before a blank"."""
-    pats = [p for w in _WORD_TRIGGERS for p in _ci_first(w)]
+    # (a bracket first, not the word in both cases: fewer patterns, and on the common path
+    # the arguments are short)
+    pats = [f"*{glob_word(w, ci=True)}*" for w in _WORD_TRIGGERS]
     after = _set_word('=:" \t')  # what follows a name word in the rules, or a blank
-    pats += _ci_first("auth", after + "*") + _ci_first("authoriz") + _ci_first("pat", after + "*")
+    pats += [f"*{glob_word('auth', ci=True)}{after}*", f"*{glob_word('authoriz', ci=True)}*"]
+    pats += [f"*{glob_word('pat', ci=True)}{after}*"]  # (_pat, -pat, xPat...)
     for r in RULES:
         if isinstance(r, TextRule) and r.body:  # the token shapes
             for h in r.heads:
@@ -185,26 +187,40 @@ def _name_patterns() -> str:
     return " | ".join(pats)
 
 
-def _rule_functions(rules: Iterable[tuple[int, TextRule]]) -> str:
-    out = []
-    for n, r in rules:
-        checks = []
-        for h in r.heads:
-            items = glob_items(h.glob)
-            upper = ""
-            if h.before == "sep" and items and any(c.isalpha() for c in items[0]):
-                upper = glob_value(h.glob, r.ci, upper_first=True)
-            args = [glob_value(h.glob, r.ci), str(len(items)), h.before, upper]
-            checks.append("_mcpshim_hd " + " ".join(shlex.quote(a) for a in args))
-        out.append(f"_mcpshim_h{n}() {{\n\t" + " ||\n\t\t".join(checks) + "\n}")
-        cases = []
-        for t in r.tails:
-            pat = glob_word(t, r.ci) + "*" if t else "*"
-            cases.append(f"\t{pat}) _mcpshim_tg={_q(glob_value(t, r.ci))} ;;")
-        if r.tails[-1]:
-            cases.append("\t*) return 1 ;;")
-        out.append(f"_mcpshim_t{n}() {{\n\tcase $1 in\n" + "\n".join(cases) + "\n\tesac\n}")
-    return "\n".join(out)
+def _head_body(r: TextRule) -> str:
+    checks = []
+    for h in r.heads:
+        items = glob_items(h.glob)
+        upper = ""
+        if h.before == "sep" and items and any(c.isalpha() for c in items[0]):
+            upper = glob_value(h.glob, r.ci, upper_first=True)
+        args = [glob_value(h.glob, r.ci), str(len(items)), h.before, upper]
+        checks.append("_mcpshim_hd " + " ".join(shlex.quote(a) for a in args))
+    return "\t" + " ||\n\t\t".join(checks)
+
+
+def _tail_body(r: TextRule) -> str:
+    cases = []
+    for t in r.tails:
+        pat = glob_word(t, r.ci) + "*" if t else "*"
+        cases.append(f"\t{pat}) _mcpshim_tg={_q(glob_value(t, r.ci))} ;;")
+    if r.tails[-1]:
+        cases.append("\t*) return 1 ;;")
+    return "\tcase $1 in\n" + "\n".join(cases) + "\n\tesac"
+
+
+class _Functions:
+    """The head and tail checks of the rules, one function per distinct body (the header,
+    JSON and NAME= rules share their long lists of heads)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def name(self, kind: str, body: str) -> str:
+        return self.names.setdefault(body, f"_mcpshim_{kind}{len(self.names) + 1}")
+
+    def text(self) -> str:
+        return "\n".join(f"{n}() {{\n{b}\n}}" for b, n in self.names.items())
 
 
 def _classes() -> dict[str, str]:
@@ -218,16 +234,28 @@ def _classes() -> dict[str, str]:
     return out
 
 
-def _rule_call(n: int, r: TextRule, classes: dict[str, str]) -> str:
+def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
     run = r.body or r.stop
     k = min(r.min_len, PREFILTER_RUN)
     anchor = "[" + r.anchor + "]" if r.anchor in "[]" else r.anchor
     cls = "$" + classes[_set_value(run, negate=not r.body)]
     tails = [_ci(t, r.ci) for t in r.tails]
-    # The anchor (a literal: dash skips ahead to it), then with the heads too: the markers
-    # hold `:` and `-` (`[REDACTED:api-key]`), which alone would send the rules walking.
-    pre = " | ".join(f"*{glob_word(anchor + t)}{cls * k}*" for t in tails)
-    heads = [_ci(h.glob, r.ci) for h in r.heads if h.glob]
+    # After a `*`, a literal lets dash skip ahead to it (a bracket costs a test at every
+    # position): a rule's one head when it starts with a literal, else its anchor (then the
+    # head too, in a second look); the many heads of a family are left to _mcpshim_hd.
+    [head] = [_ci(h.glob, r.ci) for h in r.heads] if len(r.heads) == 1 else [""]
+    literal = bool(head) and len(_items(head, False)[0]) == 1
+    lead = glob_word((head if literal else "") + anchor)
+    # one tail and the run's first characters; of many tails, their first characters (and
+    # the run's, for an empty one)
+    firsts = "".join(dict.fromkeys(c for t in tails if t for c in _items(t, False)[0]))
+    if len(tails) == 1:
+        alts = [f"*{glob_word((head if literal else '') + anchor + tails[0])}{cls * k}*"]
+    else:
+        alts = [f"*{lead}{_set_word(firsts)}*"] if firsts else []
+        alts += [f"*{lead}{cls * k}*"] if "" in tails else []
+    pre = " | ".join(alts)
+    heads = [head] if head and not literal else []
     args = [
         r.name,
         r.anchor,
@@ -235,13 +263,13 @@ def _rule_call(n: int, r: TextRule, classes: dict[str, str]) -> str:
         _set_value(run, negate=bool(r.body)),  # what ends the run
         "1" if r.in_run(r.anchor) else "",
         str(r.min_len),
-        f"_mcpshim_h{n}",
-        f"_mcpshim_t{n}",
+        fns.name("h", _head_body(r)),
+        fns.name("t", _tail_body(r)),
         _set_value(r.not_first) if r.not_first else "",
     ]
     call = '_mcpshim_tok "$_mcpshim_r" ' + " ".join(shlex.quote(a) for a in args)
     if heads:
-        inner = " | ".join(f"*{glob_word(h + anchor + t)}{cls * k}*" for h in heads for t in tails)
+        inner = " | ".join(f"*{glob_word(h + anchor)}*" for h in heads)
         call = f"case $_mcpshim_r in {inner}) {call} ;; esac"
     line = f"\tcase $_mcpshim_r in {pre}) {call} ;; esac"
     if r.scope:
@@ -285,12 +313,12 @@ def _scope_options() -> str:
 
 def lib_sections() -> dict[str, str]:
     """The text for each `@@NAME@@` marker of shims/lib.sh."""
-    numbered = [(n, r) for n, r in enumerate(RULES, 1) if isinstance(r, TextRule)]
     classes = _classes()
+    fns = _Functions()
     calls = []
-    for n, r in enumerate(RULES, 1):
+    for r in RULES:
         if isinstance(r, TextRule):
-            calls.append(_rule_call(n, r, classes))
+            calls.append(_rule_call(r, classes, fns))
         else:
             url = '_mcpshim_url "$_mcpshim_r"'
             calls.append(
@@ -298,7 +326,7 @@ def lib_sections() -> dict[str, str]:
             )
     return {
         "@@NAME_PATTERNS@@": _name_patterns(),
-        "@@RULE_FUNCTIONS@@": _rule_functions(numbered),
+        "@@RULE_FUNCTIONS@@": fns.text(),
         "@@CONSTS@@": "\n".join(f"\t{var}={shlex.quote(v)}" for v, var in classes.items()),
         "@@CLASS_VARS@@": " ".join(classes.values()),
         "@@TEXT_RULES@@": "\n".join(calls),
@@ -309,6 +337,6 @@ def lib_sections() -> dict[str, str]:
         "@@OPERANDS_END@@": " | ".join(str(i) for i, c in enumerate(COMMANDS, 1) if c.operands_end),
         "@@SKIP_BARE@@": " | ".join(glob_word(s, ci=True) + "*" for s in SKIP_BARE),
         "@@BARE_NEXT@@": " | ".join(glob_word(s, ci=True) for s in BARE_NEXT),
-        "@@AWS40@@": _set_word("+/" + string.ascii_letters + string.digits) * 40,
+        "@@AWS40@@": "?" * 40,
         "@@OPTION_NAMES@@": " ".join(shlex.quote(n) for n in JOINED_OPTION_NAMES),
     }
