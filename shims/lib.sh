@@ -209,7 +209,7 @@ _mcpshim_fin() {
 
 # user:password@ after scheme://, password holding @ and / included (redact._apply_url):
 # the value is split at every ':'; a piece starting // opens a word that runs to the first
-# of $_mcpshim_us (blank, quote); past its first ':', the text up to its last '@' is the
+# of $_mcpshim_ux (blank, quote); past its first ':', the text up to its last '@' is the
 # password, unless digits and '/' follow that ':' (a port).
 _mcpshim_url() {
 	_mcpshim_v=$1
@@ -225,7 +225,7 @@ _mcpshim_url() {
 	for _mcpshim_tf; do
 		_mcpshim_fi=$((_mcpshim_fi + 1))
 		# shellcheck disable=SC2295
-		_mcpshim_k=${_mcpshim_tf%%$_mcpshim_us*}
+		_mcpshim_k=${_mcpshim_tf%%$_mcpshim_ux*}
 		if [ -z "$_mcpshim_uw" ]; then
 			case $_mcpshim_tf in
 			//*)
@@ -322,7 +322,7 @@ _mcpshim_consts() {
 	_mcpshim_q16='????????????????'
 	_mcpshim_q256=$_mcpshim_q16$_mcpshim_q16$_mcpshim_q16$_mcpshim_q16
 	_mcpshim_q256=$_mcpshim_q256$_mcpshim_q256$_mcpshim_q256$_mcpshim_q256
-	_mcpshim_us='[ 	
+	_mcpshim_ux='[ 	
 "'"'"'`<>]'
 @@CONSTS@@
 }
@@ -568,7 +568,7 @@ _mcpshim_redact() {
 		_mcpshim_sv _mcpshim_pk _mcpshim_hx _mcpshim_tn _mcpshim_tc _mcpshim_ta _mcpshim_ts \
 		_mcpshim_tx _mcpshim_tm _mcpshim_th _mcpshim_tt _mcpshim_tz _mcpshim_ty _mcpshim_tg _mcpshim_tp _mcpshim_tl \
 		_mcpshim_tw _mcpshim_tj _mcpshim_tf _mcpshim_cu _mcpshim_co _mcpshim_fi _mcpshim_hf \
-		_mcpshim_g _mcpshim_uw _mcpshim_ua _mcpshim_uo _mcpshim_us _mcpshim_ch _mcpshim_q16 \
+		_mcpshim_g _mcpshim_uw _mcpshim_ua _mcpshim_uo _mcpshim_ux _mcpshim_ch _mcpshim_q16 \
 		_mcpshim_q256 @@CLASS_VARS@@
 	return "$_mcpshim_c"
 }

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import Home, install
+from conftest import Home, dash_path, install
 from mcpshim.log import redact
 
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -144,9 +146,40 @@ def test_scrubbing_takes_linear_time(home: Home, interpreter: str, shape: str) -
     install(home, ["true"], interpreter)
     args = HOSTILE[shape]
     cpu = _cpu_seconds([os.fsencode(home.loc.shim_dir / "true"), *args], home.env)
-    assert cpu < 1.0, (shape, cpu)
+    # the issue's bound for the first; the others took a minute, and now about 0.1 to 0.5 s
+    assert cpu < (1.0 if shape.startswith("10,000") else 2.0), (shape, cpu)
     [rec] = home.execs()
     want = redact.redact_argv([a.encode() for a in args])
     assert rec.args == want.argv
     spills = b"".join(f.read_bytes() for f in home.loc.spill_dir.glob("*"))
     assert GH[4:].encode() not in home.loc.log_file.read_bytes() + spills
+
+
+@pytest.mark.parametrize("kind", ["dash", "bash-as-sh", "bash"])
+def test_scrubbing_leaves_the_targets_environment_alone(
+    home: Home, tmp_path: Path, kind: str
+) -> None:
+    """The scrubber's many variables (and its array under bash) are the shim's own: with a
+    secret-shaped argument, and the parent shell's line scrubbed too, the target still sees
+    exactly the caller's environment, `_` included."""
+    interp = dash_path() if kind == "dash" else shutil.which("bash")
+    if interp is None:
+        pytest.skip("bash not installed")
+    if kind == "bash-as-sh":
+        (tmp_path / "b").mkdir()
+        (tmp_path / "b" / "sh").symlink_to(interp)
+        interp = str(tmp_path / "b" / "sh")
+    install(home, ["env"], interp)
+    base = {"PATH": "/usr/bin:/bin", "PWD": str(tmp_path), "_": "/the/callers/underscore"}
+    base |= {"LC_ALL": "C.UTF-8", "SHLVL": "3"}
+    # (env takes them as assignments and prints them: the same either way)
+    args = ["A=--password=hunter2", f"B=https://u:{GH}@h/x", "C=sh -c 'curl -u a:b x'"]
+    direct, shimmed = (
+        subprocess.run(
+            [cmd, *args], env=base, cwd=tmp_path, capture_output=True, check=True
+        ).stdout.splitlines()
+        for cmd in ("/usr/bin/env", str(home.loc.shim_dir / "env"))
+    )
+    assert sorted(shimmed) == sorted(direct)  # (bash's SHLVL: counted up, and down by exec)
+    [rec] = home.execs()
+    assert {"credential-name", "github-token", "option-value"} <= set(rec.redactions)
