@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Home
+from conftest import Home, dash_path
 from mcpshim.log import redact
 from mcpshim.log.logview import argv_fields
 from mcpshim.relay.core import C2S, Recorder
@@ -127,11 +128,26 @@ def _raw_log(home: Home) -> bytes:
     return home.loc.log_file.read_bytes() + b"".join(p.read_bytes() for p in spills)
 
 
+def _interpreter(kind: str, tmp_path: Path) -> str:
+    if kind == "dash":
+        return dash_path()
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not installed")
+    if kind == "bash":
+        return bash
+    (tmp_path / "as-sh").mkdir()
+    (tmp_path / "as-sh" / "sh").symlink_to(bash)
+    return str(tmp_path / "as-sh" / "sh")
+
+
+@pytest.mark.parametrize("kind", ["dash", "bash-as-sh", "bash"])
 @pytest.mark.parametrize("parent", ["sh", "dash", "bash"])
-def test_shim_from_a_real_shell(home: Home, interpreter: str, tmp_path: Path, parent: str) -> None:
+def test_shim_from_a_real_shell(home: Home, tmp_path: Path, kind: str, parent: str) -> None:
     """Each shape through its shim, all started by one `PARENT -c` line; the record's
     arguments are what Python makes of them, and the parent's line (which holds every
     shape) loses every secret too."""
+    interpreter = _interpreter(kind, tmp_path)
     targets = _fake_targets(tmp_path, sorted({s.command for s in CORPUS}))
     shim_install.install(home.loc, [], targets, interpreter=interpreter, allow_unsafe=True)
     script = "\n".join(shlex.join([str(home.loc.shim_dir / s.command), *s.args]) for s in CORPUS)
