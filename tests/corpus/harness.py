@@ -1,0 +1,458 @@
+"""The findings corpus: real sessions, what a careful reviewer says of them, and the score.
+
+A scenario builds a workspace on a throwaway HOME, installs real shims with `mcpshim
+install`, starts its server under `mcpshim run --mcp` (optionally `--trace`) as an MCP
+client config would, and drives it with the official SDK's client, one awaited call after
+another, as an agent does. Then `mcpshim review --format json` reads the session and its
+findings are compared with the scenario's expected ones: by rule id, severity and the tool
+call they sit under. Expected findings are what is true of the session, not what mcpshim
+said when the scenario was written.
+
+Used by tests/test_corpus.py (each scenario asserts its findings) and by
+benchmarks/findings_quality.py (precision and recall over the whole corpus).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SERVERS = HERE / "servers"  # package.json + package-lock.json of the npm servers (npm ci)
+MCPSHIM = [sys.executable, "-m", "mcpshim"]
+SEVERITIES = ("info", "low", "medium", "high")
+NO_CALL = "-"  # a finding that belongs to no tool call (the session, its server)
+ANY_CALL = "*"
+
+
+class UnavailableError(Exception):
+    """What a scenario needs is missing here (node, npm, strace): skip, saying what."""
+
+
+@dataclass(frozen=True)
+class Expect:
+    """One true finding: its rule, severity and the tool it sits under (NO_CALL: none).
+
+    `optional`: true of the session but only seen when sampling happened to catch it (a
+    short-lived process, a connection), so its absence is no miss and its presence no
+    false positive."""
+
+    rule: str
+    severity: str
+    tool: str = NO_CALL
+    optional: bool = False
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+@dataclass(frozen=True)
+class Got:
+    rule: str
+    severity: str
+    tool: str
+    message: str
+    count: int = 1
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+Call = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class Workspace:
+    """The throwaway world of one scenario run."""
+
+    root: Path
+    home: Path
+    env: dict[str, str]
+    ws: Path  # the project the agent works in
+    shim_dir: Path
+    log_dir: Path
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    port: int = 0
+    heard: list[bytes] = field(default_factory=list)  # what the listener was told
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    kind: str  # "benign" | "attack"
+    summary: str
+    server: Callable[[Workspace], list[str]]  # the server's argv
+    calls: Callable[[Workspace], list[Call]]
+    expected: tuple[Expect, ...]
+    setup: Callable[[Workspace], None] = lambda w: None
+    shims: tuple[str, ...] = ("git", "sh", "npm", "node")
+    traced: tuple[bool, ...] = (False, True)
+    needs: tuple[str, ...] = ()  # programs that must be installed ("node", "npm", "strace")
+    #: expected findings that differ under --trace (replace those of the same rule and tool)
+    traced_expected: tuple[Expect, ...] | None = None
+    server_env: Callable[[Workspace], dict[str, str]] = lambda w: {}
+    run_options: tuple[str, ...] = ()
+    review_options: tuple[str, ...] = ()
+    listener: bool = False  # a local TCP listener standing in for a remote host (CORPUS_PORT)
+    linger: float = 0.3  # seconds the agent waits after the last answer before closing
+    #: what shows the attack really happened (e.g. the listener heard the helper): problems
+    proof: Callable[[Workspace], list[str]] = lambda w: []
+
+    def expect(self, trace: bool) -> tuple[Expect, ...]:
+        if trace and self.traced_expected is not None:
+            return self.traced_expected
+        return self.expected
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    trace: bool
+    session: str
+    got: list[Got]
+    raw: dict[str, Any]
+    seconds: float
+    call_errors: list[str]
+    problems: list[str] = field(default_factory=list)  # the scenario did not happen as meant
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario.name}{' --trace' if self.trace else ''}"
+
+
+# ---- the world ---------------------------------------------------------------------------
+
+
+def work_base() -> Path:
+    """Scenario worlds live outside the system temp dirs by default, as a user's projects
+    do (a cwd or a script in /tmp is a finding of its own); MCPSHIM_CORPUS_DIR moves them."""
+    base = Path(os.environ.get("MCPSHIM_CORPUS_DIR") or REPO / ".corpus-work")
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+@contextlib.contextmanager
+def workspace(name: str) -> Iterator[Workspace]:
+    root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work_base()))
+    os.chmod(root, 0o755)
+    home = root / "home"
+    ws = home / "project"
+    ws.mkdir(parents=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MCPSHIM_", "npm_", "NPM_", "GIT_")) and k != "PWD"
+    }
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_DATA_HOME": str(home / ".local/share"),
+            "XDG_STATE_HOME": str(home / ".local/state"),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "PATH": os.environ.get("PATH", os.defpath),
+            "npm_config_update_notifier": "false",
+            "npm_config_audit": "false",
+            "npm_config_fund": "false",
+            "npm_config_loglevel": "silent",
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+    )
+    w = Workspace(
+        root,
+        home,
+        env,
+        ws,
+        home / ".local/share/mcpshim/shims",
+        home / ".local/state/mcpshim/log",
+    )
+    try:
+        yield w
+    finally:
+        for fn in reversed(w.cleanup):
+            with contextlib.suppress(Exception):
+                fn()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def git_repo(w: Workspace, files: dict[str, str] | None = None) -> None:
+    """A small repository with two commits, made before the session (not recorded)."""
+    files = files or {"README.md": "# project\n", "notes.txt": "first\n"}
+    for name, text in files.items():
+        p = w.ws / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    env = {**w.env, "PATH": os.defpath}
+    for argv in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "."],
+        [*git, "commit", "-qm", "first"],
+    ):
+        subprocess.run(argv, cwd=w.ws, env=env, check=True)
+    (w.ws / "notes.txt").write_text("first\nsecond\n")
+    subprocess.run(["git", "add", "notes.txt"], cwd=w.ws, env=env, check=True)
+    subprocess.run([*git, "commit", "-qm", "second"], cwd=w.ws, env=env, check=True)
+    (w.ws / "notes.txt").write_text("first\nsecond\nthird (uncommitted)\n")
+
+
+def need(*programs: str) -> None:
+    for p in programs:
+        if p == "servers":
+            servers_installed()
+        elif shutil.which(p) is None:
+            raise UnavailableError(f"{p} is not installed")
+
+
+_npm_checked: list[bool] = []
+
+
+def servers_installed() -> Path:
+    """The pinned npm servers, installed once with `npm ci` from the committed lockfile."""
+    bin_dir = SERVERS / "node_modules" / ".bin"
+    if _npm_checked:
+        return bin_dir
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        raise UnavailableError("node/npm not installed")
+    want = json.loads((SERVERS / "package.json").read_text())["dependencies"]
+    ok = True
+    for pkg, version in want.items():
+        meta = SERVERS / "node_modules" / pkg / "package.json"
+        ok = ok and meta.is_file() and json.loads(meta.read_text()).get("version") == version
+    if not ok:
+        proc = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+            cwd=SERVERS,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if proc.returncode != 0:
+            offline = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET")
+            if any(k in proc.stderr for k in offline) and not os.environ.get("CI"):
+                raise UnavailableError(f"npm registry unreachable: {proc.stderr.strip()[-300:]}")
+            raise RuntimeError(f"npm ci failed in {SERVERS}:\n{proc.stderr}")
+    _npm_checked.append(True)
+    return bin_dir
+
+
+# ---- running -----------------------------------------------------------------------------
+
+
+def mcpshim(w: Workspace, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*MCPSHIM, *args], env=w.env, capture_output=True, text=True, timeout=300, check=False
+    )
+    if check and proc.returncode not in (0, 1):
+        raise RuntimeError(f"mcpshim {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def _events(w: Workspace, kind: str) -> list[dict[str, Any]]:
+    from mcpshim.log import execlog
+    from mcpshim.paths import Locations
+
+    loc = Locations(w.shim_dir, w.log_dir)
+    if not loc.log_dir.is_dir():
+        return []
+    return [
+        dict(r.data)
+        for r in execlog.iter_records(loc, [])
+        if isinstance(r, execlog.EventRecord) and r.kind == kind
+    ]
+
+
+class Listener:
+    """127.0.0.1:port, accepting connections and reading what they say until they close."""
+
+    def __init__(self, w: Workspace) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.w = w
+        w.port = self.sock.getsockname()[1]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(0.5)
+            while not self.done.is_set():
+                try:
+                    data = conn.recv(4096)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                self.w.heard.append(data)
+                if data.startswith(b"\x16"):
+                    return  # a TLS hello: no server here, close as a refusing host would
+
+    def close(self) -> None:
+        self.done.set()
+        self.sock.close()
+
+
+async def _drive(
+    params: StdioServerParameters, calls: Sequence[Call], errlog: Path, linger: float
+) -> list[str]:
+    errors: list[str] = []
+    with errlog.open("w") as err:
+        await _calls(params, calls, err, errors, linger)
+    return errors
+
+
+async def _calls(
+    params: StdioServerParameters,
+    calls: Sequence[Call],
+    err: Any,
+    errors: list[str],
+    linger: float,
+) -> None:
+    async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        await s.list_tools()
+        for name, args in calls:
+            res = await s.call_tool(name, args)
+            if res.is_error:
+                text = " ".join(getattr(c, "text", "") for c in res.content)
+                errors.append(f"{name}: {text[:300]}")
+            await anyio.sleep(0.05)  # an agent reads the answer before the next call
+        await anyio.sleep(linger)
+
+
+def run_scenario(sc: Scenario, trace: bool) -> Outcome:
+    need(*sc.needs)
+    if trace:
+        need("strace")
+    t0 = time.monotonic()
+    with workspace(sc.name) as w:
+        mcpshim(w, "install", *sc.shims)
+        if sc.listener:
+            w.cleanup.append(Listener(w).close)
+        sc.setup(w)
+        argv = sc.server(w)
+        run = ["run", "--mcp", *(["--trace"] if trace else []), *sc.run_options, "--", *argv]
+        env = {**w.env, **sc.server_env(w), "CORPUS_PORT": str(w.port)}
+        params = StdioServerParameters(command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=env,
+                                       cwd=str(w.ws))  # fmt: skip
+        errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger)
+        deadline = time.monotonic() + 60
+        while not _events(w, "session-end"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{sc.name}: no session-end record")
+            time.sleep(0.05)
+        [start] = _events(w, "session-start")
+        session = str(start["session"])
+        proc = mcpshim(w, "review", "--session", session, "--format", "json", *sc.review_options)
+        raw = json.loads(proc.stdout)
+        got = [_got(f) for f in raw["findings"]]
+        problems = sc.proof(w)
+        _kill_session(session)
+    return Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
+
+
+def _got(f: dict[str, Any]) -> Got:
+    call = f.get("call")
+    if isinstance(call, dict):
+        tool = str(call.get("name") or NO_CALL)
+    else:  # older output: the tool is in the group heading
+        group = str(f.get("group", ""))
+        _head, sep, rest = group.partition(" tool call at ")
+        tool = rest.split(": ", 1)[1].split(" ", 1)[1].rsplit(" (id ", 1)[0] if sep else NO_CALL
+    return Got(f["rule"], f["severity"], tool, f["message"], int(f.get("count", 1)))
+
+
+def _kill_session(session: str) -> None:
+    """Whatever a scenario left running (a survivor it meant to leave) goes now."""
+    needle = f"MCPSHIM_SESSION={session}".encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if needle in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                os.kill(int(name), signal.SIGKILL)
+
+
+# ---- scoring -----------------------------------------------------------------------------
+
+
+def matches(e: Expect, g: Got) -> bool:
+    return e.rule == g.rule and e.severity == g.severity and e.tool in (g.tool, ANY_CALL)
+
+
+@dataclass
+class Score:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    false_low: list[Got] = field(default_factory=list)  # below medium, not expected at all
+    missed: list[Expect] = field(default_factory=list)
+    extra: list[Got] = field(default_factory=list)
+    placed: list[tuple[Expect, bool]] = field(default_factory=list)  # attack: under its call?
+
+
+def score(out: Outcome, threshold: int = 2) -> Score:
+    """TP/FP/FN at >= threshold (medium): an expected finding is found when a finding of
+    its rule, severity and tool call is there; every other finding at >= threshold is a
+    false positive. Below it, a finding nobody expected is listed as a false statement."""
+    s = Score()
+    exp = out.scenario.expect(out.trace)
+    used: set[int] = set()
+    for e in exp:
+        hit = next((i for i, g in enumerate(out.got) if i not in used and matches(e, g)), None)
+        if hit is not None:
+            used.add(hit)
+            if e.rank >= threshold:
+                s.tp += 1
+        elif e.rank >= threshold and not e.optional:
+            s.fn += 1
+            s.missed.append(e)
+        if out.scenario.kind == "attack" and e.rank >= threshold and not e.optional:
+            right = hit is not None and e.tool != ANY_CALL
+            if hit is None:  # found, but under another call?
+                right = False
+            s.placed.append((e, right))
+    for i, g in enumerate(out.got):
+        if i in used:
+            continue
+        if any(matches(e, g) for e in exp):  # a second finding of an expected kind
+            continue
+        if g.rank >= threshold:
+            s.fp += 1
+            s.extra.append(g)
+        else:
+            s.false_low.append(g)
+    return s

@@ -1,0 +1,43 @@
+"""A credential passed as a command-line argument.
+
+`deploy` puts the token into the remote URL it hands `git ls-remote`: every local process
+can read it from /proc while git (and git-remote-https, which gets the URL too) runs. The
+log keeps it redacted. Under deploy: MCS110 (high) and the destination (MCS108).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from corpus.harness import HERE, Expect, Scenario, Workspace
+
+TOKEN = "ghp_" + "Zq8" * 12  # GitHub token shape, not a real token
+
+
+def _proof(w: Workspace) -> list[str]:
+    heard = b"".join(w.heard)
+    return [] if heard.startswith(b"\x16") else ["git never connected to the listener"]
+
+
+def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
+    return [("deploy", {"remote": f"127.0.0.1:{w.port}/app.git", "token": TOKEN})]
+
+
+_EXPECTED = (
+    Expect("MCS110", "high", "deploy"),
+    Expect("MCS108", "medium", "deploy"),
+    Expect("MCS502", "low", "deploy"),  # "deploy" does not say git
+    Expect("MCS101", "info", "deploy", optional=True),
+    Expect("MCS304", "medium", "deploy", optional=True),  # the TLS attempt is brief
+)
+
+SCENARIO = Scenario(
+    name="attack-credential-argument",
+    kind="attack",
+    summary="deploy passes a token in git's arguments",
+    server=lambda w: [sys.executable, str(HERE / "attack_server.py")],
+    calls=_calls,
+    listener=True,
+    proof=_proof,
+    expected=_EXPECTED,
+)

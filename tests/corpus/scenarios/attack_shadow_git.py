@@ -1,0 +1,55 @@
+"""A program in the project's node_modules/.bin shadows git.
+
+`git_status` runs `git` with the project's node_modules/.bin first on PATH (as `npm run`
+and `npx` set it up). The agent (or a dependency) put an executable named `git` there: a
+Node script that runs the real git by absolute path and could do anything besides. The
+pinned git never ran through its shim; `git` meant a new executable path, from a directory
+the agent can write: MCS120 under git_status.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from corpus.harness import HERE, Expect, Scenario, Workspace, git_repo
+
+SHADOW = """\
+#!/usr/bin/env node
+// "git": shadows the real one from node_modules/.bin.
+const { execFileSync } = require('child_process');
+const out = execFileSync('/usr/bin/git', process.argv.slice(2), { encoding: 'utf8' });
+process.stdout.write(out);
+"""
+
+
+def _setup(w: Workspace) -> None:
+    git_repo(w)
+    bin_dir = w.ws / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "git").write_text(SHADOW)
+    os.chmod(bin_dir / "git", 0o755)
+
+
+_EXPECTED = (
+    Expect("MCS120", "high", "git_status"),
+    Expect("MCS502", "low", "git_status"),  # git_status started node
+    Expect("MCS101", "info", "git_status", optional=True),  # env found node: the pinned one
+    # the real git by absolute path, past its shim: only sampling may catch it
+    Expect("MCS302", "medium", "git_status", optional=True),
+)
+
+SCENARIO = Scenario(
+    name="attack-shadow-git",
+    kind="attack",
+    summary="node_modules/.bin/git runs instead of the pinned git",
+    server=lambda w: [sys.executable, str(HERE / "attack_server.py")],
+    calls=lambda w: [("git_status", {})],
+    setup=_setup,
+    needs=("node",),
+    expected=_EXPECTED,
+    traced_expected=(
+        *_EXPECTED,
+        Expect("MCS119", "low", "git_status"),  # the shadow is outside the trusted dirs
+    ),
+)
