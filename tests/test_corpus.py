@@ -9,12 +9,8 @@ import pytest
 from corpus.harness import Outcome, Scenario, UnavailableError, run_scenario, score
 from corpus.scenarios import ALL
 
-# While issue 15's defects are being fixed: the cases today's review gets wrong, and why.
-XFAIL: dict[str, str] = {
-    f"{sc.name}{'-trace' if t else ''}": "issue 15 defects 2, 3, 4, 6, 8; attack checks missing"
-    for sc in ALL
-    for t in sc.traced
-}
+# Cases review is known to get wrong, and why (none today).
+XFAIL: dict[str, str] = {}
 
 
 def _case(sc: Scenario, trace: bool) -> object:

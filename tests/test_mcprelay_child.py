@@ -479,12 +479,12 @@ def test_the_recorder_is_a_helper_behind_the_others(home: Home, tmp_path: Path) 
 def test_copies_are_put_back_in_the_order_they_were_read() -> None:
     order = InOrder()
     # Number 1 (the response) reaches the pipe first: it waits for number 0.
-    assert order.add(1, 1, 2.0, b"response") == []
+    assert order.add(1, 1, 2.0, b"response", 20) == []
     # Number 0 came in two parts (its pipe filled): nothing is due before the last.
-    assert order.add(0 | MORE, 0, 1.0, b"req") == []
-    due = [(0, 1.0, b"req"), (0, 1.0, b"uest"), (1, 2.0, b"response")]
-    assert order.add(0, 0, 1.0, b"uest") == due
-    assert order.add(1 | EOF, 2, 3.0, b"") == [(1, 3.0, None)]
+    assert order.add(0 | MORE, 0, 1.0, b"req", 10) == []
+    due = [(0, 1.0, b"req", 10), (0, 1.0, b"uest", 10), (1, 2.0, b"response", 20)]
+    assert order.add(0, 0, 1.0, b"uest", 10) == due
+    assert order.add(1 | EOF, 2, 3.0, b"") == [(1, 3.0, None, -1)]
     # A number whose head never came (its pump died) holds back the rest until the end.
-    assert order.add(0, 4, 5.0, b"late") == []
-    assert order.rest() == [(0, 5.0, b"late")]
+    assert order.add(0, 4, 5.0, b"late", 30) == []
+    assert order.rest() == [(0, 5.0, b"late", 30)]

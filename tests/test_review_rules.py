@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import Home
+from mcpshim.log import execlog
+from mcpshim.paths import Locations
+from mcpshim.review import engine as review
+from mcpshim.review import policy
 from mcpshim.review.rules.shell import constructs
+from mcpshim.shim import install
 from test_review_kit import Lab, ids, of, policy_from
 
 NO_TEMP = "temp_dirs = []\n"  # tests live under /tmp: make it an ordinary directory
@@ -35,10 +41,30 @@ def test_mcs101_path_resolved(lab: Lab, home: Home) -> None:
     [f] = of(lab.review(), "MCS101")
     [rec] = home.execs()
     target = rec.target.decode()
-    assert f"pin {target}" in f.message
+    assert f"ran the pinned {target}" in f.message
     assert f.evidence[0].where == rec.where
     assert f.evidence[0].data["command"] == "git" and f.evidence[0].data["path"] == target
-    assert f.level.label == "medium"  # git is a sensitive command
+    # The lookup reached the shim, which ran its pin: the safe outcome, sensitive or not.
+    assert f.level.label == "info"
+
+
+def test_mcs101_read_from_the_record_wherever_the_shims_are(lab: Lab, home: Home) -> None:
+    """Shims installed with --dir, reviewed without it (issue 15, defect 4): the record
+    says the shim was reached through PATH; no flag is needed to read it."""
+    elsewhere = home.root / "other-shims"
+    install.install(Locations(elsewhere, home.loc.log_dir), ["git"], {})
+    env = {**lab.env, "PATH": f"{elsewhere}:{lab.env['PATH']}"}
+    subprocess.run(["git", "--version"], env=env, check=True, capture_output=True)
+    problems: list[execlog.LogProblem] = []
+    default_dir = home.root / "not-the-shim-dir"
+    result = review.review(
+        execlog.iter_records(home.loc, problems),
+        policy=policy.default_policy(),
+        shim_dir=str(default_dir),
+        manifest=None,
+    )
+    [f] = of(result.findings, "MCS101")
+    assert f.level.label == "info" and f.evidence[0].data["shim"] == f"{elsewhere}/git"
 
 
 def test_mcs101_negative_explicit_path_and_pinned_target(lab: Lab, home: Home) -> None:
@@ -317,5 +343,5 @@ def test_findings_group_by_family_and_cap_evidence(lab: Lab) -> None:
     lab.run(["git", "--version"])
     [f] = [f for f in of(lab.review(), "MCS101") if f.evidence[0].data["command"] == "git"]
     # all in one family (under this test process); four sh children + one direct
-    assert "(5 times, first 3 shown)" in f.text and f.count == 5
+    assert "(5 times)" in f.text and f.count == 5 == len(f.evidence)
     assert f.group.startswith(f"family under pid {os.getpid()}")

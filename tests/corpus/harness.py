@@ -193,7 +193,8 @@ def workspace(name: str) -> Iterator[Workspace]:
         for fn in reversed(w.cleanup):
             with contextlib.suppress(Exception):
                 fn()
-        shutil.rmtree(root, ignore_errors=True)
+        if not os.environ.get("MCPSHIM_CORPUS_KEEP"):  # keep it to look at by hand
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def git_repo(w: Workspace, files: dict[str, str] | None = None) -> None:

@@ -19,6 +19,7 @@ from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
+from mcpshim.family.view import session_parents
 from mcpshim.log import execlog
 from mcpshim.paths import Locations
 from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
@@ -28,8 +29,9 @@ from mcpshim.render.text import iter_tree_text
 from mcpshim.review import baseline as baseline_mod
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES
-from mcpshim.review.rules.mcp_rules import with_tool_calls
+from mcpshim.review.rules.mcp_rules import tool_call_review
 from mcpshim.review.split import review_log
+from mcpshim.review.verdicts import call_verdicts
 from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
@@ -96,13 +98,22 @@ def tree_(
     A process is (boot id, pid, start time), so a reused pid never links unrelated
     processes; a child links to the latest process with its ppid that started before it.
     Several images of one process (sh, then `exec git`) show on one node. A record whose
-    parent is not in the log hangs under a "? PID (parent not in log)" node. Each image is
+    parent is not in the log hangs under a "? PID (parent not in log)" node, or, for a
+    session's server, under its `mcpshim run` supervisor. Each image is
     marked with its source: [shim] (a shim's record) or [observed] (seen by `mcpshim run`).
     Times are UTC; cwd shows where it changes; argv is escaped.
     """
     loc = locations(shim_dir, log_dir)
+    supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
+
+    def note(recs: Iterator[execlog.Record]) -> Iterator[execlog.Record]:
+        for rec in recs:
+            if isinstance(rec, execlog.EventRecord) and rec.kind == "session-start":
+                supervisors.update(session_parents(rec.data))
+            yield rec
+
     with _records(loc) as (records, _problems):
-        seen = execlog.SessionSeen(records, session)
+        seen = execlog.SessionSeen(note(records), session)
         forest = tree.build_forest(tree.images(seen, session))
     seen.check(loc)
     if root_pid is not None:
@@ -112,7 +123,7 @@ def tree_(
         subject["root"] = str(root_pid)
     if fmt == "text":  # line by line: a large forest never becomes one string
         batch: list[str] = []
-        for line in iter_tree_text(forest, subject):
+        for line in iter_tree_text(forest, subject, supervisors):
             batch.append(line)
             if len(batch) >= 4096:
                 click.echo("\n".join(batch))
@@ -123,6 +134,12 @@ def tree_(
             click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return
     click.echo(TREE_RENDERERS[fmt](forest, subject), nl=False)
+
+
+def _evidence_limit(value: str) -> str:
+    if value != "all" and not (value.isdigit() and int(value) >= 0):
+        raise click.BadParameter(f"{value!r}: a number or 'all'")
+    return value
 
 
 @click.command()
@@ -149,8 +166,16 @@ def tree_(
     type=click.Choice(["text", "json", "sarif"]),
     default="text",
     show_default=True,
-    help="text: grouped by family with evidence; json: versioned envelope "
-    "(mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
+    help="text: by tool call (sessions run with --mcp) or family, with evidence; json: "
+    "versioned envelope (mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
+)
+@click.option(
+    "--evidence",
+    default="3",
+    show_default=True,
+    callback=lambda _c, _p, v: _evidence_limit(v),
+    help="Evidence records the text format prints per finding: a number, or all. JSON and "
+    "SARIF always carry every one.",
 )
 @lock_option(
     "Report only what departs from this approval (`mcpshim approve`); --lock alone looks "
@@ -164,10 +189,17 @@ def review(
     policy_file: Path | None,
     baseline_file: Path | None,
     fmt: str,
+    evidence: str,
     lock_file: str | None,
     fail_on: str,
 ) -> int:
     """Review the exec log: findings per process family, with the records that prove them.
+
+    For a session run with --mcp, every tool call gets an answer to the questions that
+    matter (what ran, from where; was it a new executable path, did it reach the network,
+    did it run a command from a file the agent can edit, did anything outlive the call),
+    and the findings about what it started are filed under it; routine events are info
+    and counted on one line.
 
     Rules (see `mcpshim rules`): PATH-resolved commands, executables and scripts in temporary
     or writable directories, composed `sh -c` lines, package runners running project
@@ -176,8 +208,8 @@ def review(
 
     Exit status: 0 when no finding is at or above --fail-on, 1 when one is, 2 on a usage or
     input error (a malformed policy names its file, line and key). The default threshold is
-    medium, so routine PATH lookups of non-sensitive commands (low) and plain `sh -c`
-    commands (info) are reported without failing a CI job.
+    medium, so routine events (a PATH lookup that reached a pinned shim, a plain `sh -c` of
+    one command: info) are reported without failing a CI job.
 
     With --lock, only departures from the approval are reported, each under its tool call
     (MCS520-MCS537): drifted, new or missing tools, new executables or identities,
@@ -186,8 +218,9 @@ def review(
     loc = locations(shim_dir, log_dir)
     pol = policy.load_policy(policy_file)
     lock_path = resolve_lock(lock_file)
+    limit = None if evidence == "all" else int(evidence)
     if lock_path is not None:
-        return _review_lock(loc, session, lock_path, pol, fmt, fail_on)
+        return _review_lock(loc, session, lock_path, pol, fmt, fail_on, limit)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
     manifest = load_manifest(loc.shim_dir)
     problems: list[execlog.LogProblem] = []
@@ -204,9 +237,11 @@ def review(
     _problems_to_stderr(problems)
     if session is not None and not result.in_session:
         raise execlog.missing_session(loc, session)
-    # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx.
-    tool_calls = with_tool_calls(loc, session, result.findings, pol)
+    # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx, and what each
+    # call did.
+    tool_calls, atts = tool_call_review(loc, session, result.findings, pol)
     result = dataclasses.replace(result, findings=tool_calls)
+    calls = call_verdicts(atts, tool_calls)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all)",
@@ -217,13 +252,19 @@ def review(
         "families": result.families,
     }
     notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
-    report = Report("review", subject, result.findings, notes)
+    report = Report("review", subject, result.findings, notes, calls, limit)
     click.echo(RENDERERS[fmt](report), nl=False)
     return findings_exit(result.findings, fail_on)
 
 
 def _review_lock(
-    loc: Locations, session: str | None, path: Path, pol: policy.Policy, fmt: str, fail_on: str
+    loc: Locations,
+    session: str | None,
+    path: Path,
+    pol: policy.Policy,
+    fmt: str,
+    fail_on: str,
+    limit: int | None,
 ) -> int:
     problems: list[execlog.LogProblem] = []
     found, sessions = lock_departures(loc, session, load_lock(path), problems)
@@ -237,7 +278,8 @@ def _review_lock(
         "policy": pol.source or "(defaults)",
     }
     notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
-    click.echo(RENDERERS[fmt](Report("review", subject, findings, notes)), nl=False)
+    report = Report("review", subject, findings, notes, evidence=limit)
+    click.echo(RENDERERS[fmt](report), nl=False)
     return findings_exit(findings, fail_on)
 
 

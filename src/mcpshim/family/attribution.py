@@ -2,8 +2,11 @@
 
 A process belongs to a call when its ancestry reaches the server and it started between the
 call's request and its response. Start times come from /proc (clock ticks, 10 ms on Linux),
-so a process's start is an interval, not an instant: when that interval meets the windows
-of two calls, the process is *ambiguous* and says so; nothing is guessed. A descendant of a
+so a process's start is an interval, not an instant; on Linux the relay also reads the
+kernel's pid counter as it passes each request and response on, so a fork is placed
+exactly: inside a call when its pid is between the two marks. When the start meets the
+windows of two calls and the pids do not tell them apart (the calls truly overlapped), the
+process is *ambiguous* and says so; nothing is guessed. A descendant of a
 process that belongs to a call belongs to that call too, whenever it started (ancestry is
 stronger evidence than timing), and one started after the call returned outlived it.
 
@@ -16,6 +19,7 @@ sessions without tool calls.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,6 +43,7 @@ __all__ = [
     "attribute_log",
     "latest_session",
     "log_has_relayed_sessions",
+    "relayed_sessions",
 ]
 
 TICK = 1.0 / CLK_TCK
@@ -75,6 +80,18 @@ class Call:
     where: str
     alive: frozenset[tuple[int, int | None]] = frozenset()
     alive_time: datetime | None = None
+    #: the kernel's pid counter as the request went to the server and as its response came
+    #: back (relay.core.PidMark): the pids forked inside the call are in (pid_lo, pid_hi]
+    pid_lo: int | None = None
+    pid_hi: int | None = None
+
+    def forked_inside(self, pid: int) -> bool | None:
+        """Whether a process with this pid was forked while the call ran (None: unknown).
+        Pids wrap at pid_max; a call spans far fewer forks than that."""
+        lo, hi = self.pid_lo, self.pid_hi
+        if lo is None or hi is None:
+            return None
+        return lo < pid <= hi if lo <= hi else (pid > lo or pid <= hi)
 
     @property
     def label(self) -> str:
@@ -190,6 +207,27 @@ def log_has_relayed_sessions(loc: Locations) -> bool:
     return False
 
 
+_SESSION_ID = re.compile(rb'\0=mcp-session\0=\{"session":"([^"\\]{1,200})"')
+
+
+def relayed_sessions(loc: Locations) -> set[str]:
+    """The ids of every session run with --mcp, by a byte scan (no decoding)."""
+    found: set[str] = set()
+    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+        return found
+    tail = b""
+    for seg in execlog.segments(loc):
+        try:
+            with seg.open("rb") as fh:
+                while chunk := fh.read(1 << 22):
+                    buf = tail + chunk
+                    found.update(m.decode("utf-8", "replace") for m in _SESSION_ID.findall(buf))
+                    tail = buf[-256:]
+        except OSError:
+            continue
+    return found
+
+
 def attribute_log(loc: Locations, session: str | None = None) -> list[Attribution]:
     """Every relayed session in the log (or just `session`), attributed; [] without any."""
     if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
@@ -251,6 +289,7 @@ def _calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str, Any
             if isinstance(p, list) and len(p) == 2 and isinstance(p[0], int)
         )
         code = r.get("error_code")
+        lo, hi = d.get("last_pid"), r.get("last_pid")
         calls.append(
             Call(
                 index=i,
@@ -265,6 +304,8 @@ def _calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str, Any
                 where=item.where,
                 alive=alive,
                 alive_time=parse_time(r.get("alive_time")),
+                pid_lo=lo if isinstance(lo, int) and not isinstance(lo, bool) else None,
+                pid_hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
             )
         )
     return calls, unparsed
@@ -329,6 +370,9 @@ def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
     att = Attribution(session, start, end, calls, forest, _find_server(forest, start))
     att.unparsed = unparsed
     end_t = parse_time(end.get("time")) if end else None
+    # pid marks are the session's boot's (the relay's, the server's): a process of the
+    # same session on another boot cannot be, but never compare across boots
+    here = str(start.get("boot_id") or "") if start else ""
     horizon = end_t.timestamp() if end_t else math.inf
     windows = [_window(c, horizon) for c in calls]
 
@@ -339,6 +383,12 @@ def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
         hits = tuple(
             c.index for c, w in zip(calls, windows, strict=True) if iv[0] <= w[1] and w[0] <= iv[1]
         )
+        if hits and node.boot_id == here:
+            # Clock ticks are 10 ms; the pid counter orders forks exactly. Where every
+            # candidate call has its marks, keep those the process was forked inside.
+            inside = [calls[i].forked_inside(node.pid) for i in hits]
+            if None not in inside:
+                hits = tuple(i for i, yes in zip(hits, inside, strict=True) if yes)
         return hits[0] if len(hits) == 1 else hits or None
 
     for root in forest.roots:

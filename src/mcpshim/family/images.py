@@ -44,6 +44,7 @@ class Image:
     #: the command line of the shell that started this process, when a shim kept it (the
     #: shell's first shimmed child does: parent evidence); NUL separators lost
     parent_cmdline: bytes = b""
+    path: bytes = b""  # the PATH the process received (shim records keep it)
 
 
 def _from_exec(rec: ExecRecord) -> Image:
@@ -65,6 +66,7 @@ def _from_exec(rec: ExecRecord) -> Image:
         rec.redactions,
         cwd_unknown=rec.cwd_unknown,
         parent_cmdline=rec.parent_cmdline,
+        path=rec.path,
     )
 
 

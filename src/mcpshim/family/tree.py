@@ -264,6 +264,7 @@ class _Pool:
             img.uid,
             img.cwd_unknown,
             img.parent_cmdline,
+            d.setdefault(img.path, img.path),  # type: ignore[arg-type]
         )
 
 

@@ -6,11 +6,13 @@ reads the same wherever it appears.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from mcpshim.base.display import quote_arg, quote_argv
 from mcpshim.family.tree import Image
 
-__all__ = ["argv_of", "evidence_line", "parent_line", "stamp"]
+__all__ = ["argv_of", "evidence_line", "parent_line", "session_parents", "stamp"]
 
 
 def stamp(img: Image) -> str:
@@ -38,3 +40,20 @@ def argv_of(img: Image) -> list[bytes]:
     """argv as a reader knows it: a shim's argv[0] is its own path, so show the command name."""
     head = img.command.encode() if img.source == "shim" else img.argv0
     return [head, *img.args]
+
+
+def session_parents(start: Mapping[str, Any]) -> dict[tuple[str, int], str]:
+    """What a session-start record says the processes above its family are, by (boot id,
+    pid): the `mcpshim run` supervisor, and the session's command it started (which no
+    shim records, and sampling misses when it is short-lived). Views name them rather than
+    show a pid whose parent is "not in the log"."""
+    boot, sid = str(start.get("boot_id") or ""), start.get("session")
+    out: dict[tuple[str, int], str] = {}
+    pid, child = start.get("pid"), start.get("child_pid")
+    if isinstance(pid, int):
+        out[(boot, pid)] = f"mcpshim run (supervisor of session {sid})"
+    if isinstance(child, int):
+        cmd = start.get("command")
+        what = quote_argv([str(a).encode() for a in cmd]) if isinstance(cmd, list) else "?"
+        out[(boot, child)] = f"{what} (the command of session {sid}, started by mcpshim run)"
+    return out

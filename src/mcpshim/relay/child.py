@@ -21,7 +21,7 @@ call when its client gave it a socketpair, as Node's child_process does).
 
 The copy channel, read by the recorder child (forkedrelay), is five pipes: the bytes of
 each direction in one, an overflow pipe either direction fills when its own is full, a
-22-byte head per copied part (direction, pipe, number, time read, length), and a bell,
+26-byte head per copied part (direction, pipe, number, time read, length, pid counter), and a bell,
 rung once the server's output has been passed on: the recorder sleeps
 until then. Heads are written after the chunk has gone on, so a response's head may reach
 the pipe before its request's; the number, taken before the chunk goes on, is what orders
@@ -65,12 +65,13 @@ from typing import NoReturn
 from mcpshim.base import fdio
 from mcpshim.proc.procinfo import LINUX
 from mcpshim.relay import pipeio
-from mcpshim.relay.core import C2S, S2C, close_end, relay_pipe
+from mcpshim.relay.core import C2S, S2C, PidMark, close_end, relay_pipe
 
 __all__ = ["DIRECTIONS", "EOF", "HEAD", "MORE", "OVERFLOW", "available", "keep_only", "pump_main"]
 
 DIRECTIONS = (C2S, S2C)
-HEAD = struct.Struct("<BBQdI")  # direction index | flags, copy pipe, number, time read, length
+# direction index | flags, copy pipe, number, time read, length, the pid counter (PidMark)
+HEAD = struct.Struct("<BBQdIi")
 OVERFLOW = len(DIRECTIONS)  # the copy pipe both directions fall back on when theirs is full
 EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 MORE = 0x40  # the chunk goes on in the next head of the same number (it filled a pipe)
@@ -132,25 +133,25 @@ class _Channel:
         Taken before the chunk is passed on: what the chunk causes gets a later number."""
         return next(self._numbers)  # one step under the interpreter lock: never shared
 
-    def copy(self, index: int, seq: int, t: float, probe: int, n: int) -> None:
+    def copy(self, index: int, seq: int, t: float, probe: int, n: int, mark: int) -> None:
         """Move the `n` bytes waiting in pipe `probe` (a duplicate of a chunk) into the
         channel: into the direction's pipe, the overflow pipe, or the backlog, a head for
         each part. The first time the pipes are full they grow, once."""
         with self._lock:
             if not self.gone and not self._backlog:
-                n = self._splice_parts(index, seq, t, probe, n)
+                n = self._splice_parts(index, seq, t, probe, n, mark)
                 if n and not self._grown:
                     self._grown = True
                     for fd in self._data:
                         _grow(fd, _LARGE_COPY)
-                    n = self._splice_parts(index, seq, t, probe, n)
+                    n = self._splice_parts(index, seq, t, probe, n, mark)
             if not n:
                 return
             data = fdio.read_exactly(probe, n)  # the probe is left empty, whatever comes
             if not self.gone:
-                self._later(self._data[index], data, HEAD.pack(index, index, seq, t, n))
+                self._later(self._data[index], data, HEAD.pack(index, index, seq, t, n, mark))
 
-    def _splice_parts(self, index: int, seq: int, t: float, probe: int, n: int) -> int:
+    def _splice_parts(self, index: int, seq: int, t: float, probe: int, n: int, mark: int) -> int:
         """Splice what fits into the direction's pipe, then the overflow pipe, a head for
         each part: how many bytes are left in the probe."""
         for pipe in (index, OVERFLOW):
@@ -161,14 +162,14 @@ class _Channel:
                 return n
             if k:
                 n -= k
-                self._head(HEAD.pack(index | (MORE if n else 0), pipe, seq, t, k))
+                self._head(HEAD.pack(index | (MORE if n else 0), pipe, seq, t, k, mark))
                 if not n:
                     return 0
         return n
 
-    def write(self, index: int, seq: int, t: float, data: bytes) -> None:
+    def write(self, index: int, seq: int, t: float, data: bytes, mark: int = -1) -> None:
         """Copy a chunk that is in memory already (or, with index | EOF, an end)."""
-        head = HEAD.pack(index, index & ~EOF, seq, t, len(data))
+        head = HEAD.pack(index, index & ~EOF, seq, t, len(data), mark)
         fd = self._data[index & ~EOF]
         with self._lock:
             if self.gone:
@@ -258,6 +259,7 @@ class _Pump:
         self.splice_in = self.splice_out = pipeio.SPLICE_OK
         self.mid_r, self.mid_w = (-1, -1) if _is_pipe(src) else relay_pipe()
         self.probe_r, self.probe_w = relay_pipe()  # blocking, and always empty
+        self.marks = PidMark()
         self.grown = False
         self.broken = ""
 
@@ -279,11 +281,11 @@ class _Pump:
             data = fdio.read_some(self.src, _READ)
             if not data:
                 return False
-            seq, t = self.channel.number(), time.time()
+            seq, t, mark = self.channel.number(), time.time(), self.marks.read()
             try:
                 self._write(data)
             finally:
-                self.channel.write(self.index, seq, t, data)
+                self.channel.write(self.index, seq, t, data, mark)
             self._ring()
             return True
         if self.mid_r < 0:
@@ -308,11 +310,13 @@ class _Pump:
         k = pipeio.tee_wait(pipe, self.probe_w, _READ)
         if not k:
             return 0
-        seq, t = self.channel.number(), time.time()
+        # The pid counter before a request goes on (every fork it causes comes later) and
+        # as a response has come (every fork before it came earlier): about 1 us.
+        seq, t, mark = self.channel.number(), time.time(), self.marks.read()
         try:
             self._forward(pipe, k)
         finally:
-            self.channel.copy(self.index, seq, t, self.probe_r, k)
+            self.channel.copy(self.index, seq, t, self.probe_r, k, mark)
         self._ring()
         if k >= _LARGE_CHUNK and not self.grown:
             self.grown = True  # large messages: pipes that take one in a single turn

@@ -43,6 +43,7 @@ __all__ = [
     "S2C",
     "TRACKED",
     "Framer",
+    "PidMark",
     "Recorder",
     "Relay",
     "Relaying",
@@ -68,6 +69,31 @@ MAX_MESSAGE = 64 << 20  # a longer line is relayed but not parsed (bounded memor
 
 Emit = Callable[[str, dict[str, Any]], None]
 Probe = Callable[[], list[tuple[int, int | None]]]
+
+
+class PidMark:
+    """The kernel's last allocated pid (/proc/sys/kernel/ns_last_pid), read with one pread
+    on a descriptor opened once: taken as a request is passed to the server and as its
+    response comes back, it orders forks exactly where clock ticks (10 ms) cannot. -1 where
+    it cannot be read (no procfs)."""
+
+    _PATH = "/proc/sys/kernel/ns_last_pid"
+
+    def __init__(self) -> None:
+        self._fd = -2
+
+    def read(self) -> int:
+        if self._fd == -2:
+            try:
+                self._fd = os.open(self._PATH, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._fd = -1
+        if self._fd < 0:
+            return -1
+        try:
+            return int(os.pread(self._fd, 24, 0))
+        except (OSError, ValueError):
+            return -1
 
 
 def iso(t: float) -> str:
@@ -159,7 +185,8 @@ class Recorder:
         self.counts["unparsed"] += 1
         self._event("mcp-unparsed", t, {"direction": direction, "size": size, "reason": reason})
 
-    def message(self, direction: str, t: float, line: bytes) -> None:
+    def message(self, direction: str, t: float, line: bytes, mark: int = -1) -> None:
+        """One whole message, read at `t`; `mark`: the pid counter when it was passed on."""
         if not line.strip():
             return
         self.counts["messages"] += 1
@@ -178,13 +205,15 @@ class Recorder:
             if not isinstance(item, dict):
                 self.unparsed(direction, t, len(line), "not a JSON-RPC object")
                 continue
-            self._one(direction, t, item, len(line), line)
+            self._one(direction, t, item, len(line), line, mark)
 
-    def _one(self, direction: str, t: float, msg: dict[str, Any], size: int, line: bytes) -> None:
+    def _one(
+        self, direction: str, t: float, msg: dict[str, Any], size: int, line: bytes, mark: int
+    ) -> None:
         method = msg.get("method")
         if isinstance(method, str):
             if method in TRACKED and "id" in msg:
-                self._request(direction, t, msg, method, size)
+                self._request(direction, t, msg, method, size, mark)
             elif method in CONTRACT and "id" in msg:
                 key = (direction, _id_key(msg["id"]))
                 self._pending[key] = (method, t)
@@ -215,6 +244,8 @@ class Recorder:
             "size": size,
             "sha256": sha,
         }
+        if mark >= 0:
+            payload["last_pid"] = mark  # every fork the call caused has a pid up to here
         if self._probe is not None:
             with contextlib.suppress(Exception):
                 payload["alive"] = [[p, s] for p, s in self._probe()]
@@ -233,7 +264,7 @@ class Recorder:
             self._event(got[0], t, {**payload, "size": size, "sha256": sha})
 
     def _request(
-        self, direction: str, t: float, msg: dict[str, Any], method: str, size: int
+        self, direction: str, t: float, msg: dict[str, Any], method: str, size: int, mark: int
     ) -> None:
         label, key = TRACKED[method]
         params = msg.get("params")
@@ -251,6 +282,8 @@ class Recorder:
             payload["arguments"] = redact_json(params.get("arguments"), hits)
         if hits:
             payload["redacted"] = sorted(set(hits))
+        if mark >= 0:
+            payload["last_pid"] = mark  # every fork the call causes has a later pid
         self._pending[(direction, _id_key(msg["id"]))] = (method, t)
         self.counts["requests"] += 1
         self._event("mcp-request", t, payload)
@@ -287,8 +320,9 @@ class Transcriber:
     def done(self) -> bool:
         return len(self._ended) == len(self._framers)
 
-    def feed(self, direction: str, t: float, data: bytes | None) -> None:
-        """One chunk read at time `t`; None: the direction ended."""
+    def feed(self, direction: str, t: float, data: bytes | None, mark: int = -1) -> None:
+        """One chunk read at time `t` (the pid counter `mark` as it was passed on); None:
+        the direction ended. A message takes the mark of the chunk that completes it."""
         rec, framer = self.recorder, self._framers[direction]
         if data is None:
             self._ended.add(direction)
@@ -296,7 +330,7 @@ class Transcriber:
             if framer.pending():
                 # A peer may end with a message and no newline; a line reader takes it.
                 if rest is not None and _parses(rest):
-                    rec.message(direction, t, rest)
+                    rec.message(direction, t, rest, mark)
                 else:
                     rec.unparsed(direction, t, framer.pending(), "incomplete message at end")
             return
@@ -305,7 +339,7 @@ class Transcriber:
                 if isinstance(line, int):
                     rec.unparsed(direction, t, line, "message too large to parse")
                 else:
-                    rec.message(direction, t, line)
+                    rec.message(direction, t, line, mark)
             except Exception as exc:  # never let one message stop the recorder
                 rec.unparsed(direction, t, 0, f"recorder error: {type(exc).__name__}")
 
@@ -334,7 +368,7 @@ def close_end(fd: int) -> None:
             os.close(fd)
 
 
-_Item = tuple[str, float, bytes | None]
+_Item = tuple[str, float, bytes | None, int]
 _STOP = "stop"
 
 
@@ -377,6 +411,7 @@ class Relay:
 
     def _pump(self, src: int, dst: int, direction: str) -> None:
         put = self._queue.put
+        marks = PidMark()
         write = True
         while True:
             try:
@@ -388,7 +423,7 @@ class Relay:
             # Queue the copy (a reference, no work) before passing the bytes on: then a
             # request is always queued before the response it causes, whatever the
             # threads' scheduling. Parsing happens later, on the recorder thread.
-            put((direction, time.time(), data))
+            put((direction, time.time(), data, marks.read()))
             if write:
                 try:
                     fdio.write_all(dst, data)
@@ -400,15 +435,15 @@ class Relay:
             self.bytes[direction] += len(data)
         if write:
             close_end(dst)
-        put((direction, time.time(), None))
+        put((direction, time.time(), None, -1))
 
     def _record(self) -> None:
         scribe = Transcriber(self.recorder)
         while not scribe.done:
-            direction, t, data = self._queue.get()
+            direction, t, data, mark = self._queue.get()
             if direction == _STOP:
                 break
-            scribe.feed(direction, t, data)
+            scribe.feed(direction, t, data, mark)
 
     def server_done(self, timeout: float) -> bool:
         """Wait for the server's output to end; True when it did within `timeout`."""
@@ -422,5 +457,5 @@ class Relay:
         """Record everything relayed so far, then stop recording (the relay goes on)."""
         th = self._threads.get("recorder")
         if th is not None:
-            self._queue.put((_STOP, time.time(), None))
+            self._queue.put((_STOP, time.time(), None, -1))
             th.join(timeout)

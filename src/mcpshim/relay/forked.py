@@ -131,7 +131,8 @@ def _cpu_time(pid: int) -> float | None:
     return times.user + times.system
 
 
-Part = tuple[int, float, bytes | None]  # direction index, time read, bytes (None: the end)
+# direction index, time read, bytes (None: the end), the pid counter as it was passed on
+Part = tuple[int, float, bytes | None, int]
 
 
 class InOrder:
@@ -146,10 +147,11 @@ class InOrder:
         self._parts: dict[int, list[Part]] = {}
         self._whole: set[int] = set()
 
-    def add(self, flags: int, seq: int, t: float, data: bytes) -> list[Part]:
+    def add(self, flags: int, seq: int, t: float, data: bytes, mark: int = -1) -> list[Part]:
         """One head's part; the parts now due, in order."""
         end = bool(flags & EOF)
-        self._parts.setdefault(seq, []).append((flags & ~(EOF | MORE), t, None if end else data))
+        part = (flags & ~(EOF | MORE), t, None if end else data, mark)
+        self._parts.setdefault(seq, []).append(part)
         if not flags & MORE:
             self._whole.add(seq)
         due: list[Part] = []
@@ -174,14 +176,14 @@ def transcribe(recorder: Recorder, heads: int, data: Sequence[int], bell: int) -
         data_r = [stack.enter_context(open(fd, "rb", buffering=_READ)) for fd in data]
         head_r = stack.enter_context(io.BufferedReader(_Batches(heads, data, bell), 1 << 16))
         while len(head := head_r.read(HEAD.size)) == HEAD.size:
-            flags, pipe, seq, t, size = HEAD.unpack(head)
+            flags, pipe, seq, t, size, mark = HEAD.unpack(head)
             chunk = data_r[pipe].read(size) if size else b""
             if len(chunk) < size:
                 break  # the pump child died mid-copy
-            for index, when, part in order.add(flags, seq, t, chunk):
-                scribe.feed(DIRECTIONS[index], when, part)
-        for index, when, part in order.rest():
-            scribe.feed(DIRECTIONS[index], when, part)
+            for index, when, part, pmark in order.add(flags, seq, t, chunk, mark):
+                scribe.feed(DIRECTIONS[index], when, part, pmark)
+        for index, when, part, pmark in order.rest():
+            scribe.feed(DIRECTIONS[index], when, part, pmark)
         os.close(heads)
 
 

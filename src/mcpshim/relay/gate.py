@@ -31,7 +31,16 @@ import orjson
 from mcpshim.base import fdio
 from mcpshim.contract.canon import definition_hash, short
 from mcpshim.contract.lockfile import Lock, ServerApproval, select_server
-from mcpshim.relay.core import C2S, MAX_MESSAGE, S2C, Recorder, Relay, close_end, iso
+from mcpshim.relay.core import (
+    C2S,
+    MAX_MESSAGE,
+    S2C,
+    PidMark,
+    Recorder,
+    Relay,
+    close_end,
+    iso,
+)
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
 
@@ -191,6 +200,7 @@ class GatedRelay(Relay):
         self.gate = gate
         self._out = threading.Lock()  # the client's stdout: whole lines, one writer at a time
         self._client_out = -1
+        self._marks = PidMark()
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         self._client_out = client_out
@@ -212,8 +222,8 @@ class GatedRelay(Relay):
         """Pass `data` on and queue its copy (`copy` when what the peer sent differs from
         what goes on); a reader that is gone is drained, never an error."""
         copy = data if copy is None else copy
-        if copy:
-            self._queue.put((direction, time.time(), copy))
+        if copy:  # the pid counter before the line goes on (see relay.core.PidMark)
+            self._queue.put((direction, time.time(), copy, self._marks.read()))
         self.bytes[direction] += len(data)
         if data and direction not in self.broken:
             try:
@@ -244,7 +254,7 @@ class GatedRelay(Relay):
             self._send(dst, direction, lines.rest())
         if direction not in self.broken:
             close_end(dst)
-        self._queue.put((direction, time.time(), None))
+        self._queue.put((direction, time.time(), None, -1))
 
     def _requests(self, dst: int, pieces: Iterator[tuple[bytes, bool]]) -> None:
         """Pass the client's lines on, less the refused calls, which are answered here (in

@@ -34,6 +34,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
     }
     if f.location:
         out["location"] = {"path": f.location, "line": f.line}
+    if f.call is not None:
+        out["call"] = f.call.to_json()
     return out
 
 
@@ -48,6 +50,8 @@ def render_findings_json(report: Report) -> str:
         "summary": {"total": len(report.findings), "by_severity": counts},
         "findings": [_finding_json(f) for f in sorted_findings(report.findings)],
     }
+    if report.calls:
+        doc["calls"] = [v.to_json() for v in report.calls]
     return dumps(doc, indent=2) + "\n"
 
 

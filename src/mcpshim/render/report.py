@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim.review.findings import Finding
+from mcpshim.review.verdicts import CallVerdict
 
 __all__ = ["Report", "sorted_findings"]
 
@@ -19,6 +20,8 @@ class Report:
     subject: Mapping[str, Any]
     findings: Sequence[Finding]
     notes: Sequence[str] = field(default_factory=tuple)
+    calls: Sequence[CallVerdict] = field(default_factory=tuple)  # relayed sessions' tool calls
+    evidence: int | None = 3  # evidence lines a text report prints per finding (None: all)
 
 
 def sorted_findings(findings: Sequence[Finding]) -> list[Finding]:

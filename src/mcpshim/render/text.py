@@ -14,9 +14,48 @@ from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
 from mcpshim.render.report import Report, sorted_findings
-from mcpshim.review.findings import Severity
+from mcpshim.review.findings import Finding, Severity
+from mcpshim.review.verdicts import CallVerdict
 
 __all__ = ["iter_tree_text", "render_findings_text", "render_tree_text"]
+
+
+def _call_block(v: CallVerdict) -> list[str]:
+    """The article's questions for one call, each answered in a line."""
+    status = {True: "error", False: "ok", None: "no answer"}[v.is_error]
+    lines = [f"   answered: {status}"]
+    ran = "; ".join(v.ran) if v.ran else "nothing"
+    lines.append(f"   ran: {safe(ran)}")
+    if v.where:
+        lines.append(f"   from: {escape(', '.join(v.where))}")
+    for _key, question, yes in v.answers:
+        answer = "no" if not yes else "YES: " + " | ".join(yes)
+        lines.append(f"   {question}: {safe(answer)}")
+    return lines
+
+
+def _finding_lines(f: Finding, limit: int | None) -> list[str]:
+    # Messages and evidence hold argv already quoted by display.quote_argv: escaping
+    # again would double its backslashes; safe() still escapes any control character.
+    lines = [f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.text)}"]
+    shown = f.evidence if limit is None else f.evidence[:limit]
+    for ev in shown:
+        lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")
+    rest = len(f.evidence) - len(shown)
+    if rest:
+        lines.append(f"      ... {rest} more (--evidence all)")
+    elif f.count > len(f.evidence):
+        lines.append(f"      ... {f.count - len(f.evidence)} more occurrence(s) not kept")
+    lines.append(f"      fix: {safe(f.rule.remediation)}")
+    return lines
+
+
+def _routine(infos: list[Finding]) -> list[str]:
+    """Info findings of a group in one line: routine events are counted, not listed."""
+    if not infos:
+        return []
+    parts = [f"{f.rule.id} {f.text}" for f in infos]
+    return [f"  routine (info): {safe('; '.join(parts))}"]
 
 
 def render_findings_text(report: Report) -> str:
@@ -27,17 +66,20 @@ def render_findings_text(report: Report) -> str:
         lines.append(f"note: {escape(note)}")
     if lines:
         lines.append("")
-    group = None
+    by_group: dict[str, list[Finding]] = {}
     for f in sorted_findings(report.findings):
-        if f.group != group:
-            group = f.group
-            lines.append(f"== {escape(group) if group else '(no family)'}")
-        # Messages and evidence hold argv already quoted by display.quote_argv: escaping
-        # again would double its backslashes; safe() still escapes any control character.
-        lines.append(f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.text)}")
-        for ev in f.evidence:
-            lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")
-        lines.append(f"      fix: {safe(f.rule.remediation)}")
+        by_group.setdefault(f.group, []).append(f)
+    verdicts = {v.group: v for v in report.calls}
+    for group in sorted(set(by_group) | set(verdicts)):
+        found = by_group.get(group, [])
+        lines.append(f"== {escape(group) if group else '(no family)'}")
+        if group in verdicts:
+            lines += _call_block(verdicts[group])
+        infos = [f for f in found if f.level == Severity.INFO]
+        for f in found:
+            if f.level != Severity.INFO:
+                lines += _finding_lines(f, report.evidence)
+        lines += _routine(infos)
     counts = {s: sum(1 for f in report.findings if f.level == s) for s in Severity}
     summary = ", ".join(f"{n} {s.label}" for s, n in sorted(counts.items(), reverse=True) if n)
     lines.append(f"{len(report.findings)} finding(s)" + (f": {summary}" if summary else ""))
@@ -64,14 +106,24 @@ def _parent_cwd(node: Node) -> bytes | None:
     return p.images[-1].cwd if p is not None else None
 
 
-def _node_head(node: Node) -> str:
+def _node_head(node: Node, supervisors: Mapping[tuple[str, int], str]) -> str:
     if not node.known:
+        known = supervisors.get((node.boot_id, node.pid))
+        if known is not None:
+            return f"{node.pid} {safe(known)}"
         return f"? {node.pid} (parent not in log) boot {escape(node.boot_id[:8])}"
     return f"{node.pid}"
 
 
-def iter_tree_text(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
-    """The text view line by line, so a large forest is written without one huge string."""
+def iter_tree_text(
+    forest: Forest,
+    subject: Mapping[str, Any],
+    supervisors: Mapping[tuple[str, int], str] | None = None,
+) -> Iterator[str]:
+    """The text view line by line, so a large forest is written without one huge string.
+    `supervisors`: (boot id, pid) -> what a process missing from the log is, from the
+    sessions' start records (family.view.session_parents)."""
+    supervisors = supervisors or {}
     for k, v in subject.items():
         yield f"{k}: {escape(str(v))}"
     yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
@@ -80,7 +132,7 @@ def iter_tree_text(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
         stack: list[tuple[Node, str, str]] = [(root, "", "")]
         while stack:
             node, lead, cont = stack.pop()
-            head = _node_head(node)
+            head = _node_head(node, supervisors)
             if not node.images:
                 yield (lead + head)
             else:
@@ -101,5 +153,9 @@ def iter_tree_text(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
                 )
 
 
-def render_tree_text(forest: Forest, subject: Mapping[str, Any]) -> str:
-    return "\n".join(iter_tree_text(forest, subject)) + "\n"
+def render_tree_text(
+    forest: Forest,
+    subject: Mapping[str, Any],
+    supervisors: Mapping[tuple[str, int], str] | None = None,
+) -> str:
+    return "\n".join(iter_tree_text(forest, subject, supervisors)) + "\n"

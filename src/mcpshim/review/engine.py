@@ -1,8 +1,10 @@
 """Review: stream the log, link families, run the rules, and fold hits into findings.
 
 Memory stays flat over the log: the linker keeps a few packed ints per live pid, and hits
-are folded per (family, rule, key) with at most `EVIDENCE_CAP` records of evidence each and
-a count of the rest. The exit threshold is applied by the CLI (`--fail-on`, default medium).
+are folded per (family, rule, key) with a count and their evidence: all of it in sessions
+relayed with --mcp (each occurrence is filed under its tool call), at most
+`EVIDENCE_KEEP` records elsewhere. The exit threshold is applied by the CLI (`--fail-on`,
+default medium).
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mcpshim.family.tree import Image, Linker, image_of
-from mcpshim.family.view import evidence_line, stamp
-from mcpshim.log.execlog import ExecRecord, Record, session_of
+from mcpshim.family.view import evidence_line, session_parents, stamp
+from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.findings import Evidence, Finding
 from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules.execpaths import UNTRUSTED_DIR
 from mcpshim.review.rules.registry import Context, Hit, run_checks
 from mcpshim.review.rules.session_rules import SessionEvidence
 from mcpshim.shim.manifest import Manifest
 
 __all__ = [
-    "EVIDENCE_CAP",
+    "EVIDENCE_KEEP",
     "ReviewResult",
     "Scan",
     "family_label",
@@ -32,7 +35,7 @@ __all__ = [
     "scan",
 ]
 
-EVIDENCE_CAP = 3
+EVIDENCE_KEEP = 100  # evidence kept per finding outside relayed sessions (memory bound)
 MEMO_CAP = 65_536
 Progress = Callable[[int, str], None]
 
@@ -54,11 +57,14 @@ class ReviewResult:
     in_session: int = 0  # records of the session reviewed (of any kind); all without one
 
 
-def family_label(img: Image, unknown_ppid: int | None) -> str:
-    """How findings name a family: its root process, or the missing parent it hangs under."""
+def family_label(img: Image, unknown_ppid: int | None, supervisor: str = "") -> str:
+    """How findings name a family: its root process, or the missing parent it hangs under
+    (the `mcpshim run` supervisor or the session's command, when that is who it is)."""
     boot = img.boot_id[:8] or "?"
     sess = f"session {img.session} " if img.session else ""
     if unknown_ppid is not None:
+        if supervisor:
+            return f"{sess}family of pid {unknown_ppid} {supervisor} (boot {boot})"
         return f"{sess}family under pid {unknown_ppid} (parent not in log, boot {boot})"
     return f"{sess}family of pid {img.pid} {img.command} started {stamp(img)} (boot {boot})"
 
@@ -106,6 +112,31 @@ def make_context(
     return Context(policy, shim_dirs, manifest, baseline)
 
 
+class _Sessions:
+    """What session events tell the scan about the processes that follow: which sessions
+    were relayed with --mcp (their findings are filed under tool calls, so every
+    occurrence keeps its evidence), which process is a session's own command (the
+    server, started by `mcpshim run`), and which pid is its supervisor."""
+
+    def __init__(self, relayed: Iterable[str]) -> None:
+        self.relayed = set(relayed)
+        self.roots: set[tuple[str, int, int | None]] = set()
+        self.parents: dict[tuple[str, int], str] = {}  # (boot, pid) -> what it is
+
+    def feed(self, rec: EventRecord) -> None:
+        d = rec.data
+        sid = d.get("session")
+        if not isinstance(sid, str):
+            return
+        if rec.kind == "mcp-session":
+            self.relayed.add(sid)
+        elif rec.kind == "session-start":
+            boot = str(d.get("boot_id") or "")
+            if isinstance(d.get("child_pid"), int):
+                self.roots.add((boot, d["child_pid"], d.get("child_start")))
+            self.parents.update(session_parents(d))
+
+
 def scan(
     records: Iterable[Record],
     ctx: Context,
@@ -114,13 +145,24 @@ def scan(
     every: int = 50_000,
     keep_events: bool = False,
     session_ev: SessionEvidence | None = None,
+    relayed: Iterable[str] = (),
 ) -> Scan:
-    """The hot loop: link each image, run the checks once per distinct invocation, fold hits."""
+    """The hot loop: link each image, run the checks once per distinct invocation, fold hits.
+
+    One process is one occurrence: the images that repeat an exec another source already
+    recorded (the tracer's half of a shim's exec, a sampled image of a traced process) add
+    no count, and the shim's own hop under --trace (the exec of the shim script) is no
+    finding. In sessions relayed with --mcp every occurrence keeps its evidence, so each
+    can be filed under the tool call that started it; elsewhere `EVIDENCE_KEEP` bound it."""
     linker = Linker()
     labels: dict[int, str] = {}
+    heads: dict[int, tuple[Image, int | None]] = {}  # family -> its first image, lost parent
     acc: dict[int, _Acc] = {}  # (family << 32 | hit id) -> folded hits
     hit_ids: dict[tuple[str, str], int] = {}  # (rule id, key) -> hit id
     memo: dict[tuple[object, ...], tuple[tuple[int, Hit], ...]] = {}
+    node_hits: list[tuple[tuple[int, Hit], ...] | None] = []  # node -> its first image's hits
+    more_hits: dict[int, set[int]] = {}  # node -> hit ids of all its images (when several)
+    sess = _Sessions(relayed)
     events: list[Record] = []
     n_records = n_images = n_procs = n_in = 0  # n_in: records of the session, any kind
     for rec in records:
@@ -135,6 +177,8 @@ def scan(
             if session is not None and rec.session != session:
                 continue
             n_in += 1
+            if session_ev is not None and rec.session:
+                session_ev.feed(rec)
             ident = (rec.boot_id, rec.pid, rec.ppid, rec.start, rec.parent_start, rec.session)
             memo_key: tuple[object, ...] = (
                 "shim",
@@ -144,10 +188,13 @@ def scan(
                 rec.args,
                 rec.cwd,
                 rec.redactions,
+                rec.path,
             )
+            rsess = rec.session
         else:
             if session is None or session_of(rec) == session:
                 n_in += 1
+            sess.feed(rec)
             if session_ev is not None:
                 session_ev.feed(rec)
             if keep_events:
@@ -164,37 +211,62 @@ def scan(
                 img.args,
                 img.cwd,
                 img.redactions,
+                rec.data.get("shim_script") is True,
             )
+            rsess = img.session
         n_images += 1
         link = linker.add(*ident)
         fam = linker.family(link.node)
         if link.new:
             n_procs += 1
-            if fam not in labels:
+            if fam not in heads:
                 img = img or image_of(rec)
                 assert img is not None
-                labels[fam] = family_label(img, ident[2] if link.unknown_parent else None)
+                heads[fam] = (img, ident[2] if link.unknown_parent else None)
         hits = memo.get(memo_key)
         if hits is None:
             img = img or image_of(rec)
             assert img is not None
             if len(memo) >= MEMO_CAP:
                 memo.clear()
+            skip = isinstance(rec, EventRecord) and rec.data.get("shim_script") is True
             hits = memo[memo_key] = tuple(
                 (hit_ids.setdefault((h.rule.id, h.key), len(hit_ids)), h)
-                for h in run_checks(ctx, img)
+                for h in (() if skip else run_checks(ctx, img))
             )
+        node = link.node
+        while len(node_hits) <= node:
+            node_hits.append(None)
+        if link.new or node_hits[node] is None:
+            node_hits[node] = hits
+        elif hits:
+            seen = more_hits.get(node)
+            if seen is None:
+                seen = more_hits[node] = {hid for hid, _ in node_hits[node] or ()}
+            hits = tuple((hid, h) for hid, h in hits if hid not in seen)
+            seen.update(hid for hid, _ in hits)
+        if not hits:
+            continue
+        is_root = (ident[0], ident[1], ident[3]) in sess.roots
+        keep_all = rsess in sess.relayed
         for hid, hit in hits:
+            if is_root and hit.rule is UNTRUSTED_DIR:
+                continue  # the session's own command: the client config chose it
             key = (fam << 32) | hid
             a = acc.get(key)
             if a is None:
                 a = acc[key] = _Acc(hit)
             a.count += 1
-            if len(a.evidence) < EVIDENCE_CAP:
+            if keep_all or len(a.evidence) < EVIDENCE_KEEP:
                 img = img or image_of(rec)
                 assert img is not None
                 a.evidence.append(_evidence(img, hit))
     by_key = {(k >> 32, a.hit.rule.id, a.hit.key): a for k, a in acc.items()}
+    # Labelled at the end: a session-start naming a family's parent may come after its
+    # first process (the server's first shimmed exec can beat the supervisor's record).
+    for fam, (head, ppid) in heads.items():
+        sup = sess.parents.get((head.boot_id, ppid), "") if ppid is not None else ""
+        labels[fam] = family_label(head, ppid, sup)
     return Scan(linker, by_key, labels, n_records, n_images, n_procs, events, n_in)
 
 
@@ -217,7 +289,7 @@ def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> Re
                 merged[k] = a
             else:
                 m.count += a.count
-                m.evidence.extend(a.evidence[: EVIDENCE_CAP - len(m.evidence)])
+                m.evidence.extend(a.evidence)
     findings = []
     for (fam, _rid, _key), a in merged.items():
         findings.append(

@@ -17,6 +17,7 @@ from mcpshim.errors import UsageError
 
 __all__ = [
     "RULES",
+    "CallRef",
     "Evidence",
     "Finding",
     "Rule",
@@ -92,6 +93,21 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class CallRef:
+    """The MCP tool call a finding was filed under (see review.rules.mcp_rules.regroup)."""
+
+    session: str
+    method: str
+    name: str
+    id: Any
+    time: str  # the request's UTC time, to the millisecond
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session, "method": self.method, "name": self.name,
+                "id": self.id, "time": self.time}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Finding:
     rule: Rule
     message: str
@@ -101,16 +117,15 @@ class Finding:
     line: int | None = None
     severity: Severity | None = None  # set when a policy overrides the rule's default
     key: str = ""  # what makes two findings of one rule the same finding (baselines, SARIF)
-    count: int = 1  # occurrences folded into it; `evidence` holds the first few
+    count: int = 1  # occurrences (processes) folded into it; `evidence` holds them
+    call: CallRef | None = None  # the tool call that started what it is about
 
     @property
     def text(self) -> str:
         """The message as shown, with how many times it occurred."""
         if self.count <= 1:
             return self.message
-        shown = len(self.evidence)
-        more = f", first {shown} shown" if 0 < shown < self.count else ""
-        return f"{self.message} ({self.count} times{more})"
+        return f"{self.message} ({self.count} times)"
 
     @property
     def level(self) -> Severity:

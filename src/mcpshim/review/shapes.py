@@ -5,11 +5,77 @@ departures all read an image through these, so they agree on what "the same" mea
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
 
 from mcpshim.family.tree import Image
 
-__all__ = ["SHELLS", "command_name", "operands", "shape", "shell_line", "subcommand", "under"]
+__all__ = [
+    "GIT_EXEC_DIRS",
+    "SHELLS",
+    "canonical",
+    "command_name",
+    "matches_any",
+    "operands",
+    "same_file",
+    "shape",
+    "shell_line",
+    "subcommand",
+    "under",
+]
+
+#: where git keeps the helpers it runs itself (`git --exec-path`): git's own, not a shadow
+GIT_EXEC_DIRS = (
+    "/usr/lib/git-core",
+    "/usr/libexec/git-core",
+    "/usr/local/libexec/git-core",
+    "/opt/homebrew/opt/git/libexec/git-core",
+    "/Library/Developer/CommandLineTools/usr/libexec/git-core",
+    "/Applications/Xcode.app/Contents/Developer/usr/libexec/git-core",
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical(path: str) -> str:
+    """One spelling per file: the directory resolved, the name kept (/bin/git is
+    /usr/bin/git where /bin links to usr/bin; /usr/bin/npm stays, not its script)."""
+    if not path.startswith("/"):
+        return path
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def same_file(a: str, b: str) -> bool:
+    """Two spellings of one executable: by device and inode, or (a file that is gone) by
+    where they lead. Never by spelling alone: /bin/git and /usr/bin/git are one file."""
+    if a == b:
+        return True
+    ia, ib = _file_id(a), _file_id(b)
+    if ia is not None and ib is not None:
+        return ia == ib
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def matches_any(path: str, patterns: tuple[str, ...]) -> bool:
+    """A policy's list of executables (globs) against a path, by identity: a literal entry
+    matches any spelling of its file, a glob matches the path or its canonical spelling."""
+    for p in patterns:
+        if any(ch in p for ch in "*?["):
+            if fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(canonical(path), p):
+                return True
+        elif same_file(path, p):
+            return True
+    return False
+
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
+from mcpshim.family.attribution import relayed_sessions
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
 from mcpshim.paths import Locations
@@ -111,18 +112,23 @@ def _fix_offsets(result: Scan, problems: list[LogProblem], r: _Range) -> None:
 
 
 def _scan_part(
-    loc: Locations, ranges: list[_Range], ctx: Context, session: str | None
+    loc: Locations, ranges: list[_Range], ctx: Context, session: str | None, relayed: set[str]
 ) -> tuple[Scan, list[LogProblem]]:
     problems: list[LogProblem] = []
-    result = scan(_records(loc, ranges, problems), ctx, session, keep_events=True)
+    result = scan(_records(loc, ranges, problems), ctx, session, keep_events=True, relayed=relayed)
     _fix_offsets(result, problems, ranges[0])
     return result, problems
 
 
 def _child(
-    conn: object, loc: Locations, ranges: list[_Range], ctx: Context, sess: str | None
+    conn: object,
+    loc: Locations,
+    ranges: list[_Range],
+    ctx: Context,
+    sess: str | None,
+    relayed: set[str],
 ) -> None:
-    payload = _scan_part(loc, ranges, ctx, sess)
+    payload = _scan_part(loc, ranges, ctx, sess, relayed)
     conn.send(payload)  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
@@ -146,6 +152,7 @@ def review_log(
     parallel = (workers or os.cpu_count() or 1) > 1 and can_fork
     if not loc.log_dir.is_dir():
         raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    relayed = relayed_sessions(loc)
     with contextlib.ExitStack() as stack:
         fds: list[tuple[int, str, int]] = []
         for p in execlog.segments(loc):
@@ -157,7 +164,12 @@ def review_log(
         if plan is None:
             whole = [_Range(fd, name, 0, size) for fd, name, size in fds]
             one = scan(
-                _records(loc, whole, problems), ctx, session, progress, session_ev=session_ev
+                _records(loc, whole, problems),
+                ctx,
+                session,
+                progress,
+                session_ev=session_ev,
+                relayed=relayed,
             )
             if progress is not None:
                 progress(one.records, "")
@@ -165,17 +177,24 @@ def review_log(
         first, second = plan
         mp = multiprocessing.get_context("fork")
         recv, send = mp.Pipe(duplex=False)
-        child = mp.Process(target=_child, args=(send, loc, second, ctx, session), daemon=True)
+        child = mp.Process(
+            target=_child, args=(send, loc, second, ctx, session, relayed), daemon=True
+        )
         child.start()
         send.close()
         try:
             part1 = scan(
-                _records(loc, first, problems), ctx, session, progress, session_ev=session_ev
+                _records(loc, first, problems),
+                ctx,
+                session,
+                progress,
+                session_ev=session_ev,
+                relayed=relayed,
             )
             try:
                 part2, problems2 = recv.recv()
             except EOFError:  # the child died: do its half here
-                part2, problems2 = _scan_part(loc, second, ctx, session)
+                part2, problems2 = _scan_part(loc, second, ctx, session, relayed)
         finally:
             recv.close()
             child.join()

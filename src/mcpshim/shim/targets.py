@@ -67,14 +67,17 @@ def unsafe_reason(path: str) -> str | None:
 
 
 def resolve_target(name: str, search: Iterable[str], shim_dir: Path) -> str | None:
+    """The first `name` on the trusted search path, spelled through a directory that is not
+    a link to another one on it (merged /usr: /bin/git is pinned as /usr/bin/git, the
+    spelling `policy init` and /proc use, so one file has one name everywhere)."""
     shim_real = os.path.realpath(shim_dir)
-    for d in search:
+    dirs = list(search)
+    for d in dirs:
         cand = os.path.join(d, name)
-        if (
-            os.path.isfile(cand)
-            and os.access(cand, os.X_OK)
-            and os.path.realpath(os.path.dirname(cand)) != shim_real
-        ):
+        real_dir = os.path.realpath(d)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK) and real_dir != shim_real:
+            if real_dir != d and real_dir in dirs:
+                return os.path.join(real_dir, name)
             return cand
     return None
 

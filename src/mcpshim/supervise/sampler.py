@@ -59,6 +59,7 @@ class Member:
     info: ProcInfo | None
     state: str = "pending"  # pending -> shimmed | observed
     sockets: set[tuple[int, str]] = field(default_factory=set)
+    seen: str = ""  # when this image was first seen (an observed record says then, not later)
 
     @property
     def identity(self) -> Identity:
@@ -86,6 +87,7 @@ class Sampler:
         self._outsiders: set[int] = set()
         self._members: dict[int, Member] = {}
         self._shimmed: dict[Identity, bytes] = {}
+        self._tool_exes: set[bytes] = set()
         self._sock_keys: set[tuple[int, str]] = set()
         self._ticks = 0
 
@@ -96,6 +98,20 @@ class Sampler:
     def exclude(self, pid: int) -> None:
         """Never count pid as a member (the --trace tracer, re-parented to the supervisor)."""
         self._outsiders.add(pid)
+
+    def exclude_exe(self, exe: str) -> None:
+        """Never record a process running this executable (strace, whose -D start forks an
+        intermediate that lives for an instant inside the family)."""
+        self._tool_exes.add(os.fsencode(os.path.realpath(exe)))
+
+    def _observed(self, m: Member, info: ProcInfo) -> None:
+        """An observed record of what the sampler saw, as of when it saw it; nothing for a
+        process it saw nothing of (caught exiting) or for mcpshim's own tracer."""
+        if not info.exe and not info.cmdline:
+            return
+        if info.exe and os.path.realpath(info.exe) in self._tool_exes:
+            return
+        self._event("observed", {**proc_fields(info), "time": m.seen or utc_now()})
 
     def _event(self, kind: str, payload: dict[str, Any]) -> None:
         self._emit(kind, {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
@@ -167,13 +183,14 @@ class Sampler:
                     self._decide(m)
                 m = None  # the pid was reused
             if m is None:
-                m = Member(st, None)
+                m = Member(st, None, seen=utc_now())
                 self._members[pid] = m
                 fresh.append(m)
                 if st.state != "Z":
                     m.info = self._info(st)
             elif (st.comm, st.image) != (m.stat.comm, m.stat.image) and _has_image(st):
                 m.stat = st
+                m.seen = utc_now()
                 self._exec_seen(m)
             else:
                 m.stat = st
@@ -199,7 +216,7 @@ class Sampler:
             m.state = "shimmed"
         elif m.info is not None:
             m.state = "observed"
-            self._event("observed", proc_fields(m.info))
+            self._observed(m, m.info)
         else:
             m.state = "observed"  # a zombie when first seen: nothing left to record
 
@@ -215,7 +232,7 @@ class Sampler:
         if target is not None and os.path.realpath(target) == os.path.realpath(info.exe):
             return
         m.state = "observed"
-        self._event("observed", proc_fields(info))
+        self._observed(m, info)
 
     def finish(self) -> None:
         """Decide every pending member (the command has ended; the log is read once more)."""

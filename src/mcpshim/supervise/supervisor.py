@@ -249,8 +249,10 @@ class Supervisor:
         self.child_pgid = self.child_pid
         for hook in self._spawn_hooks:
             hook()
-        if self.tracer is not None and (tracer_pid := self.tracer.attached(self.child_pid)):
-            self.sampler.exclude(tracer_pid)
+        if self.tracer is not None:
+            self.sampler.exclude_exe(self.tracer.strace)
+            if tracer_pid := self.tracer.attached(self.child_pid):
+                self.sampler.exclude(tracer_pid)
         self._hand_terminal(self.child_pgid)
 
     def _hand_terminal(self, pgid: int) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
 from mcpshim.review.rules.registry import Context, Hit, check
-from mcpshim.review.shapes import command_name, shape, under
+from mcpshim.review.shapes import command_name, matches_any, shape, under
 
 NEW_EXEC = define_rule(
     "MCS115",
@@ -42,7 +42,7 @@ def baseline_drift(ctx: Context, img: Image) -> Iterator[Hit]:
     cwd = img.cwd.decode("utf-8", "surrogateescape")
     data = {"command": name, "path": target}
     known = base.executables.get(name)
-    if known is None or target not in known:
+    if known is None or not (target in known or matches_any(target, tuple(known))):
         yield Hit(
             NEW_EXEC,
             f"{name} ran {target}, not in the baseline ({base.source})",

@@ -10,15 +10,23 @@ from collections.abc import Iterator
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
 from mcpshim.review.rules.registry import Context, Hit, check
-from mcpshim.review.shapes import command_name, under
+from mcpshim.review.shapes import (
+    GIT_EXEC_DIRS,
+    canonical,
+    command_name,
+    matches_any,
+    same_file,
+    under,
+)
 
 PATH_RESOLVED = define_rule(
     "MCS101",
     "path-resolved-exec",
     Severity.LOW,
-    "A command was found through a PATH lookup, so whoever controls PATH chose the program.",
-    "Call the program by its absolute path (the finding names the target the lookup reached), "
-    "or pin that target under [commands.NAME].targets in the policy.",
+    "A command was found through a PATH lookup. When the lookup reached an mcpshim shim, the "
+    "shim ran the target it pinned at install: the safe outcome, reported as info.",
+    "Nothing to do when the lookup reached a shim; otherwise call the program by its "
+    "absolute path, or pin it with `mcpshim install NAME`.",
     cwe=["CWE-426", "CWE-427"],
 )
 TEMP_EXEC = define_rule(
@@ -53,6 +61,17 @@ HASH_CHANGED = define_rule(
     "Check who replaced the program; if the update is legitimate, run `mcpshim install` again.",
     cwe=["CWE-494"],
 )
+SHADOWED = define_rule(
+    "MCS120",
+    "shadowed-command",
+    Severity.HIGH,
+    "A program named like a pinned command (one a shim pins, or the policy lists targets "
+    "for) ran from another path: the name meant a new executable, and its shim never ran.",
+    "Find who put it there (a project's node_modules/.bin or a temp dir early on PATH); keep "
+    "writable directories off the server's PATH (mcpshim lint-path) or call the pinned "
+    "program by its absolute path.",
+    cwe=["CWE-426", "CWE-427"],
+)
 UNTRUSTED_DIR = define_rule(
     "MCS119",
     "target-outside-trusted-dirs",
@@ -79,36 +98,43 @@ def _invoked_dir(img: Image) -> str:
     return os.path.dirname(_text(img.argv0))
 
 
+def _on_path(ctx: Context, d: str, path: bytes) -> bool:
+    """Whether directory `d` is an entry of the PATH the process received (by spelling or,
+    for an entry that is a symlink or has `..`, by where it leads)."""
+
+    def compute() -> bool:
+        entries = [os.fsdecode(e) for e in path.split(b":") if e]
+        if d in entries:
+            return True
+        real = os.path.realpath(d)
+        return any(os.path.realpath(e) == real for e in entries if e.startswith("/"))
+
+    result: bool = ctx.cached("on-path", f"{d}\0{os.fsdecode(path)}", compute)
+    return result
+
+
 @check(PATH_RESOLVED)
 def path_resolved(ctx: Context, img: Image) -> Iterator[Hit]:
-    if img.source != "shim" or not img.argv0:
+    """A shim's record is its own proof: the shim ran, and it runs the target it pins (the
+    record names it). The path the caller exec'd (`invoked_as`) says whether the shim was
+    reached through PATH: its directory is an entry of the PATH the record holds. So the
+    record alone answers, wherever the shims were installed; and a lookup that reached a
+    pinned shim is the safe outcome: info."""
+    if img.source != "shim" or not img.argv0.startswith(b"/"):
         return
     d = _invoked_dir(img)
-    if d and os.path.realpath(d) not in ctx.shim_dirs and d not in ctx.shim_dirs:
+    if not d or not _on_path(ctx, d, img.path):
         return
     name = command_name(img)
     target = _text(img.target)
-    cp = ctx.policy.command(name)
-    if cp is not None and cp.targets and _matches(target, cp.targets):
-        level: Severity | None = Severity.INFO
-    elif name in ctx.policy.sensitive_commands:
-        level = Severity.MEDIUM
-    else:
-        level = None
     yield Hit(
         PATH_RESOLVED,
-        f"{name} was found through PATH (reached {target}); pin {target}",
+        f"{name} was found through PATH and reached its shim, which ran the pinned {target}",
         f"{name}\0{target}",
         target,
-        {"pin": target},
-        level,
+        {"pin": target, "shim": _text(img.argv0)},
+        Severity.INFO,
     )
-
-
-def _matches(path: str, globs: tuple[str, ...]) -> bool:
-    import fnmatch
-
-    return any(fnmatch.fnmatchcase(path, g) for g in globs)
 
 
 def _script(img: Image) -> str | None:
@@ -154,6 +180,55 @@ def _writable_reason(ctx: Context, path: str) -> str | None:
     return result
 
 
+def _pins(ctx: Context, name: str) -> tuple[str, ...]:
+    pins: list[str] = []
+    if ctx.manifest is not None and name in ctx.manifest.shims:
+        pins.append(ctx.manifest.shims[name].target)
+    cp = ctx.policy.command(name)
+    if cp is not None:
+        pins += cp.targets
+    return tuple(pins)
+
+
+def _trusted(ctx: Context, path: str) -> bool:
+    return any(
+        under(os.path.dirname(q), t)
+        for q in (path, os.path.realpath(path))
+        for t in (*ctx.policy.trusted_dirs, *GIT_EXEC_DIRS)
+    )
+
+
+@check(SHADOWED)
+def shadowed(ctx: Context, img: Image) -> Iterator[Hit]:
+    """`git` that is not the pinned git: an executable (a traced or sampled exec) or a
+    script an interpreter ran (`node .../node_modules/.bin/git`, what a shim sees when a
+    `#!/usr/bin/env node` program named git runs) under a pinned command's name."""
+    paths: list[str] = []
+    target = _text(img.target)
+    if img.source != "shim" and target.startswith("/"):
+        paths.append(target)
+    script = _script(img)
+    if script:
+        paths.append(os.path.normpath(script))
+    for p in paths:
+        name = os.path.basename(p)
+        pins = _pins(ctx, name)
+        if not pins or matches_any(p, pins):
+            continue
+        if any(under(os.path.dirname(p), d) for d in GIT_EXEC_DIRS):
+            continue  # git's own helpers, run by git
+        trusted = _trusted(ctx, p)
+        where = "a trusted directory" if trusted else "outside the trusted directories"
+        yield Hit(
+            SHADOWED,
+            f"{name} meant {p} ({where}), not the pinned {canonical(pins[0])}",
+            f"{name}\0{p}",
+            p,
+            {**_data(img, p), "pinned": list(pins)},
+            Severity.MEDIUM if trusted else None,
+        )
+
+
 @check(TEMP_EXEC, WRITABLE_EXEC, UNTRUSTED_DIR)
 def exec_location(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
@@ -173,11 +248,7 @@ def exec_location(ctx: Context, img: Image) -> Iterator[Hit]:
         if why is not None:
             yield Hit(WRITABLE_EXEC, f"{what} {p}: {why}", p, p, _data(img, p))
             continue
-        if what == "executable" and not any(
-            under(os.path.dirname(q), t)
-            for q in (p, os.path.realpath(p))
-            for t in ctx.policy.trusted_dirs
-        ):
+        if what == "executable" and not _trusted(ctx, p):
             yield Hit(
                 UNTRUSTED_DIR,
                 f"{name} ran {p}, outside the trusted directories",
@@ -194,10 +265,11 @@ def cwd_in_temp(ctx: Context, img: Image) -> Iterator[Hit]:
         return
     temp = _temp_root(ctx, cwd)
     if temp is not None:
+        # One finding per directory (review files it once per session, not per call).
         yield Hit(
             TEMP_CWD,
-            f"{command_name(img)} ran in {cwd}, inside temporary directory {temp}",
-            f"{command_name(img)}\0{cwd}",
+            f"processes ran in {cwd}, inside temporary directory {temp}",
+            cwd,
             cwd,
             {**_data(img, cwd), "cwd": cwd},
         )
@@ -222,7 +294,7 @@ def target_changed(ctx: Context, img: Image) -> Iterator[Hit]:
     if entry is None:
         return
     target = _text(img.target)
-    if target != entry.target:
+    if not same_file(target, entry.target):
         problem = f"the record ran {target} but the manifest pins {entry.target}"
     else:
         digest = ctx.cached("sha256", target, lambda: _sha256(target))

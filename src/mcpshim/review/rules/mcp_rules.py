@@ -16,7 +16,7 @@ from mcpshim.family.attribution import Attribution, Call, attribute_log
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.paths import Locations
-from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
+from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy, apply_policy
 
 __all__ = [
@@ -25,9 +25,11 @@ __all__ = [
     "UNEXPLAINED",
     "UNPARSED",
     "call_group",
+    "call_ref",
     "explained",
     "regroup",
     "session_findings",
+    "tool_call_review",
     "with_tool_calls",
 ]
 
@@ -43,7 +45,9 @@ UNEXPLAINED = define_rule(
     "MCS502",
     "executable-not-explained-by-tool",
     Severity.MEDIUM,
-    "An MCP tool call started an executable that its tool name does not explain.",
+    "An MCP tool call started an executable that the policy's [tools] entry for the tool "
+    "does not list (medium), or, without an entry, that the tool's name does not explain "
+    "(low: a name is a hint, not a declaration).",
     "Check why the tool runs it; if it is expected, list it under [tools] in the policy "
     '(e.g. run_test = ["npm", "sh", "node"]).',
     cwe=["CWE-78"],
@@ -64,6 +68,10 @@ UNPARSED = define_rule(
     "It was relayed unchanged but not recorded; check the server writes only JSON-RPC "
     "lines to stdout (logs belong on stderr).",
 )
+
+
+#: findings about the session as a whole (its working directory), said once, not per call
+SESSION_WIDE = frozenset({"MCS104"})
 
 
 def call_group(att: Attribution, call: Call) -> str:
@@ -115,16 +123,20 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
     by_id = {n.id: n for n in att.nodes()}
     for call in att.calls:
         group = call_group(att, call)
+        ref = call_ref(att, call)
         gone = [(by_id[i], ev) for i, ev in att.outlived.items() if att.owner.get(i) == call.index]
         if gone:
             names = ", ".join(f"{n.images[-1].command} (pid {n.pid})" for n, _ in gone[:5])
+            # The pointer names the process's own record; the record that shows it still
+            # running (a response's family list, a sampler's) is named in the text.
             evidence = tuple(
                 Evidence(
-                    where or n.images[0].where,
-                    f"{evidence_line(n.images[-1])}: {text}",
+                    n.images[-1].where,
+                    f"{evidence_line(n.images[-1])}: {text}"
+                    + (f" ({where})" if where and where != n.images[-1].where else ""),
                     _data(n, n.images[-1], call),
                 )
-                for n, (where, text) in gone[:10]
+                for n, (where, text) in gone
             )
             out.append(
                 Finding(
@@ -133,26 +145,35 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
                     evidence,
                     group,
                     key=f"{call.name}\0outlived",
+                    call=ref,
                 )
             )
         if call.method != "tools/call":
             continue
-        seen: dict[str, tuple[Node, Image]] = {}
+        seen: dict[str, dict[int, tuple[Node, Image]]] = {}
         for node in att.nodes():
             if att.owner.get(node.id) != call.index:
                 continue
             for img in node.images:
                 if not explained(call.name, img.command, policy.tools):
-                    seen.setdefault(img.command, (node, img))
-        for command, (node, img) in sorted(seen.items()):
-            how = "the policy's [tools] entry" if call.name in policy.tools else "its name"
+                    seen.setdefault(img.command, {}).setdefault(node.id, (node, img))
+        declared = call.name in policy.tools
+        how = "the policy's [tools] entry" if declared else "its name"
+        for command, procs in sorted(seen.items()):
             out.append(
                 Finding(
                     UNEXPLAINED,
                     f"tool {call.name!r} started {command!r}, which {how} does not explain",
-                    (Evidence(img.where, evidence_line(img), _data(node, img, call)),),
+                    tuple(
+                        Evidence(img.where, evidence_line(img), _data(node, img, call))
+                        for node, img in procs.values()
+                    ),
                     group,
                     key=f"{call.name}\0{command}",
+                    # A tool's name is a hint; a [tools] entry is what someone declared.
+                    severity=None if declared else Severity.LOW,
+                    count=len(procs),
+                    call=ref,
                 )
             )
     for node in att.nodes():
@@ -192,38 +213,47 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
     return out
 
 
+def call_ref(att: Attribution, call: Call) -> CallRef:
+    when = call.request.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return CallRef(att.session, call.method, call.name, call.id, when)
+
+
 def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
     """File each finding about a process under the tool call that started it.
 
-    A finding folds every occurrence in a family but keeps only the first few as evidence.
-    When all its occurrences are in the evidence it is split, one finding per tool call
-    (and one for what no call started); when some are not, whose they are is unknown, and
-    it stays with the family: never guessed.
+    A finding folds every occurrence in a family; in a session relayed with --mcp each
+    occurrence keeps its evidence (review.engine), so the finding is split: one finding per
+    tool call, and one for what no call started. A finding whose occurrences are not all in
+    its evidence (a session not relayed) is not split: whose they are is never guessed.
     """
-    index: dict[tuple[str, int, int | None], tuple[str, str]] = {}
+    index: dict[tuple[str, int, int | None], tuple[str, CallRef]] = {}
     for att in atts:
         for node in att.nodes():
             owner = att.owner.get(node.id)
             if isinstance(owner, int):
                 call = att.calls[owner]
-                where = (call_group(att, call), f"{call.method} {call.name}")
-                index[(node.boot_id, node.pid, node.start)] = where
+                index[(node.boot_id, node.pid, node.start)] = (
+                    call_group(att, call),
+                    call_ref(att, call),
+                )
     if not index:
         return list(findings)
     out = []
     for f in findings:
-        parts: dict[tuple[str, str], list[Evidence]] = {}
+        if f.count > len(f.evidence) or f.call is not None or f.rule.id in SESSION_WIDE:
+            out.append(f)  # occurrences not in evidence: whose they are is unknown
+            continue
+        parts: dict[tuple[str, CallRef | None], list[Evidence]] = {}
         for ev in f.evidence:
             d = ev.data
             start = d["start_ticks"] if "start_ticks" in d else d.get("start")
             found = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start))
-            parts.setdefault(found or (f.group, ""), []).append(ev)
-        if f.count > len(f.evidence):
-            out.append(f)  # occurrences not in evidence: whose they are is unknown
-            continue
-        for (group, tool), evidence in parts.items():
+            parts.setdefault(found or (f.group, None), []).append(ev)
+        for (group, ref), evidence in parts.items():
             part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
-            out.append(replace(part, key=_call_key(f, tool)) if tool else part)
+            if ref is not None:
+                part = replace(part, call=ref, key=_call_key(f, f"{ref.method} {ref.name}"))
+            out.append(part)
     return out
 
 
@@ -234,13 +264,20 @@ def _call_key(f: Finding, tool: str) -> str:
     return f"{f.key or f.message}\0{tool}"
 
 
+def tool_call_review(
+    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
+) -> tuple[list[Finding], list[Attribution]]:
+    """Review's findings filed under tool calls, plus the MCS5xx findings, for every session
+    relayed with --mcp (the findings unchanged when the log has none); and the sessions'
+    attributions."""
+    atts = attribute_log(loc, session)
+    if not atts:
+        return list(findings), []
+    extra = [f for att in atts for f in session_findings(att, policy)]
+    return regroup(findings, atts) + apply_policy(extra, policy), atts
+
+
 def with_tool_calls(
     loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
 ) -> list[Finding]:
-    """Review's findings filed under tool calls, plus the MCS5xx findings, for every session
-    relayed with --mcp (the findings unchanged when the log has none)."""
-    atts = attribute_log(loc, session)
-    if not atts:
-        return list(findings)
-    extra = [f for att in atts for f in session_findings(att, policy)]
-    return regroup(findings, atts) + apply_policy(extra, policy)
+    return tool_call_review(loc, session, findings, policy)[0]

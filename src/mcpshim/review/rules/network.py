@@ -56,6 +56,16 @@ def _from_url(text: str) -> str | None:
     return f"{host}:{hp.group(2)}" if hp.group(2) else host.strip("[]")
 
 
+def _local_repo(op: str) -> bool:
+    """A repository named by a local path (git's rules: a URL has ://, scp-like syntax has
+    a colon before the first slash; anything else is a path)."""
+    if op.startswith("file://"):
+        return True
+    if "://" in op or _SCP_LIKE.match(op):
+        return False
+    return op.startswith(("/", "./", "../", "~")) or op in (".", "..")
+
+
 def _host_only(text: str) -> str:
     return text.rsplit("@", 1)[-1]
 
@@ -68,6 +78,8 @@ def destinations(img: Image) -> list[str] | None:
     if name == "git":
         if subcommand(img) not in _GIT_NET:
             return None
+        if len(ops) > 1 and _local_repo(ops[1]):
+            return None  # a clone or fetch from a path on this machine reaches no network
         out: list[str] = []
         for op in ops[1:]:
             d = _from_url(op) if "://" in op else None

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
 from mcpshim.review.rules.registry import Context, Hit, check
-from mcpshim.review.shapes import command_name, subcommand, under
+from mcpshim.review.shapes import command_name, matches_any, subcommand, under
 
 TARGET = define_rule(
     "MCS112",
@@ -63,11 +63,7 @@ def policy_allows(ctx: Context, img: Image) -> Iterator[Hit]:
             target,
             data,
         )
-    if (
-        cp is not None
-        and cp.targets
-        and not any(fnmatch.fnmatchcase(target, g) for g in cp.targets)
-    ):
+    if cp is not None and cp.targets and not matches_any(target, cp.targets):
         yield Hit(
             TARGET,
             f"{name} ran {target}; the policy allows {', '.join(cp.targets)}",

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim.base.display import quote_argv
-from mcpshim.log.execlog import EventRecord, Record
+from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.network import HELPERS, allowed
+from mcpshim.review.shapes import GIT_EXEC_DIRS, under
 
 __all__ = [
     "CREDENTIAL_NETWORK",
@@ -62,7 +63,9 @@ OUTBOUND = define_rule(
     "MCS304",
     "unexpected-outbound-connection",
     Severity.MEDIUM,
-    "A process of the session held a connection to a destination the policy does not list.",
+    "A process of the session held a connection to a destination the policy does not list "
+    "(another host, or a local service outside the family: a loopback peer is a network "
+    "peer too).",
     "If the destination is expected, add it to [network].destinations in the policy; "
     "otherwise find which tool call made the connection.",
     cwe=["CWE-200"],
@@ -78,6 +81,7 @@ CREDENTIAL_NETWORK = define_rule(
     cwe=["CWE-526"],
 )
 
+_NAMES_CAP = 65_536
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "busybox"})
 
 
@@ -105,6 +109,7 @@ class _Session:
     listen_ports: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
     outbound: set[tuple[int, int | None]] = field(default_factory=set)
+    established: list[tuple[EventRecord, str]] = field(default_factory=list)
 
 
 class SessionEvidence:
@@ -115,9 +120,15 @@ class SessionEvidence:
         self.shim_names = frozenset(shim_names)
         self.session = session
         self._sessions: dict[str, _Session] = {}
+        self._names: dict[tuple[int, int | None], str] = {}
 
     def feed(self, rec: Record) -> None:
-        if not isinstance(rec, EventRecord):
+        if isinstance(rec, ExecRecord):
+            if rec.session and (self.session is None or rec.session == self.session):
+                # the names of shimmed processes, for the sockets they hold (bounded)
+                self._names[(rec.pid, rec.start)] = rec.shim
+                if len(self._names) > _NAMES_CAP:
+                    del self._names[next(iter(self._names))]
             return
         sid = rec.data.get("session")
         if not isinstance(sid, str) or (self.session is not None and sid != self.session):
@@ -130,6 +141,7 @@ class SessionEvidence:
         out: list[Finding] = []
         for sid, s in self._sessions.items():
             out += s.findings
+            out += self._outbound(sid, s)
             out += self._credential_findings(sid, s)
         return out
 
@@ -149,7 +161,10 @@ class SessionEvidence:
         name = _name(d)
         severity: Severity | None = Severity.INFO
         message = f"{name} ran without a shim (seen only by sampling)"
-        if name in self.shim_names:
+        exe = str(d.get("exe") or "")
+        if name in self.shim_names and any(under(exe, g) for g in GIT_EXEC_DIRS):
+            message = f"{name} ran from git's own helpers ({exe}): git running itself"
+        elif name in self.shim_names:
             severity = Severity.MEDIUM
             message = f"{name} ran by absolute path, bypassing its shim"
         elif name in _SHELLS and "-c" in _argv(d)[1:2]:
@@ -163,8 +178,16 @@ class SessionEvidence:
         d = rec.data
         laddr, raddr = str(d.get("laddr") or ""), d.get("raddr")
         proto, status = str(d.get("proto") or ""), d.get("status")
-        proc = s.observed.get((d.get("pid"), d.get("start")))  # type: ignore[arg-type]
-        who = _name(proc.data) if proc else f"pid {d.get('pid')}"
+        ident = (d.get("pid"), d.get("start"))
+        proc = s.observed.get(ident)  # type: ignore[arg-type]
+        named = self._names.get(ident)  # type: ignore[arg-type]
+        who = (
+            _name(proc.data)
+            if proc
+            else f"{named} (pid {d.get('pid')})"
+            if named
+            else (f"pid {d.get('pid')}")
+        )
         if status == "LISTEN":
             s.listen_ports.add(laddr.rsplit(":", 1)[-1])
             loop = _is_loopback(laddr)
@@ -173,16 +196,32 @@ class SessionEvidence:
             msg = f"{who} listened {where}on {proto} {laddr}"
             s.findings.append(_finding(LISTENING, msg, sid, rec, f"{proto}\0{laddr}", sev))
             return
-        if status != "ESTABLISHED" or not isinstance(raddr, str) or _is_loopback(raddr):
+        if status != "ESTABLISHED" or not isinstance(raddr, str):
             return
-        if laddr.rsplit(":", 1)[-1] in s.listen_ports:
-            return  # a connection accepted by a listener (already a finding), not outbound
-        if isinstance(d.get("pid"), int):
-            s.outbound.add((d["pid"], d.get("start")))
-        if allowed(raddr, self.policy.destinations):
-            return
-        msg = f"{who} connected to {raddr} ({proto}), which the policy does not list"
-        s.findings.append(_finding(OUTBOUND, msg, sid, rec, f"{_host(raddr)}"))
+        # Decided at the end: whether a loopback peer is the family's own listener (and
+        # whether this end was accepted by one) is known once every LISTEN is in.
+        s.established.append((rec, who))
+
+    def _outbound(self, sid: str, s: _Session) -> list[Finding]:
+        """ESTABLISHED connections the family made: to another host, or to a local service
+        that is not the family's own (a loopback peer is a network peer all the same)."""
+        out = []
+        for rec, who in s.established:
+            d = rec.data
+            laddr, raddr = str(d.get("laddr") or ""), str(d.get("raddr"))
+            if laddr.rsplit(":", 1)[-1] in s.listen_ports:
+                continue  # accepted by a listener of the family (a finding of its own)
+            local = _is_loopback(raddr)
+            if local and raddr.rsplit(":", 1)[-1] in s.listen_ports:
+                continue  # the family talking to itself
+            if isinstance(d.get("pid"), int):
+                s.outbound.add((d["pid"], d.get("start")))
+            if allowed(raddr, self.policy.destinations):
+                continue
+            what = f"the local service at {raddr}" if local else raddr
+            msg = f"{who} connected to {what} ({d.get('proto')}), which the policy does not list"
+            out.append(_finding(OUTBOUND, msg, sid, rec, raddr if local else _host(raddr)))
+        return out
 
     def _survivor(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data

@@ -26,7 +26,8 @@ ABSOLUTE_SHELL = define_rule(
     "shell-line-by-absolute-path",
     Severity.MEDIUM,
     "A shell was started by absolute path with a -c command line, past every shim: only the "
-    "tracer saw the line (typical of Node's child_process.exec and Python's shell=True).",
+    "tracer saw the line (typical of Node's child_process.exec and Python's shell=True). "
+    "Medium when the line composes several programs; a single command is info.",
     "Run the program directly with an argument vector (execFile / spawn without a shell); if "
     "the shell is needed, approve the exact line in the policy ([commands.sh].args).",
     cwe=["CWE-78", "CWE-778"],
@@ -78,12 +79,15 @@ def absolute_shell(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
     parts = constructs(line)
     how = f" ({', '.join(parts)})" if parts else ""
+    # One plain command is routine (what Node's exec() and npm's scripts start); a line
+    # that composes several programs is what needs a look, as with MCS105.
     yield Hit(
         ABSOLUTE_SHELL,
         f"{_text(img.argv0)} -c started by absolute path, no shim saw it{how}: {line}",
         f"{name}\0{line}",
         target,
         {"command": name, "path": target, "inner": line, "constructs": parts},
+        None if parts else Severity.INFO,
     )
 
 
