@@ -35,7 +35,7 @@ __all__ = [
     "scan",
 ]
 
-EVIDENCE_KEEP = 100  # evidence kept per finding outside relayed sessions (memory bound)
+EVIDENCE_KEEP = 3  # evidence kept per finding outside relayed sessions (memory bound)
 MEMO_CAP = 65_536
 Progress = Callable[[int, str], None]
 

@@ -81,7 +81,7 @@ CREDENTIAL_NETWORK = define_rule(
     cwe=["CWE-526"],
 )
 
-_NAMES_CAP = 65_536
+_NAMES_CAP = 4096
 _SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "busybox"})
 
 
