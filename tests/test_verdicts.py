@@ -305,6 +305,38 @@ def test_defect7_one_spelling_per_target(home: Home) -> None:
     assert os.path.realpath(os.path.dirname(target)) == os.path.dirname(target), target
 
 
+# ---- defect 8: the article's question, answered per tool call ----------------------------
+
+
+def test_defect8_review_answers_per_call(home: Home, tmp_path: Path) -> None:
+    pkg = make_package(tmp_path)
+    run_session(home, "S-ask", lambda s: _outliving(s, pkg))
+    att = attribute(home.records(), "S-ask", anchors_for(home.loc))
+    assert att is not None
+    try:
+        text = _review_cli(home, "--session", "S-ask", "--fail-on", "high").stdout
+        doc = _json(home, "--session", "S-ask")
+    finally:
+        kill_helpers(att)
+    blocks = text.split("\n== ")
+    [run_test] = [b for b in blocks if "tools/call run_test" in b.splitlines()[0]]
+    [echo] = [b for b in blocks if "tools/call echo" in b.splitlines()[0]]
+    assert "   ran: npm test --silent;" in run_test
+    assert "   outlived the call: YES: MCS501" in run_test
+    assert "   command from an editable file: YES: MCS107" in run_test
+    # the test script lives under /tmp (pytest's tmp_path): a script in a temp dir is new
+    assert "   new executable path: YES: MCS102" in run_test
+    for q in ("new executable path", "reached the network", "command from an editable file"):
+        assert f"   {q}: no" in echo
+    assert "   ran: nothing" in echo and "   outlived the call: no" in echo
+    # routine events: info, counted on one line per call, not a line (and evidence) each
+    assert "[INFO]" not in text
+    assert run_test.count("routine (info): ") == 1 and "MCS101" in run_test
+    [call] = [c for c in doc["calls"] if c["name"] == "run_test"]
+    assert call["outlived"] and call["editable"] and call["new"] and call["ran"]
+    assert call["network"] == []
+
+
 # ---- the attack chains' checks -----------------------------------------------------------
 
 

@@ -45,6 +45,7 @@ class Image:
     #: shell's first shimmed child does: parent evidence); NUL separators lost
     parent_cmdline: bytes = b""
     path: bytes = b""  # the PATH the process received (shim records keep it)
+    shim_hop: bool = False  # the tracer's record of a shim script's own exec (not a program)
 
 
 def _from_exec(rec: ExecRecord) -> Image:

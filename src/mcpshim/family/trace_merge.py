@@ -96,6 +96,7 @@ def trace_image(rec: EventRecord) -> Image | None:
         tuple(argv[1:]),
         _str(d.get("session")),
         tuple(r for r in red if isinstance(r, str)) if isinstance(red, list) else (),
+        shim_hop=d.get("shim_script") is True,
     )
 
 

@@ -265,6 +265,7 @@ class _Pool:
             img.cwd_unknown,
             img.parent_cmdline,
             d.setdefault(img.path, img.path),  # type: ignore[arg-type]
+            img.shim_hop,
         )
 
 

@@ -211,7 +211,7 @@ def scan(
                 img.args,
                 img.cwd,
                 img.redactions,
-                rec.data.get("shim_script") is True,
+                img.shim_hop,
             )
             rsess = img.session
         n_images += 1
@@ -229,10 +229,9 @@ def scan(
             assert img is not None
             if len(memo) >= MEMO_CAP:
                 memo.clear()
-            skip = isinstance(rec, EventRecord) and rec.data.get("shim_script") is True
             hits = memo[memo_key] = tuple(
                 (hit_ids.setdefault((h.rule.id, h.key), len(hit_ids)), h)
-                for h in (() if skip else run_checks(ctx, img))
+                for h in (() if img.shim_hop else run_checks(ctx, img))
             )
         node = link.node
         while len(node_hits) <= node:
