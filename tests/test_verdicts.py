@@ -406,3 +406,39 @@ def test_observed_record_says_when_it_was_seen(home: Home) -> None:
     [obs] = [p for k, p in emitted if k == "observed" and p["pid"] == child.pid]
     t = parse_time(obs["time"])
     assert t is not None and t.timestamp() <= seen_by, (obs["time"], seen_by)
+
+
+def test_a_shimmed_exec_seen_before_its_record_is_read_is_not_observed() -> None:
+    """The sampler saw a process exec before the log's tail had its shim's record (written
+    before that exec): it waits a tick rather than report the target as unshimmed."""
+    from mcpshim.proc.procinfo import start_ticks
+    from mcpshim.supervise.sampler import Sampler
+
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    child = subprocess.Popen(["sh", "-c", "sleep 0.4; exec sleep 5"])
+    boot = execlog.current_boot_id()
+    try:
+        sampler = Sampler("S", boot, os.getpid(), lambda k, p: emitted.append((k, p)), None)
+        sampler.tick()  # sh, pending
+        time.sleep(0.15)
+        sampler.tick()  # sh decided: observed (it is unshimmed)
+        deadline = time.time() + 5
+        while b"sleep" not in Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")[0]:
+            assert time.time() < deadline
+            time.sleep(0.02)
+        sampler.tick()  # the exec of sleep, its shim's record not read yet
+        start = start_ticks(child.pid)
+        shim_record = execlog.ExecRecord(
+            None, None, boot, child.pid, os.getpid(), start, None, b"/", "sleep",
+            b"/usr/bin/sleep", b"/shims/sleep", "S", b"", (), (b"5",),
+        )  # fmt: skip
+        sampler.note_shim_records([shim_record])
+        time.sleep(0.15)
+        sampler.tick()
+    finally:
+        child.kill()
+        child.wait()
+    mine = [
+        os.path.basename(p["exe"]) for k, p in emitted if k == "observed" and p["pid"] == child.pid
+    ]
+    assert mine == ["dash"] or mine == ["sh"] or mine == ["bash"], emitted  # sh only, not sleep

@@ -45,6 +45,7 @@ class _Acc:
     hit: Hit
     evidence: list[Evidence] = field(default_factory=list)
     count: int = 0
+    keep_all: bool = False  # a relayed session's: every occurrence keeps its evidence
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,7 @@ def scan(
             a = acc.get(key)
             if a is None:
                 a = acc[key] = _Acc(hit)
+            a.keep_all = a.keep_all or keep_all
             a.count += 1
             if keep_all or len(a.evidence) < EVIDENCE_KEEP:
                 img = img or image_of(rec)
@@ -288,7 +290,9 @@ def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> Re
                 merged[k] = a
             else:
                 m.count += a.count
-                m.evidence.extend(a.evidence)
+                m.keep_all = m.keep_all or a.keep_all
+                room = None if m.keep_all else max(EVIDENCE_KEEP - len(m.evidence), 0)
+                m.evidence.extend(a.evidence if room is None else a.evidence[:room])
     findings = []
     for (fam, _rid, _key), a in merged.items():
         findings.append(

@@ -229,7 +229,12 @@ class Sampler:
         if m.state == "pending":
             return
         target = self._shimmed.get(m.identity)
-        if target is not None and os.path.realpath(target) == os.path.realpath(info.exe):
+        if target is None:
+            # A shim writes its record before it execs its target, but the tail may not
+            # have read it yet: decide next tick, after the tail has caught up.
+            m.state = "pending"
+            return
+        if os.path.realpath(target) == os.path.realpath(info.exe):
             return
         m.state = "observed"
         self._observed(m, info)
