@@ -442,3 +442,27 @@ def test_a_shimmed_exec_seen_before_its_record_is_read_is_not_observed() -> None
         os.path.basename(p["exe"]) for k, p in emitted if k == "observed" and p["pid"] == child.pid
     ]
     assert mine == ["dash"] or mine == ["sh"] or mine == ["bash"], emitted  # sh only, not sleep
+
+
+def test_a_fork_seen_only_before_its_exec_is_not_its_parent_again() -> None:
+    """A shell's pipeline child sampled between its fork and its exec has the shell's exe
+    and command line; gone by the next tick, it was reported as a second `sh -c` started
+    by absolute path. It ran nothing its parent's record does not show."""
+    from mcpshim.supervise.sampler import Sampler
+
+    code = "import os,time\nif os.fork() == 0:\n    time.sleep(0.3); os._exit(0)\ntime.sleep(5)"
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.1)
+        sampler = Sampler(
+            "S", execlog.current_boot_id(), os.getpid(), lambda k, p: emitted.append((k, p)), None
+        )
+        sampler.tick()  # the parent and its fork, both python -c CODE
+        time.sleep(0.5)
+        sampler.tick()  # the fork is gone
+    finally:
+        parent.kill()
+        parent.wait()
+    pids = [p["pid"] for k, p in emitted if k == "observed"]
+    assert pids == [parent.pid], emitted

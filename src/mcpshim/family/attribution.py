@@ -19,7 +19,6 @@ sessions without tool calls.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -43,7 +42,6 @@ __all__ = [
     "attribute_log",
     "latest_session",
     "log_has_relayed_sessions",
-    "relayed_sessions",
 ]
 
 TICK = 1.0 / CLK_TCK
@@ -205,27 +203,6 @@ def log_has_relayed_sessions(loc: Locations) -> bool:
         except (OSError, InputError):
             continue
     return False
-
-
-_SESSION_ID = re.compile(rb'\0=mcp-session\0=\{"session":"([^"\\]{1,200})"')
-
-
-def relayed_sessions(loc: Locations) -> set[str]:
-    """The ids of every session run with --mcp, by a byte scan (no decoding)."""
-    found: set[str] = set()
-    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
-        return found
-    tail = b""
-    for seg in execlog.segments(loc):
-        try:
-            with seg.open("rb") as fh:
-                while chunk := fh.read(1 << 22):
-                    buf = tail + chunk
-                    found.update(m.decode("utf-8", "replace") for m in _SESSION_ID.findall(buf))
-                    tail = buf[-256:]
-        except OSError:
-            continue
-    return found
 
 
 def attribute_log(loc: Locations, session: str | None = None) -> list[Attribution]:

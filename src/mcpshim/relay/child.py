@@ -65,7 +65,8 @@ from typing import NoReturn
 from mcpshim.base import fdio
 from mcpshim.proc.procinfo import LINUX
 from mcpshim.relay import pipeio
-from mcpshim.relay.core import C2S, S2C, PidMark, close_end, relay_pipe
+from mcpshim.relay.core import C2S, S2C, close_end, relay_pipe
+from mcpshim.relay.pidmark import PidMark
 
 __all__ = ["DIRECTIONS", "EOF", "HEAD", "MORE", "OVERFLOW", "available", "keep_only", "pump_main"]
 

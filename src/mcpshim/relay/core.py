@@ -36,6 +36,7 @@ import orjson
 
 from mcpshim.base import fdio
 from mcpshim.relay.listings import LISTED, contract_event
+from mcpshim.relay.pidmark import PidMark
 from mcpshim.relay.redact import redact_json
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "S2C",
     "TRACKED",
     "Framer",
-    "PidMark",
     "Recorder",
     "Relay",
     "Relaying",
@@ -69,31 +69,6 @@ MAX_MESSAGE = 64 << 20  # a longer line is relayed but not parsed (bounded memor
 
 Emit = Callable[[str, dict[str, Any]], None]
 Probe = Callable[[], list[tuple[int, int | None]]]
-
-
-class PidMark:
-    """The kernel's last allocated pid (/proc/sys/kernel/ns_last_pid), read with one pread
-    on a descriptor opened once: taken as a request is passed to the server and as its
-    response comes back, it orders forks exactly where clock ticks (10 ms) cannot. -1 where
-    it cannot be read (no procfs)."""
-
-    _PATH = "/proc/sys/kernel/ns_last_pid"
-
-    def __init__(self) -> None:
-        self._fd = -2
-
-    def read(self) -> int:
-        if self._fd == -2:
-            try:
-                self._fd = os.open(self._PATH, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                self._fd = -1
-        if self._fd < 0:
-            return -1
-        try:
-            return int(os.pread(self._fd, 24, 0))
-        except (OSError, ValueError):
-            return -1
 
 
 def iso(t: float) -> str:

@@ -35,12 +35,12 @@ from mcpshim.relay.core import (
     C2S,
     MAX_MESSAGE,
     S2C,
-    PidMark,
     Recorder,
     Relay,
     close_end,
     iso,
 )
+from mcpshim.relay.pidmark import PidMark
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
 

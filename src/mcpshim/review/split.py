@@ -14,12 +14,13 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
-from mcpshim.family.attribution import relayed_sessions
+from mcpshim.family.attribution import log_has_relayed_sessions
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
 from mcpshim.paths import Locations
@@ -61,6 +62,27 @@ class _PRead:
         data = os.pread(self.r.fd, n, self.pos)
         self.pos += len(data)
         return data
+
+
+_SESSION_ID = re.compile(rb'\0=mcp-session\0=\{"session":"([^"\\]{1,200})"')
+
+
+def relayed_sessions(loc: Locations) -> set[str]:
+    """The ids of every session run with --mcp, by a byte scan (no decoding)."""
+    found: set[str] = set()
+    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+        return found
+    tail = b""
+    for seg in execlog.segments(loc):
+        try:
+            with seg.open("rb") as fh:
+                while chunk := fh.read(1 << 22):
+                    buf = tail + chunk
+                    found.update(m.decode("utf-8", "replace") for m in _SESSION_ID.findall(buf))
+                    tail = buf[-256:]
+        except OSError:
+            continue
+    return found
 
 
 def _plan(fds: list[tuple[int, str, int]]) -> tuple[list[_Range], list[_Range]] | None:

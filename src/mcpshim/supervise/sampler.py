@@ -60,6 +60,7 @@ class Member:
     state: str = "pending"  # pending -> shimmed | observed
     sockets: set[tuple[int, str]] = field(default_factory=set)
     seen: str = ""  # when this image was first seen (an observed record says then, not later)
+    clone: bool = False  # seen only as a fork of its parent, before any exec of its own
 
     @property
     def identity(self) -> Identity:
@@ -188,9 +189,11 @@ class Sampler:
                 fresh.append(m)
                 if st.state != "Z":
                     m.info = self._info(st)
+                    m.clone = self._is_clone(m)
             elif (st.comm, st.image) != (m.stat.comm, m.stat.image) and _has_image(st):
                 m.stat = st
                 m.seen = utc_now()
+                m.clone = False
                 self._exec_seen(m)
             else:
                 m.stat = st
@@ -211,9 +214,19 @@ class Sampler:
         except (psutil.Error, OSError):
             return None
 
+    def _is_clone(self, m: Member) -> bool:
+        """A fork not yet exec'd runs its parent's program with its parent's command line
+        (a shell's pipeline child before it execs grep): nothing new to record."""
+        parent = self._members.get(m.stat.ppid)
+        if m.info is None or parent is None or parent.info is None:
+            return False
+        return (m.info.exe, m.info.cmdline) == (parent.info.exe, parent.info.cmdline)
+
     def _decide(self, m: Member) -> None:
         if m.identity in self._shimmed:
             m.state = "shimmed"
+        elif m.clone:
+            m.state = "observed"  # its parent's record shows the program; it exec'd nothing
         elif m.info is not None:
             m.state = "observed"
             self._observed(m, m.info)
