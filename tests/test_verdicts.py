@@ -226,7 +226,7 @@ def test_defect6_git_helpers_are_git_own(home: Home) -> None:
 def test_defect6_ca_bundle_is_not_a_credential() -> None:
     assert not is_credential_name("AWS_CA_BUNDLE")
     assert not is_credential_name("AWS_REGION")
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         assert is_credential_name(name), name
 
 
