@@ -16,7 +16,8 @@ from mcpshim.paths import Locations
 from mcpshim.shim import install as shim_install
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+#: the SARIF 2.1.0 schema, kept in the project (see tests/data/README.md)
+SARIF_SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 NODE_FIXTURE = Path(__file__).parent / "fixtures" / "node_mcp_server"
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import SHARED, Home
+from conftest import SARIF_SCHEMA, Home
 from mcpshim.errors import McpshimError
 from mcpshim.pathcheck import facts as pathfacts
 from mcpshim.pathcheck.clientconfig import load_config
@@ -170,7 +170,7 @@ def test_json_envelope_is_pinned(home: Home) -> None:
 
 
 def _validate_sarif(text: str) -> dict[str, object]:
-    schema = json.loads((SHARED / "data" / "sarif-schema-2.1.0.json").read_text())
+    schema = json.loads(SARIF_SCHEMA.read_text())
     doc: dict[str, object] = json.loads(text)
     jsonschema.validate(doc, schema)
     return doc

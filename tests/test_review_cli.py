@@ -17,7 +17,7 @@ import click
 import jsonschema
 import pytest
 
-from conftest import REPO, SHARED, Home
+from conftest import REPO, SARIF_SCHEMA, Home
 from mcpshim import __version__
 from mcpshim.cli import cli, main
 from mcpshim.log import eventlog
@@ -26,8 +26,6 @@ from mcpshim.review.findings import RULES
 from test_review_kit import Lab, fake_exec, ids, of
 
 BOOT = "cccccccc-0000-4000-8000-000000000004"
-
-SARIF_SCHEMA = SHARED / "data" / "sarif-schema-2.1.0.json"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
