@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -44,11 +45,15 @@ __all__ = [
     "read_stream",
     "segments",
     "session_of",
+    "spill_name",
+    "spill_names",
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CHUNK = 1 << 22
 _EXEC_FIELDS = 16  # positional fields before the arguments
+#: a spill file name as the shims write it (boot.pid.start.uptime.n): never a path, never hidden
+_SPILL_NAME = re.compile(rb"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,22 +282,39 @@ def _cwd_reason(field: bytes) -> str:
     return _CWD_REASONS.get(field, "not resolved by the shim")
 
 
+def spill_name(fields: list[bytes]) -> str | None:
+    """The file a spill pointer's fields name, or None when they are not a valid pointer.
+
+    The one check of a pointer, used by the reader and by rotation (which deletes what a
+    pointer names): a plain name inside spill/, as the shims write it, never a path."""
+    if len(fields) != 2 or fields[0] != b"1" or not _SPILL_NAME.fullmatch(fields[1]):
+        return None
+    return fields[1].decode("ascii")
+
+
+def _fields(body: bytes) -> list[bytes] | None:
+    """The fields of a record or pointer body (`\\0R...`/`\\0P...`, no end marker)."""
+    parts = body[2:].split(b"\0=")
+    # body holds one NUL per separator plus the tag's: any other NUL is inside a field.
+    if parts[0] != b"" or body.count(b"\0") != len(parts):
+        return None
+    return parts[1:]
+
+
 def _parse_one(
     body: bytes, where: str, spill_dir: Path | None, anchors: Anchors
 ) -> tuple[Record | None, str]:
     """Decode `\\0R...` or `\\0P...` (without the end marker); returns (record, problem)."""
     tag = body[1:2]
-    parts = body[2:].split(b"\0=")
-    # body holds one NUL per separator plus the tag's: any other NUL is inside a field.
-    if parts[0] != b"" or body.count(b"\0") != len(parts):
+    fields = _fields(body)
+    if fields is None:
         return None, "malformed record"
-    fields = parts[1:]
     if tag == b"P":
         if spill_dir is None or len(fields) != 2 or fields[0] != b"1":
             return None, "malformed spill pointer"
-        name = fields[1].decode("ascii", "replace")
-        if "/" in name or name.startswith("."):
-            return None, f"spill pointer with a bad name {name!r}"
+        name = spill_name(fields)
+        if name is None:
+            return None, f"spill pointer with a bad name {fields[1].decode('ascii', 'replace')!r}"
         try:
             with open_regular(spill_dir / name) as fh:
                 data = fh.read()
@@ -311,14 +333,10 @@ def _parse_one(
         return None, str(exc)
 
 
-def read_stream(
-    stream: BinaryIO,
-    name: str,
-    spill_dir: Path | None,
-    problems: list[LogProblem],
-    anchors: Anchors = _NO_ANCHORS,
-) -> Iterator[Record]:
-    """Stream records from one log file; memory holds one chunk plus the largest record."""
+def _bodies(stream: BinaryIO, name: str, problems: list[LogProblem]) -> Iterator[tuple[int, bytes]]:
+    """The framing: (offset, body) for each record or pointer, `\\0R...`/`\\0P...` without
+    its end marker; what is not a whole record goes to `problems`. Memory holds one chunk
+    plus the largest record."""
     carry = b""
     base = 0  # file offset of carry[0]
     while True:
@@ -349,16 +367,37 @@ def read_stream(
                 continue
             if start > 0:
                 problems.append(LogProblem(f"{name}@{pos}", "torn record skipped"))
-            rec, problem = _parse_one(piece[start:], f"{name}@{pos + start}", spill_dir, anchors)
-            if rec is not None:
-                yield rec
-            else:
-                problems.append(LogProblem(f"{name}@{pos + start}", problem))
+            yield pos + start, piece[start:]
             pos += plen
         if not chunk:
             return
         carry = buf[end + 2 :]
         base += end + 2
+
+
+def read_stream(
+    stream: BinaryIO,
+    name: str,
+    spill_dir: Path | None,
+    problems: list[LogProblem],
+    anchors: Anchors = _NO_ANCHORS,
+) -> Iterator[Record]:
+    """Stream records from one log file; memory holds one chunk plus the largest record."""
+    for pos, body in _bodies(stream, name, problems):
+        rec, problem = _parse_one(body, f"{name}@{pos}", spill_dir, anchors)
+        if rec is not None:
+            yield rec
+        else:
+            problems.append(LogProblem(f"{name}@{pos}", problem))
+
+
+def spill_names(stream: BinaryIO) -> Iterator[str]:
+    """The spill files the valid pointers of one log file name (what rotation may delete)."""
+    for _, body in _bodies(stream, "", []):
+        fields = _fields(body) if body[1:2] == b"P" else None
+        name = spill_name(fields) if fields is not None else None
+        if name is not None:
+            yield name
 
 
 def segments(loc: Locations) -> list[Path]:

@@ -7,21 +7,17 @@ import os
 from pathlib import Path
 
 from mcpshim.log.eventlog import log_lock
-from mcpshim.log.execlog import current_boot_id, segments
+from mcpshim.log.execlog import current_boot_id, segments, spill_names
 from mcpshim.paths import Locations
 
 __all__ = ["rotate"]
 
 
 def _spills_named(path: Path) -> list[str]:
-    names: list[str] = []
+    """What the pointers of a segment name, checked exactly as the reader checks them: a
+    pointer cannot make rotation delete anything outside spill/ (`../`, a path)."""
     with path.open("rb") as fh:
-        data = fh.read()
-    for piece in data.split(b"\0P")[1:]:
-        fields = piece.split(b"\0\n", 1)[0].split(b"\0=")
-        if len(fields) == 3:
-            names.append(fields[2].decode("ascii", "replace"))
-    return names
+        return list(spill_names(fh))
 
 
 def _prune_parent_markers(loc: Locations) -> None:
