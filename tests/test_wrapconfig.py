@@ -13,7 +13,8 @@ import pytest
 from mcpshim.errors import InputError, UsageError
 from mcpshim.pathcheck import jsonc
 from mcpshim.pathcheck.clientconfig import load_config
-from mcpshim.pathcheck.wrap import _verify, apply_plan, backup_path, plan_undo, plan_wrap, undo
+from mcpshim.pathcheck.wrap import _verify, plan_wrap
+from mcpshim.pathcheck.wrapfile import apply_plan, backup_path, plan_undo, undo
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 RELS = [

@@ -14,7 +14,8 @@ from mcpshim.cli.common import fail_on_option, findings_exit
 from mcpshim.errors import UsageError
 from mcpshim.pathcheck import facts as pathfacts
 from mcpshim.pathcheck import wrap as wrapconfig
-from mcpshim.pathcheck.clientconfig import load_config, parse_config
+from mcpshim.pathcheck import wrapfile
+from mcpshim.pathcheck.clientconfig import McpConfig, load_config
 from mcpshim.pathcheck.launch import launch_line, lint_config
 from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
 from mcpshim.paths import default_shim_dir
@@ -194,61 +195,87 @@ def wrap_config(
     kept, and running again changes nothing. --undo restores the original bytes exactly
     and removes the backup.
     """
-    config = load_config(config_file)
+    config = load_config(config_file)  # a bad file is refused before anything is locked
     if undo:
         if servers or everything:
             raise UsageError("--undo restores the whole file; drop --server/--all")
-        original = wrapconfig.plan_undo(config)
         if dry_run:
+            original = wrapfile.plan_undo(config)
             click.echo(
                 wrapconfig.render_diff(config_file, config.raw, original, "restored"), nl=False
             )
             return
-        wrapconfig.undo(config)
+        with wrapfile.edit_lock(config_file):
+            wrapfile.undo(load_config(config_file))
         click.echo(f"restored {escape(str(config_file))} from its backup; backup removed")
         return
     if bool(servers) == everything:
         raise UsageError("name the servers to wrap with --server NAME, or pass --all")
     shim, shim_source = _shim_dir(shim_dir)
-    plan = wrapconfig.plan_wrap(
-        config,
-        servers or None,
-        shim,
-        _mcpshim_exe(),
-        os.environ.get("PATH", ""),
-        explicit_dir=shim_dir is not None,
-        mcp=mcp,
-    )
+    exe = _mcpshim_exe()
+
+    def plan_for(current: McpConfig) -> wrapconfig.WrapPlan:
+        return wrapconfig.plan_wrap(
+            current,
+            servers or None,
+            shim,
+            exe,
+            os.environ.get("PATH", ""),
+            explicit_dir=shim_dir is not None,
+            mcp=mcp,
+        )
+
+    wrote = None
     if dry_run:
+        plan = plan_for(config)
         click.echo(
             wrapconfig.render_diff(config_file, plan.original, plan.new, "wrapped"), nl=False
         )
-    wrote = None if dry_run else wrapconfig.apply_plan(plan, config)
-    after = parse_config(config_file, plan.new)
+    else:
+        # Read, plan and write under the lock: a concurrent run's changes are kept.
+        with wrapfile.edit_lock(config_file):
+            config = load_config(config_file)
+            plan = plan_for(config)
+            wrote = wrapfile.apply_plan(plan, config)
+    click.echo("\n".join(_wrap_report(plan, dry_run, mcp, shim, shim_source, wrote)))
+
+
+def _wrap_report(
+    plan: wrapconfig.WrapPlan,
+    dry_run: bool,
+    mcp: bool,
+    shim: str,
+    shim_source: str,
+    wrote: Path | None,
+) -> list[str]:
+    """What wrap-config did, one line each (printed at once: 20,000 servers, one write)."""
+    after = plan.after
+    out: list[str] = []
     for name in plan.wrapped:
         verb = "would wrap" if dry_run else "wrapped"
-        click.echo(f"{verb} {escape(name)}: {launch_line(after.server(name))}")
+        out.append(f"{verb} {escape(name)}: {launch_line(after.server(name))}")
     for name in plan.already:
-        click.echo(f"already wrapped {escape(name)}: {launch_line(after.server(name))}")
+        out.append(f"already wrapped {escape(name)}: {launch_line(after.server(name))}")
         if mcp and not wrapconfig.relays_mcp(after.server(name).args):
-            click.echo(
+            out.append(
                 f"note: {escape(name)} runs without --mcp (its execs are recorded, not its "
                 "tool calls); --undo, then wrap again, to record them"
             )
     for name, why in plan.skipped.items():
-        click.echo(f"skipped {escape(name)}: {escape(why)}")
-    click.echo(f"shim dir: {escape(shim)} ({shim_source})")
+        out.append(f"skipped {escape(name)}: {escape(why)}")
+    out.append(f"shim dir: {escape(shim)} ({shim_source})")
     if plan.wrapped:
-        click.echo(
+        out.append(
             "note: an entry without env.PATH gets this process's PATH after the shim dir "
             "(the PATH its client is assumed to pass on)"
         )
     if load_manifest(Path(shim)) is None:
-        click.echo(f"note: no shims installed in {escape(shim)} yet; run `mcpshim install`")
+        out.append(f"note: no shims installed in {escape(shim)} yet; run `mcpshim install`")
     if wrote is not None:
-        click.echo(f"backup: {escape(str(wrote))} (restore with --undo)")
+        out.append(f"backup: {escape(str(wrote))} (restore with --undo)")
     elif not plan.changed:
-        click.echo("nothing to change")
+        out.append("nothing to change")
+    return out
 
 
 COMMANDS = [lint_path_cmd, wrap_config]

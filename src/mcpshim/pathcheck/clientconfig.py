@@ -9,6 +9,7 @@ line and column, and wrap-config can edit the exact spans it read.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -71,10 +72,14 @@ class McpConfig:
     def label(self) -> str:
         return CLIENT_LABELS[self.client]
 
+    @functools.cached_property
+    def _by_name(self) -> Mapping[str, ServerEntry]:
+        return {s.name: s for s in self.servers}
+
     def server(self, name: str) -> ServerEntry:
-        for s in self.servers:
-            if s.name == name:
-                return s
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
         known = ", ".join(s.name for s in self.servers) or "none"
         raise UsageError(f"{self.path}: no server named {name!r} (servers: {known})")
 
@@ -109,56 +114,80 @@ def detect_client(path: Path, root: jsonc.Node) -> tuple[str, str]:
     return "generic", "mcpServers"
 
 
-def _where(path: Path, text: str, offset: int) -> str:
-    line, col = jsonc.position(text, offset)
+def _where(path: Path, pos: jsonc.Positions, offset: int) -> str:
+    line, col = pos(offset)
     return f"{path}:{line}:{col}"
 
 
-def _strings(path: Path, text: str, node: jsonc.Node, what: str) -> dict[str, str]:
+def _strings(path: Path, pos: jsonc.Positions, node: jsonc.Node, what: str) -> dict[str, str]:
     if node.kind != "object":
-        raise InputError(f"{_where(path, text, node.start)}: {what} must be an object")
+        raise InputError(f"{_where(path, pos, node.start)}: {what} must be an object")
     out: dict[str, str] = {}
     for m in node.members:
         if m.value.kind == "null":
             continue
         if m.value.kind != "string":
-            raise InputError(
-                f"{_where(path, text, m.value.start)}: {what}.{m.key} must be a string"
-            )
+            raise InputError(f"{_where(path, pos, m.value.start)}: {what}.{m.key} must be a string")
         out[m.key] = m.value.value
     return out
 
 
-def _entry(path: Path, text: str, name: str, node: jsonc.Node) -> ServerEntry:
-    where = _where(path, text, node.start)
+def _entry(path: Path, pos: jsonc.Positions, name: str, node: jsonc.Node) -> ServerEntry:
+    where = _where(path, pos, node.start)
     if node.kind != "object":
         raise InputError(f"{where}: server {name!r} must be an object")
     command = node.get("command")
     if command is not None and command.kind != "string":
-        raise InputError(f"{_where(path, text, command.start)}: {name}.command must be a string")
+        raise InputError(f"{_where(path, pos, command.start)}: {name}.command must be a string")
     args_node = node.get("args")
     args: tuple[str, ...] = ()
     if args_node is not None:
         if args_node.kind != "array" or any(i.kind != "string" for i in args_node.items):
             raise InputError(
-                f"{_where(path, text, args_node.start)}: {name}.args must be an array of strings"
+                f"{_where(path, pos, args_node.start)}: {name}.args must be an array of strings"
             )
         args = tuple(args_node.value)
     env_node = node.get("env")
-    env = {} if env_node is None else _strings(path, text, env_node, f"{name}.env")
+    env = {} if env_node is None else _strings(path, pos, env_node, f"{name}.env")
     headers_node = node.get("headers")
-    headers = {} if headers_node is None else _strings(path, text, headers_node, f"{name}.headers")
+    headers = {} if headers_node is None else _strings(path, pos, headers_node, f"{name}.headers")
     url = node.get("url")
     return ServerEntry(
         name=name,
         node=node,
-        line=jsonc.position(text, node.start)[0],
+        line=pos(node.start)[0],
         command=command.value if command is not None else None,
         args=args,
         env=env,
         url=url.value if url is not None and url.kind == "string" else None,
         headers=headers,
     )
+
+
+def _unicode_only(path: Path, pos: jsonc.Positions, node: jsonc.Node) -> None:
+    """Refuse a lone surrogate (`"\\ud800"`) in a server's names or values: JSON allows the
+    escape, but it is not Unicode text, so it can be neither passed to a program nor
+    printed; saying where (the first one in the file) beats a traceback later."""
+    bad: list[tuple[int, str]] = []
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        spots = [(m.key_start, m.key) for m in n.members]
+        if n.kind == "string":
+            spots.append((n.start, n.value))
+        for offset, text in spots:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad.append((offset, text[exc.start].encode("unicode_escape").decode()))
+        todo += [m.value for m in n.members]
+        todo += n.items
+    if bad:
+        offset, char = min(bad)
+        raise InputError(
+            f"{_where(path, pos, offset)}: a lone surrogate ({char}) in a string: "
+            "not Unicode text, so no client could pass it to a program"
+        )
 
 
 def parse_config(path: Path, raw: bytes) -> McpConfig:
@@ -172,16 +201,18 @@ def parse_config(path: Path, raw: bytes) -> McpConfig:
         doc = jsonc.parse(text)
     except jsonc.JsoncError as exc:
         raise InputError(f"{path}:{exc.line}:{exc.column}: {exc.reason}") from None
+    pos = jsonc.Positions(text)
     if doc.root.kind != "object":
-        raise InputError(f"{_where(path, text, doc.root.start)}: the top level must be an object")
+        raise InputError(f"{_where(path, pos, doc.root.start)}: the top level must be an object")
     client, key = detect_client(path, doc.root)
     servers_node = doc.root.get(key)
     assert servers_node is not None
     if servers_node.kind != "object":
-        raise InputError(f"{_where(path, text, servers_node.start)}: {key} must be an object")
+        raise InputError(f"{_where(path, pos, servers_node.start)}: {key} must be an object")
+    _unicode_only(path, pos, servers_node)
     entries: dict[str, ServerEntry] = {}
     for m in servers_node.members:
-        entries[m.key] = _entry(path, text, m.key, m.value)  # the last one wins, as in JSON
+        entries[m.key] = _entry(path, pos, m.key, m.value)  # the last one wins, as in JSON
     return McpConfig(path, client, key, raw, doc, tuple(entries.values()), servers_node)
 
 

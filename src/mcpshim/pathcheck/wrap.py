@@ -4,7 +4,7 @@ The file is edited surgically at the spans the parser located (command value, th
 args, env.PATH), so every other byte, comments included, stays as the user wrote it. Each
 edit is checked by parsing the result again: the values must be exactly the old ones with
 the intended changes, and every comment must still be there; otherwise nothing is written.
-The first wrap keeps the original bytes in FILE.mcpshim-backup; --undo puts them back.
+Writing the result (lock, backup, atomic replace, undo) is `wrapfile`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpshim.base import safewrite
 from mcpshim.base.display import escape
 from mcpshim.errors import InputError, UsageError
 from mcpshim.log import redact
@@ -27,21 +26,14 @@ from mcpshim.pathcheck import jsonc
 from mcpshim.pathcheck.clientconfig import McpConfig, ServerEntry, parse_config
 
 __all__ = [
-    "BACKUP_SUFFIX",
     "WrapPlan",
-    "apply_plan",
-    "backup_path",
     "is_wrapped",
-    "plan_undo",
     "plan_wrap",
     "relays_mcp",
     "render_diff",
     "run_prefix",
-    "undo",
     "unwrapped",
 ]
-
-BACKUP_SUFFIX = ".mcpshim-backup"
 
 
 @dataclass(frozen=True)
@@ -52,14 +44,11 @@ class WrapPlan:
     wrapped: tuple[str, ...]  # entries rewritten now
     already: tuple[str, ...]  # entries that were already wrapped (left as they are)
     skipped: Mapping[str, str]  # entries that cannot be wrapped, and why
+    after: McpConfig  # the new bytes, parsed
 
     @property
     def changed(self) -> bool:
         return self.new != self.original
-
-
-def backup_path(path: Path) -> Path:
-    return path.with_name(path.name + BACKUP_SUFFIX)
 
 
 def is_wrapped(command: str | None, args: Sequence[str]) -> bool:
@@ -184,11 +173,18 @@ class _Editor:
         return "{" + self.nl + ind + unit + f"{_json(key)}: {value}" + self.nl + ind + "}"
 
     def result(self) -> str:
-        text = self.text
-        order = sorted(enumerate(self.edits), key=lambda e: (e[1][0], e[0]), reverse=True)
+        """The text with every edit made, in one pass (inserts at one offset in the order
+        they were made): linear in the file, however many servers are wrapped."""
+        order = sorted(enumerate(self.edits), key=lambda e: (e[1][0], e[0]))
+        out: list[str] = []
+        done = 0
         for _, (start, end, new) in order:
-            text = text[:start] + new + text[end:]
-        return text
+            if start < done:
+                raise AssertionError("overlapping edits")
+            out += [self.text[done:start], new]
+            done = end
+        out.append(self.text[done:])
+        return "".join(out)
 
 
 def _new_path(server: ServerEntry, shim_dir: str, inherited: str) -> str | None:
@@ -240,20 +236,24 @@ def _wrap_entry(
         expected.setdefault("env", {})["PATH"] = new_path
 
 
-def _verify(config: McpConfig, new_text: str, expected_root: Any) -> None:
-    """Refuse unless the edited text holds exactly the intended values and every comment."""
+def _verify(config: McpConfig, new_text: str, expected_root: Any) -> McpConfig:
+    """Refuse unless the edited text holds exactly the intended values and every comment;
+    return it parsed."""
     try:
-        doc = jsonc.parse(new_text)
-    except jsonc.JsoncError as exc:
+        after = parse_config(config.path, new_text.encode("utf-8"))
+    except InputError as exc:
         msg = f"{config.path}: refusing to write: the edit would not parse ({exc})"
         raise InputError(msg) from None
+    doc = after.document
     if doc.root.value != expected_root:
         raise InputError(f"{config.path}: refusing to write: the edit would change other values")
     old = [c.text for c in config.document.comments]
     if [c.text for c in doc.comments] != old:
         raise InputError(f"{config.path}: refusing to write: the edit would drop or move comments")
-    if config.document.plain_json and json.loads(new_text) != expected_root:
+    # (a BOM the file started with is kept; json.loads alone would refuse it)
+    if config.document.plain_json and json.loads(new_text.removeprefix("\ufeff")) != expected_root:
         raise InputError(f"{config.path}: refusing to write: the result is not plain JSON")
+    return after
 
 
 def plan_wrap(
@@ -290,101 +290,12 @@ def plan_wrap(
     if names is not None and skipped and not wrapped and not already:
         raise UsageError("; ".join(f"{k}: {v}" for k, v in skipped.items()))
     new_text = ed.result()
+    after = config
     if new_text != config.document.text:
-        _verify(config, new_text, expected)
-    new = new_text.encode("utf-8") if new_text != config.document.text else config.raw
-    return WrapPlan(config.path, config.raw, new, tuple(wrapped), tuple(already), skipped)
-
-
-# ---- backup, atomic writes, undo ------------------------------------------------------------
-
-
-def _strip(entry: Any) -> Any:
-    """An entry as it was before wrapping (PATH aside, which wrapping sets)."""
-    if not isinstance(entry, dict):
-        return entry
-    e = copy.deepcopy(entry)
-    args = e.get("args") or []
-    if is_wrapped(e.get("command"), args):
-        e["command"], e["args"] = unwrapped(args)
-    env = e.get("env") or {}
-    env.pop("PATH", None)
-    e["env"] = env
-    e["args"] = e.get("args") or []
-    return e
-
-
-def derived_from(original: bytes, current: McpConfig) -> bool:
-    """Whether the current file is the backed-up original with some entries wrapped."""
-    try:
-        before = parse_config(current.path, original)
-    except InputError:
-        return False
-    a, b = before.document.root.value, current.document.root.value
-    if {k: v for k, v in a.items() if k != before.servers_key} != {
-        k: v for k, v in b.items() if k != current.servers_key
-    }:
-        return False
-    sa, sb = a.get(before.servers_key, {}), b.get(current.servers_key, {})
-    if sa.keys() != sb.keys():
-        return False
-    for name, entry in sb.items():
-        was = sa[name]
-        if entry == was:
-            continue
-        if not isinstance(entry, dict) or not is_wrapped(
-            entry.get("command"), entry.get("args", [])
-        ):
-            return False
-        if _strip(entry) != _strip(was):
-            return False
-    return True
-
-
-def apply_plan(plan: WrapPlan, config: McpConfig) -> Path | None:
-    """Write the backup (first time only) and the new file; return the backup's path."""
-    if not plan.changed:
-        return None
-    backup = backup_path(plan.path)
-    st = os.stat(plan.path)
-    if backup.exists():
-        held = backup.read_bytes()
-        if held != plan.original and not derived_from(held, config):
-            raise InputError(
-                f"{backup} already holds a different original, and {plan.path} is not that "
-                "original with entries wrapped; refusing to overwrite the backup. Run "
-                "`mcpshim wrap-config --undo` or move the backup away first."
-            )
-    else:
-        try:
-            safewrite.create_exclusive(backup, plan.original, st)
-        except FileExistsError:
-            raise InputError(f"{backup} appeared while wrapping; run the command again") from None
-    safewrite.replace_atomically(plan.path, plan.new, st)
-    return backup
-
-
-def plan_undo(config: McpConfig) -> bytes:
-    """The original bytes --undo would restore (checked against the current file)."""
-    backup = backup_path(config.path)
-    try:
-        original = backup.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{backup}: no backup, so nothing to undo") from None
-    if original != config.raw and not derived_from(original, config):
-        raise InputError(
-            f"{config.path} changed beyond the wrapping since {backup} was written; "
-            f"refusing to overwrite those changes. To restore the original anyway: "
-            f"mv {backup} {config.path}"
-        )
-    return original
-
-
-def undo(config: McpConfig) -> bytes:
-    original = plan_undo(config)
-    safewrite.replace_atomically(config.path, original, os.stat(config.path))
-    os.unlink(backup_path(config.path))
-    return original
+        after = _verify(config, new_text, expected)
+    return WrapPlan(
+        config.path, config.raw, after.raw, tuple(wrapped), tuple(already), skipped, after
+    )
 
 
 _CRED_MEMBER = re.compile(r'"((?:[^"\\]|\\.)*)"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
