@@ -25,6 +25,8 @@ def _unsafe_char(ch: str) -> bool:
 
 
 def _escape_str(s: str, quote: str = "", keep_backslash: bool = False) -> str:
+    if s.isascii() and s.isprintable() and "\\" not in s and (not quote or quote not in s):
+        return s  # the common case, without a look at each character
     out = []
     for ch in s:
         if keep_backslash and ch == "\\":
@@ -80,14 +82,16 @@ def json_text(value: bytes) -> str:
 
 
 _JSON_UNSAFE = re.compile(
-    "[\u0080-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]"
+    "[\u0080-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff]"
 )
 
 
 def dumps(value: Any, **kw: Any) -> str:
     """JSON for a terminal: UTF-8 text kept readable, but C1 controls, bidi and other
-    invisible format characters written as \\u escapes (C0 controls json escapes itself).
-    The result parses back to the same value."""
+    invisible format characters written as \\u escapes (C0 controls json escapes itself),
+    and so are lone surrogates (a byte that was not UTF-8, kept by surrogateescape), which
+    no UTF-8 output could hold. The result parses back to the same value."""
     text = json.dumps(value, ensure_ascii=False, **kw)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 

@@ -14,7 +14,6 @@ as one JSON field; JSON never holds a raw NUL.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import stat
@@ -27,6 +26,7 @@ from typing import Any, BinaryIO
 
 from mcpshim.base.fdio import open_regular
 from mcpshim.errors import InputError
+from mcpshim.log.events import event_data
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CHUNK = 1 << 22
 _EXEC_FIELDS = 16  # positional fields before the arguments
+_MAX_SECONDS = 1e11  # after the year 5000: not a clock reading (and past what datetime holds)
 #: a spill file name as the shims write it (boot.pid.start.uptime.n): never a path, never hidden
 _SPILL_NAME = re.compile(rb"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 
@@ -86,13 +87,13 @@ class ExecRecord:
     def time(self) -> datetime | None:
         if self.btime is None or self.uptime is None:
             return None
-        return datetime.fromtimestamp(self.btime + self.uptime, tz=timezone.utc)
+        return _utc(self.btime + self.uptime)
 
     @property
     def start_time(self) -> datetime | None:
         if self.btime is None or self.start is None:
             return None
-        return datetime.fromtimestamp(self.btime + self.start / CLK_TCK, tz=timezone.utc)
+        return _utc(self.btime + self.start / CLK_TCK)
 
     @property
     def identity(self) -> tuple[str, int, int | None]:
@@ -187,9 +188,10 @@ def current_boot_id() -> str:
 
 
 def _int(b: bytes) -> int | None:
-    if b.isdigit():  # the common cases first, without raising for the usual empty field
+    """A pid or a tick count; anything longer than 18 digits is not one (unknown)."""
+    if b.isdigit() and len(b) <= 18:  # the common cases first, without raising
         return int(b)
-    if not b:
+    if not b or len(b) > 19:
         return None
     try:
         return int(b)
@@ -197,11 +199,19 @@ def _int(b: bytes) -> int | None:
         return None
 
 
-def _float(b: bytes) -> float | None:
+def _float(b: bytes | str) -> float | None:
+    """A clock reading in seconds (boot time, uptime); a value no clock gives is unknown."""
     try:
-        return float(b)
+        value = float(b)
     except ValueError:
         return None
+    return value if 0 <= value < _MAX_SECONDS else None
+
+
+def _utc(seconds: float) -> datetime | None:
+    if not 0 <= seconds < _MAX_SECONDS:
+        return None
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
 class Anchors:
@@ -219,7 +229,7 @@ class Anchors:
                     contextlib.suppress(OSError, ValueError, InputError),
                     open_regular(self._dir / boot_id) as fh,
                 ):
-                    value = float(fh.read(64).strip())
+                    value = _float(fh.read(64).strip())
             self._cache[boot_id] = value
         return self._cache[boot_id]
 
@@ -234,7 +244,7 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
     if kind != "exec":
         if len(fields) != 3:
             raise ValueError(f"{kind} record with {len(fields)} fields")
-        return EventRecord(kind, json.loads(fields[2]), where)
+        return EventRecord(kind, event_data(fields[2]), where)
     f = fields[2:]
     if len(f) < _EXEC_FIELDS:
         raise ValueError("exec record too short")
