@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -16,7 +17,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from conftest import Home, install
 from fixtures import byte_server
 from fixtures.runhelp import events
+from mcpshim.log import eventlog
+from mcpshim.log.events import MAX_EVENT_DEPTH
 from mcpshim.relay.core import C2S, S2C, Recorder
+from mcpshim.relay.recordable import CUT
 from mcpshim.relay.redact import redact_json
 
 FIX = Path(__file__).parent / "fixtures"
@@ -176,10 +180,33 @@ def test_recorder_takes_what_json_takes() -> None:
     rec.message(C2S, 3.0, b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"\xff"}')
     rec.message(C2S, 4.0, b'{"jsonrpc":"2.0",')
     assert [k for k, _ in got] == ["mcp-request", "mcp-request", "mcp-unparsed", "mcp-unparsed"]
-    assert got[0][1]["arguments"]["big"] == 2**100 and got[0][1]["arguments"]["s"] == "\ud800"
+    # recorded as the log can hold them: NaN as text, the lone surrogate as its escape
+    assert got[0][1]["arguments"] == {"n": "NaN", "big": 2**100, "s": "\\ud800"}
     assert got[1][1]["tool"] == "w"
     assert got[2][1]["reason"] == "not UTF-8 text"
     assert got[3][1]["reason"].startswith("not JSON: ")
+
+
+def test_deep_and_odd_tool_calls_are_recorded_depth_limited(home: Home) -> None:
+    """A tools/call nested 500 deep is a tool call: recorded with what lies below 32 levels
+    cut (it used to raise RecursionError and end up unparsed), and it reads back from the
+    log; 100,000 levels are beyond any JSON parser here: unparsed, said so."""
+    rec = Recorder(lambda k, p: eventlog.append_event(home.loc, k, p), "S-deep")
+    head = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t","arguments":'
+    deep = [b"[" * 500 + b"]" * 500, b'{"a":' * 500 + b"1" + b"}" * 500]
+    for i, value in enumerate(deep):
+        rec.message(C2S, 1.0, head % i + b'{"v":' + value + b"}}}")
+    rec.message(C2S, 2.0, head % 7 + b'{"v":[NaN,1e999,"\\udc80"]}}}')
+    rec.message(C2S, 3.0, head % 8 + b"[" * 100_000 + b"]" * 100_000 + b"}}")
+    assert rec.failures == 0
+    reqs = {r["id"]: r for r in events(home, "mcp-request", "S-deep")}  # read back
+    assert sorted(reqs) == [0, 1, 7]
+    for i in (0, 1):
+        text = json.dumps(reqs[i]["arguments"])
+        assert CUT in text and text.count("[") + text.count("{") < MAX_EVENT_DEPTH
+    assert reqs[7]["arguments"] == {"v": ["NaN", "Infinity", "\\udc80"]}
+    [unparsed] = events(home, "mcp-unparsed", "S-deep")
+    assert unparsed["reason"] == "not JSON: nested too deeply to parse"
 
 
 def test_recorder_survives_a_failing_log() -> None:

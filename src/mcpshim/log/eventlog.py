@@ -44,7 +44,10 @@ def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> filelock.BaseFi
 def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
     if kind == "exec" or not kind.replace("-", "").isalnum():
         raise ValueError(f"not an event kind: {kind!r}")
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    # allow_nan=False: the reader refuses NaN and infinities (log.events), so never write one
+    body = json.dumps(
+        payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+    )
     return encode_record(kind, [body.encode()])
 
 

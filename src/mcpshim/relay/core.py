@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-import orjson
-
 from mcpshim.base import fdio
 from mcpshim.relay.listings import LISTED, contract_event
 from mcpshim.relay.pidmark import PidMark
+from mcpshim.relay.recordable import loads as _loads
 from mcpshim.relay.redact import redact_json
 
 __all__ = [
@@ -262,16 +261,6 @@ class Recorder:
         self._pending[(direction, _id_key(msg["id"]))] = (method, t)
         self.counts["requests"] += 1
         self._event("mcp-request", t, payload)
-
-
-def _loads(data: bytes) -> Any:
-    """json.loads, five times faster: orjson first (0.4 ms for 1 MiB, 2 ms with json), and
-    json for what orjson refuses (NaN, lone surrogates, integers beyond 64 bits), so what
-    counts as JSON, and the reason given when it is not, stay json's."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
 
 
 def _parses(data: bytes) -> bool:
