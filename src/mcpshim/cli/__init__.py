@@ -1,7 +1,9 @@
 """The command line: parse, call the core, render, exit. The only package importing click.
 
 Exit codes are decided here and nowhere else: 0 clean, 1 findings at or above --fail-on,
-2 a usage or input error (any McpshimError, or click's own usage errors).
+2 a usage, input or environment error (any McpshimError, click's own usage errors, or an
+OSError the machine raised: a full disk, a read-only file, a missing directory), always
+as one line on stderr, never a traceback. `run` exits with its command's status.
 
 May import: base, log, shim, proc, trace, family, relay, supervise, review, pathcheck, render,
 contract.
@@ -9,11 +11,13 @@ contract.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from mcpshim import __version__
+from mcpshim.base.display import escape
 from mcpshim.cli import (
     approve_cmd,
     log_cmd,
@@ -61,4 +65,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        click.echo(f"mcpshim: error: {describe(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def describe(exc: OSError) -> str:
+    """An OSError as one line: the file it is about, then what the system said."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return f"{escape(os.fsdecode(exc.filename))}: {what}" if exc.filename else what

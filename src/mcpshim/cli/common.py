@@ -9,11 +9,21 @@ from typing import Any, TypeVar
 import click
 
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
+from mcpshim.pathcheck import lint as _registers_mcs2xx
 from mcpshim.paths import Locations, default_shim_dir
-from mcpshim.review.findings import Finding, Severity, at_or_above
+from mcpshim.review import policy, rules
+from mcpshim.review.findings import RULES, Finding, Severity, at_or_above
 from mcpshim.shim.manifest import locations_for
 
-__all__ = ["fail_on_option", "findings_exit", "location_options", "locations"]
+__all__ = ["fail_on_option", "findings_exit", "load_policy", "location_options", "locations"]
+
+_ = (rules, _registers_mcs2xx)  # imported for the rules they register
+
+
+def load_policy(path: Path | None) -> policy.Policy:
+    """The policy, each [severity] id checked against every rule mcpshim has."""
+    return policy.load_policy(path, frozenset(RULES))
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import fail_on_option, findings_exit
+from mcpshim.cli.common import fail_on_option, findings_exit, load_policy
 from mcpshim.errors import UsageError
 from mcpshim.pathcheck import facts as pathfacts
 from mcpshim.pathcheck import wrap as wrapconfig
@@ -22,7 +22,7 @@ from mcpshim.paths import default_shim_dir
 from mcpshim.render.formats import RENDERERS
 from mcpshim.render.report import Report
 from mcpshim.review.findings import Finding
-from mcpshim.review.policy import apply_policy, load_policy
+from mcpshim.review.policy import apply_policy
 from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]

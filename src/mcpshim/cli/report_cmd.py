@@ -8,7 +8,7 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.cli.approve_cmd import lock_option, resolve_lock, session_evidence
-from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.common import load_policy, location_options, locations
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, select_server
 from mcpshim.errors import InputError, UsageError
@@ -17,7 +17,6 @@ from mcpshim.log import execlog
 from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
 from mcpshim.render.md import SessionReport, render_md, session_report
-from mcpshim.review import policy
 from mcpshim.review.cards import server_card
 from mcpshim.review.departures import departures
 from mcpshim.review.policy import apply_policy
@@ -77,7 +76,7 @@ def report(
     --lock the findings are only the departures from that approval.
     """
     loc = locations(shim_dir, log_dir)
-    pol = policy.load_policy(policy_file)
+    pol = load_policy(policy_file)
     problems: list[execlog.LogProblem] = []
     if session is None:
         session = attribution.latest_session(execlog.iter_records(loc, problems))
@@ -100,9 +99,12 @@ def report(
         subject["started"] = str(start.get("time", "?"))
     if rep.att.end is not None:
         subject["exit status"] = str(rep.att.end.get("exit_status"))
+    [(att, ev)] = session_evidence(loc, session, problems)
+    problems = list(dict.fromkeys(problems))  # the log was read more than once
+    for p in problems:
+        click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
     if problems:
         subject["damaged records skipped"] = str(len(problems))
-    [(att, ev)] = session_evidence(loc, session, problems)
     start = att.start or {}
     lock_path = resolve_lock(lock_file)
     lock = load_lock(lock_path) if lock_path is not None else Lock()

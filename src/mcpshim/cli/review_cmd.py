@@ -14,7 +14,13 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.cli.approve_cmd import lock_departures, lock_option, resolve_lock
-from mcpshim.cli.common import fail_on_option, findings_exit, location_options, locations
+from mcpshim.cli.common import (
+    fail_on_option,
+    findings_exit,
+    load_policy,
+    location_options,
+    locations,
+)
 from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
@@ -216,7 +222,7 @@ def review(
     subcommands, cwd roots, destinations, credential names, processes that outlived a call.
     """
     loc = locations(shim_dir, log_dir)
-    pol = policy.load_policy(policy_file)
+    pol = load_policy(policy_file)
     lock_path = resolve_lock(lock_file)
     limit = None if evidence == "all" else int(evidence)
     if lock_path is not None:

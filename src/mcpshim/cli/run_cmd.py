@@ -158,7 +158,16 @@ def run(
     if no_trace:
         click.echo(f"mcpshim: --trace=auto: not tracing: {escape(no_trace)}", err=True)
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
-    return run_relayed(sup, gate) if mcp else sup.run()
+    try:
+        return run_relayed(sup, gate) if mcp else sup.run()
+    except OSError as exc:
+        if sup.status is None:
+            raise
+        # The command ran and ended; what failed was mcpshim's own bookkeeping after it
+        # (e.g. the trace records on a full disk): say so, and keep the command's status.
+        what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        click.echo(f"mcpshim: warning: after the command ended: {escape(what)}", err=True)
+        return sup.status
 
 
 def _hold_to_lock(

@@ -9,7 +9,7 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.cli.common import location_options, locations
-from mcpshim.errors import UsageError
+from mcpshim.errors import InputError, UsageError
 from mcpshim.paths import default_shim_dir
 from mcpshim.shim import install as shim_install
 from mcpshim.shim import render
@@ -73,14 +73,21 @@ def install(
     write are never touched.
     """
     loc = locations(shim_dir, log_dir)
-    result = shim_install.install(
-        loc,
-        commands,
-        _parse_targets(targets),
-        on_failure="refuse" if on_log_failure == "refuse" else "run",
-        allow_unsafe=allow_unsafe_target,
-        interpreter=interpreter,
-    )
+    try:
+        result = shim_install.install(
+            loc,
+            commands,
+            _parse_targets(targets),
+            on_failure="refuse" if on_log_failure == "refuse" else "run",
+            allow_unsafe=allow_unsafe_target,
+            interpreter=interpreter,
+        )
+    except OSError as exc:  # a full disk, a read-only directory: say where, in one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise InputError(
+            f"cannot install shims in {loc.shim_dir} (log {loc.log_dir}): "
+            f"{where}{exc.strerror or exc}"
+        ) from None
     for e in result.installed:
         click.echo(f"installed {e.name} -> {escape(e.target)}")
     for name in result.unchanged:

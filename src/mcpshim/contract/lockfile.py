@@ -25,6 +25,7 @@ from typing import Any
 import platformdirs
 import tomli_w
 
+from mcpshim.base.tomlfile import parse_toml
 from mcpshim.contract.canon import short
 from mcpshim.errors import InputError
 
@@ -314,6 +315,8 @@ def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{source}: not a valid lock: {exc}") from None
+    except (RecursionError, ValueError):  # 5,000 levels, 5,000 digits: said with the line
+        data = parse_toml(text, Path(source), "lock")
     if data.get("version") != VERSION:
         raise InputError(
             f"{source}: lock key version: expected {VERSION} (this mcpshim reads version "

@@ -74,10 +74,18 @@ class EventLog:
             self._mutex = threading.Lock()  # one held by another thread at fork stays held
             self._reopen()
         with self._mutex:
+            if self._lock_fd < 0:  # first use, or the last try failed (retried each time)
+                make_private_dir(self.loc.log_dir)
+                self._lock_fd = _open(str(self.loc.lock_file), os.O_RDWR | os.O_CREAT)
             self._flock()
             try:
                 self._current()
                 fdio.write_all(self._log_fd, data)
+            except OSError as exc:
+                if exc.filename is not None:
+                    raise
+                # a failed write() names no file: name the log (ENOSPC, EFBIG, EIO)
+                raise OSError(exc.errno, exc.strerror, str(self.loc.log_file)) from None
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
@@ -87,8 +95,6 @@ class EventLog:
         self._pid = os.getpid()
         self._lock_fd = self._log_fd = -1
         self._log_id = None
-        make_private_dir(self.loc.log_dir)
-        self._lock_fd = _open(str(self.loc.lock_file), os.O_RDWR | os.O_CREAT)
 
     def _flock(self) -> None:
         deadline = time.monotonic() + self.timeout

@@ -69,7 +69,7 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     "pid": (_int, "an integer"),
     **dict.fromkeys(
         ("ppid", "start", "parent_start", "child_pid", "child_start", "uid", "exit_status",
-         "error_code", "signal", "size", "survivors", "execs", "failed", "gaps", "processes"),
+         "error_code", "size", "survivors", "execs", "failed", "gaps", "processes"),
         (_OPT_INT, "an integer or null"),
     ),
     **dict.fromkeys(
@@ -88,7 +88,8 @@ _FIELDS: dict[str, tuple[Check, str]] = {
         (_OPT_BOOL, "true, false or null"),
     ),
     "duration_s": (_OPT_NUMBER, "a number or null"),
-    "status": (_opt(_either(_int, _str)), "an integer, text or null"),
+    "status": (_opt(_either(_int, _str)), "an integer, text or null"),  # reaped; socket
+    "signal": (_opt(_either(_int, _str)), "a signal name, number or null"),
     "id": (lambda v: not isinstance(v, (dict, list)), "a JSON-RPC id (text, number or null)"),
     "alive": (_alive, "a list of [pid, start] pairs"),
 }  # fmt: skip

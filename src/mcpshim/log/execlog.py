@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,6 +24,13 @@ from typing import Any, BinaryIO
 
 from mcpshim.base.fdio import open_regular
 from mcpshim.errors import InputError
+from mcpshim.log.boot import (
+    MAX_SECONDS,
+    Anchors,
+    clock_seconds,
+    current_boot_id,
+    now_anchor,
+)
 from mcpshim.log.events import event_data
 from mcpshim.paths import Locations
 
@@ -52,7 +57,6 @@ __all__ = [
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _CHUNK = 1 << 22
 _EXEC_FIELDS = 16  # positional fields before the arguments
-_MAX_SECONDS = 1e11  # after the year 5000: not a clock reading (and past what datetime holds)
 #: a spill file name as the shims write it (boot.pid.start.uptime.n): never a path, never hidden
 _SPILL_NAME = re.compile(rb"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
 
@@ -172,18 +176,6 @@ def encode_record(kind: str, fields: Iterable[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def now_anchor() -> float:
-    """Boot time in UTC seconds, to the microsecond, from the two clocks the kernel keeps."""
-    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def current_boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
 # ---- decoding ----------------------------------------------------------------------------
 
 
@@ -199,39 +191,10 @@ def _int(b: bytes) -> int | None:
         return None
 
 
-def _float(b: bytes | str) -> float | None:
-    """A clock reading in seconds (boot time, uptime); a value no clock gives is unknown."""
-    try:
-        value = float(b)
-    except ValueError:
-        return None
-    return value if 0 <= value < _MAX_SECONDS else None
-
-
 def _utc(seconds: float) -> datetime | None:
-    if not 0 <= seconds < _MAX_SECONDS:
+    if not 0 <= seconds < MAX_SECONDS:
         return None
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
-
-
-class Anchors:
-    """Boot time per boot id, from boot/<id> files (written by mcpshim, or once by a shim)."""
-
-    def __init__(self, boot_dir: Path | None) -> None:
-        self._dir = boot_dir
-        self._cache: dict[str, float | None] = {}
-
-    def get(self, boot_id: str) -> float | None:
-        if boot_id not in self._cache:
-            value = None
-            if self._dir is not None and boot_id and "/" not in boot_id:
-                with (
-                    contextlib.suppress(OSError, ValueError, InputError),
-                    open_regular(self._dir / boot_id) as fh,
-                ):
-                    value = _float(fh.read(64).strip())
-            self._cache[boot_id] = value
-        return self._cache[boot_id]
 
 
 _NO_ANCHORS = Anchors(None)
@@ -259,8 +222,8 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
     boot_id = f[2].decode("ascii", "replace")
     cwd, cwd_unknown = (f[7], "") if f[7].startswith(b"/") else (b"", _cwd_reason(f[7]))
     return ExecRecord(
-        btime=_float(f[0]) if f[0] else anchors.get(boot_id),
-        uptime=_float(f[1]),
+        btime=clock_seconds(f[0]) if f[0] else anchors.get(boot_id),
+        uptime=clock_seconds(f[1]),
         boot_id=boot_id,
         pid=pid,
         ppid=_int(f[4]),
@@ -421,25 +384,31 @@ def segments(loc: Locations) -> list[Path]:
 
 
 def iter_records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
-    """Every record of every segment, in log order. A missing log is an error at the call,
-    not at the first record: a command says so before it prints anything (and so is a
-    segment that is not a regular file: a FIFO would block the read for ever)."""
+    """Every record of every segment, in log order. A missing or unreadable log is an error
+    at the call, not at the first record: a command says so before it prints anything.
+    All segments are opened first (without blocking, regular files only: a FIFO would
+    block the read for ever): a rotation while we read renames, never loses, a file."""
     if not loc.log_dir.is_dir():
         raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
-    for p in segments(loc):
-        with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISREG(p.stat().st_mode):
-                raise InputError(f"{p} is not a regular file; not reading it")
-    return _records(loc, problems)
-
-
-def _records(loc: Locations, problems: list[LogProblem]) -> Iterator[Record]:
     files: list[tuple[str, BinaryIO]] = []
-    with contextlib.ExitStack() as stack:
-        # Open all segments first: a rotation while we read renames, never loses, a file.
+    try:
         for p in segments(loc):
             with contextlib.suppress(FileNotFoundError):
-                files.append((p.name, stack.enter_context(open_regular(p))))
+                files.append((p.name, open_regular(p)))
+    except BaseException:
+        for _, fh in files:
+            fh.close()
+        raise
+    return _records(loc, files, problems)
+
+
+def _records(
+    loc: Locations, files: list[tuple[str, BinaryIO]], problems: list[LogProblem]
+) -> Iterator[Record]:
+    try:
         anchors = Anchors(loc.boot_dir)
         for name, fh in files:
             yield from read_stream(fh, name, loc.spill_dir, problems, anchors)
+    finally:
+        for _, fh in files:
+            fh.close()

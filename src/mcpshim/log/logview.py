@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 LOG_SCHEMA_ID = "mcpshim.log/1"
-_REL = re.compile(r"^(\d+)([smhd])$")
+_REL = re.compile(r"^(\d{1,18})([smhd])$")
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
@@ -45,7 +45,10 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     if m:
         n, unit = int(m.group(1)), m.group(2)
         unit_name = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]
-        return now - timedelta(**{unit_name: n})
+        try:
+            return now - timedelta(**{unit_name: n})
+        except OverflowError:
+            raise UsageError(f"--since: {text!r} reaches back before the year 1") from None
     try:
         t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -6,6 +6,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from mcpshim.errors import InputError
 from mcpshim.log.eventlog import log_lock
 from mcpshim.log.execlog import current_boot_id, segments, spill_names
 from mcpshim.paths import Locations
@@ -39,6 +40,9 @@ def rotate(loc: Locations, keep: int | None = None) -> tuple[Path | None, list[P
     """
     removed: list[Path] = []
     with log_lock(loc):
+        for p in segments(loc):  # checked before anything is renamed or deleted
+            if not p.is_file():
+                raise InputError(f"{p}: not a regular file (a log segment is one); nothing rotated")
         rotated = [p for p in segments(loc) if p != loc.log_file]
         new: Path | None = None
         if loc.log_file.exists() and loc.log_file.stat().st_size > 0:

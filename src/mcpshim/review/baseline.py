@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,14 +15,10 @@ from typing import Any
 
 import tomli_w
 
+from mcpshim.base.tomlfile import Keys, parse_toml
 from mcpshim.errors import InputError
 from mcpshim.family.tree import Image
 from mcpshim.review.shapes import command_name, shape
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["Baseline", "collect", "dumps_baseline", "load_baseline", "save_baseline"]
 
@@ -113,38 +108,54 @@ def save_baseline(base: Baseline, path: Path) -> None:
         raise InputError(f"{path}: cannot write baseline: {exc.strerror}") from None
 
 
-def _strs(path: Path, value: Any, key: str) -> tuple[str, ...]:
+_TOP_KEYS = ("version", "session", "records", "created", "cwd_roots", "commands")
+_COMMAND_KEYS = ("targets", "shapes")
+
+
+def _strs(keys: Keys, value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{path}: baseline key {key}: expected a list of strings")
+        raise keys.fail(key, "expected a list of strings")
     return tuple(value)
 
 
 def load_baseline(path: Path) -> Baseline:
+    """A baseline file; anything malformed or unknown is an InputError naming the file,
+    the line and the key (a misspelt key would otherwise silently allow nothing)."""
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text()
     except OSError as exc:
         raise InputError(f"{path}: cannot read baseline: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a valid baseline: {exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: baseline is not UTF-8 text") from None
+    data = parse_toml(text, path, "baseline")
+    keys = Keys(path, text, "baseline")
+    keys.no_unknown(data, _TOP_KEYS, "")
     if data.get("version") != 1:
-        raise InputError(f"{path}: baseline key version: expected 1")
+        raise keys.fail("version", "expected 1")
     cmds = data.get("commands", {})
     if not isinstance(cmds, dict):
-        raise InputError(f"{path}: baseline key commands: expected a table")
+        raise keys.fail("commands", "expected a table")
     execs: dict[str, tuple[str, ...]] = {}
     shapes: dict[str, tuple[str, ...]] = {}
     for name, table in cmds.items():
         if not isinstance(table, dict):
-            raise InputError(f"{path}: baseline key commands.{name}: expected a table")
-        execs[name] = _strs(path, table.get("targets", []), f"commands.{name}.targets")
-        shapes[name] = _strs(path, table.get("shapes", []), f"commands.{name}.shapes")
-    created = data.get("created")
+            raise keys.fail(f"commands.{name}", "expected a table")
+        keys.no_unknown(table, _COMMAND_KEYS, f"commands.{name}.")
+        execs[name] = _strs(keys, table.get("targets", []), f"commands.{name}.targets")
+        shapes[name] = _strs(keys, table.get("shapes", []), f"commands.{name}.shapes")
+    session, records, created = data.get("session", ""), data.get("records", 0), data.get("created")
+    if not isinstance(session, str):
+        raise keys.fail("session", "expected a string")
+    if not isinstance(records, int) or isinstance(records, bool) or records < 0:
+        raise keys.fail("records", "expected a whole number")
+    if created is not None and not isinstance(created, datetime):
+        raise keys.fail("created", "expected a date and time")
     return Baseline(
         execs,
         shapes,
-        _strs(path, data.get("cwd_roots", []), "cwd_roots"),
-        str(data.get("session", "")),
+        _strs(keys, data.get("cwd_roots", []), "cwd_roots"),
+        session,
         str(path),
-        created if isinstance(created, datetime) else None,
-        int(data.get("records", 0)),
+        created,
+        records,
     )

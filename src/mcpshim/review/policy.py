@@ -15,22 +15,17 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from mcpshim.base.tomlfile import Keys, parse_toml
 from mcpshim.errors import InputError
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.shim import targets
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "DEFAULT_SENSITIVE",
@@ -135,59 +130,16 @@ def default_policy() -> Policy:
 # ---- loading -----------------------------------------------------------------------------
 
 
-class _Ctx:
-    """Where we are in the file, so an error can name the file, the line and the key path."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
-
-    def line_of(self, keypath: str) -> int | None:
-        parts = keypath.split(".")
-        leaf = parts[-1].split("[")[0]
-        table = parts[:-1]
-        current: list[str] = []
-        key_re = re.compile(rf"^\s*(\"?){re.escape(leaf)}\1\s*=")
-        header_re = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-        fallback = None
-        for i, line in enumerate(self.lines, 1):
-            m = header_re.match(line)
-            if m:
-                current = [p.strip().strip('"') for p in m.group(1).split(".")]
-                if current == parts:
-                    return i
-                continue
-            if key_re.match(line):
-                if current == table:
-                    return i
-                fallback = fallback or i
-        return fallback
-
-    def fail(self, keypath: str, problem: str) -> InputError:
-        line = self.line_of(keypath) if keypath else None
-        where = f"{self.path}:{line}" if line else str(self.path)
-        return InputError(f"{where}: policy key {keypath or '(top level)'}: {problem}")
-
-
-def _strs(ctx: _Ctx, value: Any, keypath: str) -> tuple[str, ...]:
+def _strs(ctx: Keys, value: Any, keypath: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ctx.fail(keypath, "expected a list of strings")
     return tuple(value)
 
 
-def _table(ctx: _Ctx, value: Any, keypath: str) -> Mapping[str, Any]:
+def _table(ctx: Keys, value: Any, keypath: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise ctx.fail(keypath, "expected a table")
     return value
-
-
-def _no_unknown(ctx: _Ctx, table: Mapping[str, Any], known: Iterable[str], prefix: str) -> None:
-    allowed = set(known)
-    for key in table:
-        if key not in allowed:
-            raise ctx.fail(
-                f"{prefix}{key}", f"unknown key (expected one of: {', '.join(sorted(allowed))})"
-            )
 
 
 def _paths(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -210,10 +162,10 @@ _TOP_KEYS = (
 )
 
 
-def _command(ctx: _Ctx, name: str, value: Any) -> CommandPolicy:
+def _command(ctx: Keys, name: str, value: Any) -> CommandPolicy:
     prefix = f"commands.{name}."
     table = _table(ctx, value, f"commands.{name}")
-    _no_unknown(ctx, table, _COMMAND_KEYS, prefix)
+    ctx.no_unknown(table, _COMMAND_KEYS, prefix)
     get = {k: _strs(ctx, table[k], prefix + k) for k in _COMMAND_KEYS if k in table}
     return CommandPolicy(
         targets=_paths(get.get("targets", ())),
@@ -224,10 +176,10 @@ def _command(ctx: _Ctx, name: str, value: Any) -> CommandPolicy:
     )
 
 
-def _ignore(ctx: _Ctx, i: int, value: Any) -> Ignore:
+def _ignore(ctx: Keys, i: int, value: Any) -> Ignore:
     keypath = f"ignore[{i}]"
     table = _table(ctx, value, keypath)
-    _no_unknown(ctx, table, ("rule", "command", "path", "reason"), "ignore.")
+    ctx.no_unknown(table, ("rule", "command", "path", "reason"), "ignore.")
     for k, v in table.items():
         if not isinstance(v, str):
             raise ctx.fail(f"ignore.{k}", f"expected a string in ignore entry {i + 1}")
@@ -245,16 +197,13 @@ def _ignore(ctx: _Ctx, i: int, value: Any) -> Ignore:
     )
 
 
-def parse_policy(text: str, path: Path) -> Policy:
-    """A Policy from TOML text; `path` only names the file in errors."""
-    ctx = _Ctx(path, text)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
-        line = m.group(1) if m else str(max(1, len(ctx.lines)))
-        raise InputError(f"{path}:{line}: not valid TOML: {exc}") from None
-    _no_unknown(ctx, data, _TOP_KEYS, "")
+def parse_policy(text: str, path: Path, known_rules: Collection[str] | None = None) -> Policy:
+    """A Policy from TOML text; `path` only names the file in errors. With `known_rules`
+    (the CLI passes every rule it has), a [severity] entry for any other id is an error:
+    a typo there would silently change nothing."""
+    ctx = Keys(path, text, "policy")
+    data = parse_toml(text, path, "policy")
+    ctx.no_unknown(data, _TOP_KEYS, "")
     version = data.get("version", 1)
     if version != 1:
         raise ctx.fail("version", f"unsupported policy version {version!r} (expected 1)")
@@ -264,6 +213,8 @@ def parse_policy(text: str, path: Path) -> Policy:
     for rid, level in _table(ctx, data.get("severity", {}), "severity").items():
         if not _RULE_ID.match(rid):
             raise ctx.fail(f"severity.{rid}", "not a rule id (like MCS101)")
+        if known_rules is not None and rid not in known_rules:
+            raise ctx.fail(f"severity.{rid}", "no such rule (`mcpshim rules` lists them)")
         if not isinstance(level, str) or level.lower() not in (
             "info",
             "low",
@@ -285,7 +236,7 @@ def parse_policy(text: str, path: Path) -> Policy:
         for name, v in _table(ctx, data.get("commands", {}), "commands").items()
     }
     network = _table(ctx, data.get("network", {}), "network")
-    _no_unknown(ctx, network, ("destinations",), "network.")
+    ctx.no_unknown(network, ("destinations",), "network.")
     tools = {
         name: _strs(ctx, v, f"tools.{name}")
         for name, v in _table(ctx, data.get("tools", {}), "tools").items()
@@ -314,7 +265,7 @@ def parse_policy(text: str, path: Path) -> Policy:
     )
 
 
-def load_policy(path: Path | None) -> Policy:
+def load_policy(path: Path | None, known_rules: Collection[str] | None = None) -> Policy:
     """The policy in `path`, or the defaults when None."""
     if path is None:
         return default_policy()
@@ -324,7 +275,7 @@ def load_policy(path: Path | None) -> Policy:
         raise InputError(f"{path}: cannot read policy: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: policy is not UTF-8 text") from None
-    return parse_policy(text, path)
+    return parse_policy(text, path, known_rules)
 
 
 def apply_policy(findings: Iterable[Finding], policy: Policy) -> list[Finding]:

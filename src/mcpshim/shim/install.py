@@ -81,9 +81,13 @@ def _owned(path: Path) -> bool:
 
 def _replace(path: Path, text: str, mode: int) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        tmp.chmod(mode)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _touch_private(path: Path) -> None:

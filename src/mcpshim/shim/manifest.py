@@ -92,11 +92,15 @@ def load_manifest(shim_dir: Path) -> Manifest | None:
 def write_manifest(shim_dir: Path, manifest: Manifest) -> None:
     path = shim_dir / "manifest.toml"
     tmp = path.with_name(f".manifest.{os.getpid()}.tmp")
-    tmp.write_text(
-        "# Written by mcpshim: the shims in this directory and the targets they pin.\n"
-        + tomli_w.dumps(manifest.to_toml())
-    )
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(
+            "# Written by mcpshim: the shims in this directory and the targets they pin.\n"
+            + tomli_w.dumps(manifest.to_toml())
+        )
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def locations_for(shim_dir: Path, log_dir: Path | None = None) -> Locations:

@@ -122,6 +122,7 @@ class Supervisor:
         self._pending: list[int] = []
         self._tty_pgrp: int | None = None
         self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
+        self.log_failures = 0
         tail = LogTail(loc) if loc.log_file.exists() else None
         every = round(SOCKET_PASS_MS / options.sample_ms)
         self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
@@ -132,7 +133,20 @@ class Supervisor:
     # -- extension points -------------------------------------------------------------------
 
     def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
-        eventlog.append_event(self.loc, kind, payload)
+        """Append a record; a log that cannot be written (ENOSPC, read-only, its directory
+        deleted, its lock unusable) never stops the session: one warning, then the
+        command runs on unrecorded and `run` still exits with its status."""
+        try:
+            eventlog.append_event(self.loc, kind, payload)
+        except OSError as exc:
+            self.log_failures += 1
+            if self.log_failures == 1:
+                what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+                print(
+                    f"mcpshim: warning: cannot write the exec log ({what}); "
+                    "the session goes on without its records",
+                    file=sys.stderr,
+                )
         for hook in self._event_hooks:
             hook(kind, payload)
 
