@@ -188,7 +188,7 @@ def test_recorder_takes_what_json_takes() -> None:
 
 
 def test_deep_and_odd_tool_calls_are_recorded_depth_limited(home: Home) -> None:
-    """A tools/call nested 500 deep is a tool call: recorded with what lies below 32 levels
+    """A tools/call nested 500 deep is a tool call: recorded with what lies below 56 levels
     cut (it used to raise RecursionError and end up unparsed), and it reads back from the
     log; 100,000 levels are beyond any JSON parser here: unparsed, said so."""
     rec = Recorder(lambda k, p: eventlog.append_event(home.loc, k, p), "S-deep")

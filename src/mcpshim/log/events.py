@@ -90,7 +90,6 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     "duration_s": (_OPT_NUMBER, "a number or null"),
     "status": (_opt(_either(_int, _str)), "an integer, text or null"),  # reaped; socket
     "signal": (_opt(_either(_int, _str)), "a signal name, number or null"),
-    "id": (lambda v: not isinstance(v, (dict, list)), "a JSON-RPC id (text, number or null)"),
     "alive": (_alive, "a list of [pid, start] pairs"),
 }  # fmt: skip
 

@@ -18,7 +18,10 @@ import orjson
 
 __all__ = ["CUT", "MAX_DEPTH", "loads", "recordable", "shallow"]
 
-MAX_DEPTH = 32  # levels of a message kept in its record (the log's readers take 64)
+#: levels of a message kept in its record: the log's readers take 64 (a record's payload
+#: nests about as deep as the message it came from); deep enough that no real tool schema
+#: is cut, so the recorder's definition hashes stay the ones --enforce's gate computes
+MAX_DEPTH = 56
 CUT = f"[nested deeper than {MAX_DEPTH} levels: not recorded]"
 
 
