@@ -52,6 +52,14 @@ def _alive(v: Any) -> bool:
     )
 
 
+def _listed(v: Any) -> bool:
+    """A listing page: [{"name": text or null, "sha256": text, ...}, ...]."""
+    return isinstance(v, list) and all(
+        isinstance(i, dict) and "name" in i and _OPT_STR(i["name"]) and _OPT_STR(i.get("sha256"))
+        for i in v
+    )
+
+
 def _b64(v: Any) -> bool:
     """A field's exact bytes: base64 text, or for a list {index: base64}."""
     return _str(v) or (isinstance(v, dict) and all(_str(x) for x in v.values()))
@@ -80,7 +88,10 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     **dict.fromkeys(
         ("exe", "cwd", "filename", "path", "name", "direction", "method", "tool", "prompt",
          "uri", "reason", "proto", "laddr", "raddr", "action", "result", "via_shim",
-         "transport", "user", "platform"),
+         "transport", "user", "platform", "cursor", "next_cursor", "server_name",
+         "server_version", "protocol_version", "client_name", "client_version",
+         "instructions", "sha256", "server_sha256", "approved_sha256", "listed_sha256",
+         "lock", "server", "what", "source", "where"),
         (_OPT_STR, "text or null"),
     ),
     **dict.fromkeys(
@@ -91,6 +102,8 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     "status": (_opt(_either(_int, _str)), "an integer, text or null"),  # reaped; socket
     "signal": (_opt(_either(_int, _str)), "a signal name, number or null"),
     "alive": (_alive, "a list of [pid, start] pairs"),
+    **dict.fromkeys(("tools", "resources", "prompts"), (_listed, "a list of named items")),
+    "capabilities": (_opt(lambda v: isinstance(v, dict)), "an object or null"),
 }  # fmt: skip
 
 
