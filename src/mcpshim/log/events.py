@@ -77,7 +77,8 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     "pid": (_int, "an integer"),
     **dict.fromkeys(
         ("ppid", "start", "parent_start", "child_pid", "child_start", "uid", "exit_status",
-         "error_code", "size", "survivors", "execs", "failed", "gaps", "processes"),
+         "error_code", "size", "survivors", "execs", "failed", "gaps", "processes",
+         "last_pid"),
         (_OPT_INT, "an integer or null"),
     ),
     **dict.fromkeys(
