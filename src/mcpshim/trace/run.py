@@ -76,24 +76,42 @@ class TraceRun:
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
         self._offset = 0
         self._log_mark = _log_mark(loc)
+        self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
 
     def wrap(self, command: Sequence[str]) -> list[str]:
-        return strace_argv(self.strace, str(self.output), command)
+        argv = strace_argv(self.strace, str(self.output), command)
+        self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
+        return argv
 
     def attached(self, child_pid: int, timeout: float = 10.0) -> int:
-        """The tracer's pid (from the child's TracerPid), once strace holds the child."""
+        """The tracer's pid (from the child's TracerPid), once strace holds the child and
+        its start-up is over.
+
+        With -D the child forks a middle process that forks the tracer; the tracer
+        attaches to the child (TracerPid is set), then kills the middle one, which the
+        child reaps before it execs the command. The middle process is strace's, made
+        before the trace began: no record explains it, so a sampler that saw it would
+        report a gap. Returning only once the child has exec'd (its command line is no
+        longer strace's) means every process the session can see from now on is traced."""
         self.root_pid = child_pid
         self.root_start = start_ticks(child_pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pid = tracer_of(child_pid)
-            if pid:
+            if pid and not self.tracer_pid:
                 self.tracer_pid = pid
-                return pid
-            if pid is None:
-                return 0  # the child is gone already
+            if pid is None or (self.tracer_pid and self._execd(child_pid)):
+                return self.tracer_pid  # 0: the child is gone, no tracer ever held it
             time.sleep(0.001)
-        return 0
+        return self.tracer_pid
+
+    def _execd(self, pid: int) -> bool:
+        """The child left strace (exec'd the command, or ended)."""
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                return fh.read() != self._cmdline
+        except OSError:
+            return True
 
     def tick(self, budget: int = 1 << 22) -> None:
         """Read the exact start of every process that appeared in the output since the last
