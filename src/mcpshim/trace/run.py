@@ -29,7 +29,7 @@ from mcpshim.errors import UsageError
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.execlog import ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
-from mcpshim.proc.procinfo import start_ticks
+from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.trace.probe import trace_unavailable
 from mcpshim.trace.records import exact_starts, exec_payloads, find_gaps, iso_time
 from mcpshim.trace.strace import build_trace, read_output, strace_argv
@@ -84,34 +84,57 @@ class TraceRun:
         return argv
 
     def attached(self, child_pid: int, timeout: float = 10.0) -> int:
-        """The tracer's pid (from the child's TracerPid), once strace holds the child and
-        its start-up is over.
+        """The tracer's pid, once strace's start-up is over (0: no tracer was found).
 
         With -D the child forks a middle process that forks the tracer; the tracer
         attaches to the child (TracerPid is set), then kills the middle one, which the
         child reaps before it execs the command. The middle process is strace's, made
         before the trace began: no record explains it, so a sampler that saw it would
         report a gap. Returning only once the child has exec'd (its command line is no
-        longer strace's) means every process the session can see from now on is traced."""
+        longer strace's) means every process the session can see from now on is traced.
+
+        A command that is over before we first look (a busy machine) shows no TracerPid
+        any more: the tracer is then the supervisor's child that strace left behind
+        (`_orphaned_tracer`); unknown, it would be reaped as a member no record explains."""
         self.root_pid = child_pid
         self.root_start = start_ticks(child_pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            left = self._execd(child_pid)  # first: if it has, TracerPid is set by now
             pid = tracer_of(child_pid)
-            if pid and not self.tracer_pid:
+            if pid:
                 self.tracer_pid = pid
-            if pid is None or (self.tracer_pid and self._execd(child_pid)):
-                return self.tracer_pid  # 0: the child is gone, no tracer ever held it
+            if pid is None or left:
+                break  # the child left strace (exec'd or ended): the tracer attached
             time.sleep(0.001)
+        if not self.tracer_pid:
+            self.tracer_pid = self._orphaned_tracer(child_pid)
         return self.tracer_pid
 
     def _execd(self, pid: int) -> bool:
-        """The child left strace (exec'd the command, or ended)."""
+        """The child left strace (exec'd the command, or ended). Its command line reads
+        empty while an exec is under way (strace's own, as posix_spawn returns, too) and
+        once it is a zombie: empty means undecided unless it has ended."""
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                return fh.read() != self._cmdline
+                cmdline = fh.read()
         except OSError:
             return True
+        if cmdline:
+            return cmdline != self._cmdline
+        return is_gone(pid)
+
+    def _orphaned_tracer(self, child_pid: int) -> int:
+        """The tracer, found as what the middle process left to us, the subreaper: our
+        child, named strace, leading a process group of its own (-DD), alive or not."""
+        me, name = os.getpid(), os.path.basename(self.strace).encode()[:15]
+        for entry in os.listdir("/proc"):
+            st = read_stat(int(entry)) if entry.isdigit() else None
+            if st is None or st.pid == child_pid or st.ppid != me:
+                continue
+            if st.comm == name and st.pgid == st.pid:
+                return st.pid
+        return 0
 
     def tick(self, budget: int = 1 << 22) -> None:
         """Read the exact start of every process that appeared in the output since the last
