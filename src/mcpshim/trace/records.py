@@ -45,7 +45,7 @@ def exec_payloads(
 
     A shim's exec is two traced execs in one process: the shim script (its path is in a shim
     dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name)."""
-    starts = {pid: _snap(p.start, exact.get(pid, ())) for pid, p in trace.processes.items()}
+    starts = {pid: _snap(p, exact.get(pid, ())) for pid, p in trace.processes.items()}
     for pid, st in exact.items():
         if pid not in starts and len(st) == 1:
             starts[pid] = st[0]
@@ -80,10 +80,15 @@ def exec_payloads(
             )
 
 
-def _snap(derived: int | None, exact: Sequence[int]) -> int | None:
+def _snap(p: Process, exact: Sequence[int]) -> int | None:
+    """The exact start the log holds for this process, if one lies where it can: from
+    the fork's entry (its derived start) to its own first event (one tick either way
+    for rounding); else the derived start."""
+    derived = p.start
     if derived is None:
         return exact[0] if len(exact) == 1 else None
-    close = [s for s in exact if abs(s - derived) <= 1]
+    hi = max(derived, p.latest if p.latest is not None else derived) + 1
+    close = [s for s in exact if derived - 1 <= s <= hi]
     return min(close, key=lambda s: abs(s - derived)) if close else derived
 
 
@@ -153,7 +158,7 @@ def find_gaps(
     tracer or a shim, or seen by the tracer without the fork that made them."""
     known: dict[int, list[int | None]] = {}
     for p in trace.processes.values():
-        known.setdefault(p.pid, []).append(_snap(p.start, exact.get(p.pid, ())))
+        known.setdefault(p.pid, []).append(_snap(p, exact.get(p.pid, ())))
     recs = list(records)
     for r in recs:
         if isinstance(r, ExecRecord):

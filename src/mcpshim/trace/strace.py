@@ -107,6 +107,9 @@ class Process:
     exec_count: int = 0
     parent_known: bool = True
     children: list[int] = field(default_factory=list)
+    # The start ticks of its first own event: it had started by then. `start` is derived
+    # from the fork's entry, which a busy machine can leave well before the child exists.
+    latest: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ def build_trace(
                 root_cwd if is_root else None,
                 parent_known=is_root,
             )
+        if proc.latest is None:
+            proc.latest = start_ticks_at(ev.time, boot_anchor, clk_tck)
         if ev.kind == "spawn":
             if ev.thread:
                 tgid[ev.child] = pid
