@@ -109,6 +109,7 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
     """Run the supervisor's session with the relay on the command's stdin and stdout;
     with a `gate` (--enforce), the relay that decides each request first (relay.gate)."""
     me = os.getpid()
+    sup.watch()  # first: the relay's children and threads come after
     in_r, in_w = relay_pipe()
     out_r, out_w = relay_pipe()
     announce(sup.emit, sup.session)

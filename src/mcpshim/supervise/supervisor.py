@@ -43,6 +43,7 @@ from mcpshim.supervise.session import (
     start_payload,
     utc_now,
 )
+from mcpshim.supervise.watcher import Watcher
 from mcpshim.trace.run import TraceRun
 
 __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set_child_subreaper"]
@@ -129,6 +130,7 @@ class Supervisor:
         self.tracer = tracer  # --trace: the command runs under strace (trace.run)
         if tracer is not None:
             self.on_tick(tracer.tick)
+        self.watcher = Watcher(self.session, options.grace)
 
     # -- extension points -------------------------------------------------------------------
 
@@ -169,6 +171,12 @@ class Supervisor:
         """Call `hook()` once the command runs (e.g. to close the parent's ends of its pipes)."""
         self._spawn_hooks.append(hook)
 
+    def watch(self) -> None:
+        """Fork the watcher that ends the family if this process dies mid-session
+        (supervise.watcher); before any thread or pipe of a relay exists. Once only."""
+        if not self.watcher.pid and (pid := self.watcher.start()):
+            self.add_helper(pid)
+
     def add_helper(self, pid: int) -> None:
         """A child of mcpshim's own (the relay's pumps): never a member of the family, never
         observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
@@ -179,6 +187,7 @@ class Supervisor:
 
     def run(self, file_actions: Sequence[tuple[Any, ...]] = ()) -> int:
         started = time.monotonic()
+        self.watch()
         self.subreaper = set_child_subreaper()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
@@ -202,6 +211,9 @@ class Supervisor:
             )
             return self.status
         finally:
+            # Done once the command ended and the family was accounted for; otherwise (an
+            # error on the way out) the watcher ends the family, as if this process died.
+            self.watcher.finish(done=self.status is not None)
             self._give_back_terminal()
             self._restore_signals()
             self.remove_reader(wake_r)
@@ -261,6 +273,7 @@ class Supervisor:
         except OSError as exc:
             raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
         self.child_pgid = self.child_pid
+        self.watcher.command(self.child_pid)
         for hook in self._spawn_hooks:
             hook()
         if self.tracer is not None:

@@ -1,0 +1,167 @@
+"""The command must not outlive `mcpshim run`: a watcher ends the family when the supervisor
+dies without finishing its session (SIGKILL, the OOM killer, a crash).
+
+PR_SET_PDEATHSIG does not fit: it must be set between fork and exec, and the command is
+started with posix_spawn, which runs nothing of ours there; it fires when the *thread*
+that forked ends, not the process; a set-uid exec clears it; and it reaches the direct
+child only, while the family the supervisor holds as a subreaper is re-parented to init
+(or the next subreaper up) when it dies, out of anyone's reach.
+
+So the supervisor forks a watcher before anything else starts (no thread yet, no pipe of
+the client's or the relay's to inherit for long). The watcher keeps only stderr and the
+read end of a pipe whose one writer is the supervisor, and sleeps in read(). The
+supervisor writes the command's pid once it runs and `done` when its session is over
+(the command ended and the family was accounted for: survivors left by `--on-exit report`
+stay), then closes its end. End of file without `done` means the supervisor is gone: the
+watcher ends the family as `--on-exit terminate` would (containment.contain: SIGTERM,
+SIGKILL after the grace period, each process through a pidfd), the family being every
+process in the command's process group and every process whose environment carries the
+session id (MCPSHIM_SESSION, which the command's descendants inherit: those that left
+the group with setsid or setpgid too, double forks included). A descendant that both
+left the group and dropped the variable from its environment (`env -i`) is not found.
+
+The watcher is in a process group of its own, so a signal to the supervisor's group does
+not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from typing import NoReturn
+
+from mcpshim.proc.procinfo import LINUX, Stat, read_stat
+from mcpshim.supervise.containment import contain, group_members
+from mcpshim.supervise.session import SESSION_ENV
+
+__all__ = ["Watcher"]
+
+_DONE = b"done\n"
+_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Watcher:
+    """The supervisor's end: `start` forks the watcher, `command` names the command once
+    it runs, `finish` stands it down (or, with done=False, lets it act at once)."""
+
+    def __init__(self, session: str, grace: float) -> None:
+        self.session = session
+        self.grace = grace
+        self.pid = 0
+        self._w = -1
+
+    def start(self) -> int:
+        """Fork the watcher; its pid (0 when fork failed: the session runs unwatched)."""
+        r, w = os.pipe()  # not inherited by the command (posix_spawn closes it at exec)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return 0
+        if pid == 0:  # pragma: no cover - the child; it ends in os._exit
+            try:
+                os.close(w)
+                _watch(r, self.session, self.grace)
+            finally:
+                os._exit(70)
+        os.close(r)
+        self.pid, self._w = pid, w
+        return pid
+
+    def command(self, pid: int) -> None:
+        self._send(f"{pid}\n".encode())
+
+    def finish(self, done: bool) -> None:
+        """Close our end (`done`: the session is over, the watcher leaves the family be),
+        then reap the watcher when it ended at once (it does when done)."""
+        if self._w < 0:
+            return
+        if done:
+            self._send(_DONE)
+        with contextlib.suppress(OSError):
+            os.close(self._w)
+        self._w = -1
+        if done and self.pid:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+
+    def _send(self, data: bytes) -> None:
+        if self._w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._w, data)  # a few bytes into an empty pipe: never blocks
+
+
+# ---- the watcher ---------------------------------------------------------------------------
+
+
+def _watch(r: int, session: str, grace: float) -> NoReturn:
+    for sig in _IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    _keep_only(r)
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    if LINUX:
+        with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+            comm.write("mcpshim-watch")
+    said = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(3, 256):
+            said += chunk
+    lines = said.split(b"\n")
+    if _DONE.strip() in lines:
+        os._exit(0)
+    pids = [int(x) for x in lines if x.isdigit()]
+    pgid = pids[-1] if pids else 0  # the command leads a process group of its own
+    me = os.getpid()
+    contain(lambda: family(session, pgid, me), grace, lambda: None, None)
+    os._exit(0)
+
+
+def _keep_only(r: int) -> None:
+    """stderr and the pipe (as fd 3); 0 and 1 become /dev/null (never the client's)."""
+    if r != 3:
+        os.dup2(r, 3)
+    null = os.open(os.devnull, os.O_RDWR)  # 4 or above: 0 to 3 are open
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.closerange(4, _max_fd())  # null and r among them
+
+
+def _max_fd() -> int:
+    try:
+        return int(os.sysconf("SC_OPEN_MAX"))
+    except (OSError, ValueError):
+        return 1 << 16
+
+
+def family(session: str, pgid: int, me: int) -> dict[int, Stat]:
+    """The live processes of the session: in the command's process group (`pgid`, 0 for
+    none) or carrying the session id in their environment; `me` and zombies left out."""
+    if not LINUX:
+        return group_members(pgid, me) if pgid > 0 else {}
+    needle = f"{SESSION_ENV}={session}".encode()
+    out: dict[int, Stat] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        st = read_stat(int(name))
+        if st is None or st.state in ("Z", "X"):
+            continue
+        if (pgid > 0 and st.pgid == pgid) or _carries(st.pid, needle):
+            out[st.pid] = st
+    return out
+
+
+def _carries(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return needle in fh.read().split(b"\0")
+    except OSError:
+        return False
