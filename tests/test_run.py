@@ -57,7 +57,13 @@ def test_unhandled_forwarded_signal_gives_128_plus_n(home: Home, tmp_path: Path)
         run_argv(home, ["sh", "-c", f": > {ready}; exec sleep 120"]), env=home.env
     )
     try:
-        poll(lambda: ready.exists() and events(home, "session-start"), "the command to start")
+        # The command can touch `ready` before the supervisor has written its first record.
+        def started() -> list[dict[str, object]] | None:
+            if ready.exists() and home.loc.log_file.exists():
+                return events(home, "session-start")
+            return None
+
+        poll(started, "the command to start")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 143
     finally:
