@@ -19,7 +19,7 @@ from fixtures import byte_server
 from fixtures.runhelp import events
 from mcpshim.log import eventlog
 from mcpshim.log.events import MAX_EVENT_DEPTH
-from mcpshim.relay.core import C2S, S2C, Recorder
+from mcpshim.relay.core import C2S, S2C, Dropped, Recorder, Transcriber
 from mcpshim.relay.recordable import CUT
 from mcpshim.relay.redact import redact_json
 
@@ -207,6 +207,31 @@ def test_deep_and_odd_tool_calls_are_recorded_depth_limited(home: Home) -> None:
     assert reqs[7]["arguments"] == {"v": ["NaN", "Infinity", "\\udc80"]}
     [unparsed] = events(home, "mcp-unparsed", "S-deep")
     assert unparsed["reason"] == "not JSON: nested too deeply to parse"
+
+
+def test_a_gap_in_the_copies_cuts_the_messages_it_touched() -> None:
+    # Copies dropped mid-message: the message cut before the gap and the one that goes on
+    # after it are counted as not recorded, never taken for garbage (no mcp-unparsed).
+    rec, got = _recorder()
+    scribe = Transcriber(rec)
+
+    def call(i: int) -> bytes:
+        return b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"t"}}' % i
+
+    one, two, three, four = map(call, (1, 2, 3, 4))
+    scribe.feed(C2S, 1.0, one + b"\n" + two[:20])
+    lost = Dropped()
+    lost.add(two[20:] + b"\n" + three[:30])
+    scribe.dropped(C2S, 2.0, lost, "why")
+    scribe.feed(C2S, 3.0, three[30:] + b"\n" + four + b"\n")
+    scribe.feed(C2S, 4.0, None)
+    assert [(k, p.get("id")) for k, p in got] == [
+        ("mcp-request", 1),
+        ("mcp-unrecorded", None),
+        ("mcp-request", 4),
+    ]
+    assert got[1][1]["bytes"] == len(two) - 20 + 1 + 30 and got[1][1]["messages"] == 2
+    assert got[1][1]["reason"] == "why" and got[1][1]["direction"] == C2S
 
 
 def test_recorder_survives_a_failing_log() -> None:

@@ -1,9 +1,10 @@
 """`mcpshim run --mcp` pumps bytes from a forked child (relaychild): transparent both ways,
-deaf to signals, holding only its streams, drained when a peer goes away, and never a
-member of the family the session records."""
+deaf to signals, holding only its streams, passing on a peer that goes away, bounded in
+what waits for the recorder, and never a member of the family the session records."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from conftest import Home
@@ -27,9 +29,10 @@ from fixtures.runhelp import events, poll, run_argv
 from mcpshim.base import fdio
 from mcpshim.log import eventlog
 from mcpshim.proc.procinfo import read_stat
-from mcpshim.relay.child import EOF, MORE, available
-from mcpshim.relay.core import C2S, S2C, Recorder, relay_pipe
-from mcpshim.relay.forked import ForkedRelay, InOrder
+from mcpshim.relay.channel import EOF, LOST, MORE
+from mcpshim.relay.child import available
+from mcpshim.relay.core import C2S, COPY_LIMIT, S2C, Recorder, relay_pipe
+from mcpshim.relay.forked import LOSS_PART, ForkedRelay, InOrder
 
 pytestmark = pytest.mark.skipif(not available(), reason="the forked relay is Linux-only")
 
@@ -83,7 +86,8 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     # no pipe of its own in between.
     assert _fd(relay, 0) == _fd("self", proc.stdin.fileno())
     assert _fd(relay, 1) == _fd("self", proc.stdout.fileno())
-    assert _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull
+    # The supervisor lets go of them just after the fork, maybe after the child is set up.
+    poll(lambda: _fd(proc.pid, 0) == _fd(proc.pid, 1) == os.devnull, "the supervisor's 0 and 1")
     fds = sorted(int(n) for n in os.listdir(f"/proc/{relay}/fd"))
     assert len(fds) == 16 and fds[:3] == [0, 1, 2], fds
     assert all(_fd(relay, fd).startswith("pipe:") for fd in fds[3:])
@@ -120,16 +124,19 @@ def test_byte_transparency_through_the_relay_child(home: Home, tmp_path: Path) -
     assert not os.path.exists(f"/proc/{relay}")  # reaped
 
 
-DRAIN_S2C = """
+WRITE_8_MIB = """
 import os, sys
 view = memoryview(b"z" * (8 << 20))
-while view:
-    view = view[os.write(1, view):]
+try:
+    while view:
+        view = view[os.write(1, view):]
+except BrokenPipeError:
+    open(sys.argv[1], "w").write("EPIPE")
+    sys.exit(3)
 open(sys.argv[1], "w").write("written")
-sys.stdin.buffer.read()
 """
 
-DRAIN_C2S = """
+CLOSE_STDIN = """
 import os, sys, time
 os.close(0)
 open(sys.argv[1], "w").write("closed")
@@ -138,45 +145,71 @@ while not os.path.exists(sys.argv[2]):
 """
 
 
-def test_relay_drains_the_server_when_the_client_stops_reading(home: Home, tmp_path: Path) -> None:
-    done = tmp_path / "written"
-    argv = run_argv(home, [sys.executable, "-c", DRAIN_S2C, str(done)], "--mcp")
+def test_a_client_that_stops_reading_is_passed_on_to_the_server(home: Home, tmp_path: Path) -> None:
+    # As with no relay between them: the server's writes fail (EPIPE; SIGPIPE where it is
+    # not ignored) once its reader is gone. Drained instead, a server that kept writing
+    # grew the pump child's backlog without bound (1.5 GB in 4 s).
+    got = tmp_path / "got"
+    argv = run_argv(home, [sys.executable, "-c", WRITE_8_MIB, str(got)], "--mcp")
     proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin and proc.stdout
     relay = _relay_child(proc.pid)
     proc.stdout.close()  # the client is gone as a reader
-    # 8 MiB is far more than the pipes hold: the server finishes only if the relay drains.
-    poll(done.exists, "the server to write everything")
+    assert proc.wait(timeout=120) == 3  # 8 MiB is far more than the pipes hold
+    assert got.read_text() == "EPIPE"
     proc.stdin.close()
-    assert proc.wait(timeout=120) == 0
     [end] = events(home, "session-end")
-    assert end["survivors"] == 0
+    assert end["survivors"] == 0 and end["exit_status"] == 3
     assert _family_records(home, relay) == []
 
 
-def test_relay_drains_the_client_when_the_server_stops_reading(home: Home, tmp_path: Path) -> None:
+def test_a_server_that_writes_forever_ends_when_its_client_closes(home: Home) -> None:
+    # The issue's case: a server that never stops writing (yes, SIGPIPE at its default)
+    # and a client that closes its end. The session ends as it would directly: 128 + 13.
+    line = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})
+    argv = run_argv(home, ["yes", line], "--mcp")
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin and proc.stdout
+    assert len(proc.stdout.read(1 << 20)) == 1 << 20
+    relay = _relay_child(proc.pid)
+    proc.stdout.close()
+    try:
+        assert proc.wait(timeout=60) == 128 + signal.SIGPIPE
+    finally:
+        proc.kill()
+    assert not os.path.exists(f"/proc/{relay}")  # reaped
+    proc.stdin.close()
+
+
+def test_a_server_that_stops_reading_is_passed_on_to_the_client(home: Home, tmp_path: Path) -> None:
+    # The server closes its stdin: the client's next writes fail, as they would directly.
     closed, release = tmp_path / "closed", tmp_path / "release"
-    argv = run_argv(home, [sys.executable, "-c", DRAIN_C2S, str(closed), str(release)], "--mcp")
+    argv = run_argv(home, [sys.executable, "-c", CLOSE_STDIN, str(closed), str(release)], "--mcp")
     proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE)
     assert proc.stdin
     poll(closed.exists, "the server to close its stdin")
+    failed: list[BaseException] = []
     stdin = proc.stdin
 
     def write() -> None:
-        for _ in range(8):
-            stdin.write(b"y" * (1 << 20) + b"\n")
-        stdin.flush()
+        try:
+            for _ in range(64):  # far more than the pipes hold
+                stdin.write(b"y" * (1 << 20) + b"\n")
+                stdin.flush()
+        except BrokenPipeError as exc:
+            failed.append(exc)
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    writer.join(60)  # a hang guard: with nobody draining, this write never returns
-    assert not writer.is_alive(), "the client's writes blocked"
-    release.write_text("go")
-    proc.stdin.close()
+    try:
+        writer.join(60)
+        assert not writer.is_alive(), "the client's writes blocked"
+        assert failed, "the client's writes all went through to a server that closed its stdin"
+    finally:
+        release.write_text("go")
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
     assert proc.wait(timeout=120) == 0
-    # What the server never read was still copied aside and noted.
-    unparsed = events(home, "mcp-unparsed")
-    assert [(u["direction"], u["size"]) for u in unparsed] == [(C2S, 1 << 20)] * 8
 
 
 # ---- what the client's fds may be, and a supervisor that falls behind --------------------
@@ -332,11 +365,11 @@ def _through(relay: ForkedRelay, stream: list[bytes], before: Callable[[], None]
     return got
 
 
-def _logged_relay(home: Home) -> ForkedRelay:
+def _logged_relay(home: Home, limit: int = COPY_LIMIT) -> ForkedRelay:
     def emit(kind: str, payload: dict[str, Any]) -> None:
         eventlog.append_event(home.loc, kind, payload)
 
-    return ForkedRelay(Recorder(emit, "s"))
+    return ForkedRelay(Recorder(emit, "s"), limit)
 
 
 def test_copies_wait_in_a_backlog_never_the_relay(home: Home) -> None:
@@ -359,6 +392,59 @@ def test_copies_wait_in_a_backlog_never_the_relay(home: Home) -> None:
         got_here = [e for e in seen if e["direction"] == direction]
         assert [e["id"] for e in got_here] == ids
         assert [e["size"] for e in got_here] == [len(m) - 1 for m in stream]
+
+
+def test_what_waits_for_a_stopped_recorder_is_bounded_and_the_loss_recorded(
+    home: Home,
+) -> None:
+    # 64 MiB each way while the recorder is stopped, with a 4 MiB limit: every byte
+    # crosses, the pump child's memory stays near the limit (it held both directions'
+    # 128 MiB before), the copies past it are dropped, and the loss is on record where it
+    # happened; once the recorder runs again, so does recording.
+    limit = 4 << 20
+    relay = _logged_relay(home, limit)
+    c_in_w, c_out_r, cat = _to_cat(relay)
+    os.kill(relay.recorder_pid, signal.SIGSTOP)
+    pump = psutil.Process(relay.pid)
+    base = pump.memory_info().rss
+    first = [_request(i, 256 << 10) for i in range(256)]
+    stream = b"".join(first)
+    peak = [base]
+    writer = threading.Thread(target=fdio.write_all, args=(c_in_w, stream), daemon=True)
+    writer.start()
+    with open(c_out_r, "rb", buffering=0, closefd=False) as out:
+        got = bytearray()
+        while len(got) < len(stream):
+            got += out.read(1 << 20)
+            peak[0] = max(peak[0], pump.memory_info().rss)
+    writer.join(60)
+    assert got == stream
+    assert peak[0] - base < 32 << 20, (base, peak)
+    os.kill(relay.recorder_pid, signal.SIGCONT)
+    log = home.loc.log_file
+    poll(lambda: log.exists() and len(events(home, "mcp-unrecorded")) == 2, "the loss")
+    late = [_request(1000 + i, 10) for i in range(3)]
+    for msg in late:
+        fdio.write_all(c_in_w, msg)
+        assert fdio.read_exactly(c_out_r, len(msg)) == msg
+    os.close(c_in_w)
+    assert fdio.read_some(c_out_r, 10) == b""
+    os.close(c_out_r)
+    assert cat.wait(timeout=60) == 0
+    assert relay.server_done(60)
+    relay.finish(60)
+    assert relay.reap() == 0
+    for direction in (C2S, S2C):
+        mine = [e for e in events(home, None, "s") if e.get("direction") == direction]
+        ids = [e["id"] for e in mine if e["kind"] == "mcp-request"]
+        kept = [i for i in ids if i < 1000]
+        assert kept == list(range(len(kept))) and len(kept) < 256 // 2
+        assert ids[len(kept) :] == [1000, 1001, 1002]
+        [lost] = [e for e in mine if e["kind"] == "mcp-unrecorded"]
+        assert mine.index(lost) == len(kept)  # where it happened
+        assert len(kept) + lost["messages"] == 256
+        assert 0 < lost["bytes"] <= len(stream) - sum(map(len, first[: len(kept)]))
+        assert "reached 4 MiB" in lost["reason"]
 
 
 def test_pipes_grow_only_in_a_session_with_large_messages(home: Home) -> None:
@@ -403,7 +489,38 @@ def test_a_recorder_that_died_costs_the_copies_only(home: Home) -> None:
     assert _through(relay, stream, kill) == b"".join(stream)
     relay.finish(10)
     assert relay.reap() == 0
-    assert not home.loc.log_file.exists()  # nothing was recorded, nothing half-written
+    # Nothing half-written: the supervisor's side records what never reached a recorder.
+    lost = events(home, None, "s")
+    assert [(e["kind"], e["direction"]) for e in lost] == [
+        ("mcp-unrecorded", C2S),
+        ("mcp-unrecorded", S2C),
+    ]
+    for e in lost:
+        assert e["bytes"] == len(b"".join(stream)) and e["messages"] == 3
+        assert "recorder stopped or was stuck" in e["reason"]
+
+
+def test_copies_a_stuck_recorder_never_took_are_on_record(home: Home) -> None:
+    # The recorder stops for good: the pump child gives its copies up once it has made no
+    # progress (took nothing, used no CPU) for a while, and the supervisor's side records
+    # what was given up. Before, those copies vanished without a word.
+    stream = [_request(i, size) for i, size in enumerate([10, 3 << 20, 10])]
+    relay = _logged_relay(home)
+    try:
+        got = _through(relay, stream, lambda: os.kill(relay.recorder_pid, signal.SIGSTOP))
+        assert got == b"".join(stream)
+        assert relay.server_done(60)
+        relay.finish(1.0)  # the recorder does nothing: left to itself after a second
+        assert relay.reap() == 0
+    finally:
+        if relay.recorder_pid > 0:
+            os.kill(relay.recorder_pid, signal.SIGKILL)
+            os.waitpid(relay.recorder_pid, 0)
+    lost = events(home, "mcp-unrecorded", "s")
+    assert {e["direction"] for e in lost} == {C2S, S2C}
+    for e in lost:
+        assert 0 < e["bytes"] <= len(got) and 1 <= e["messages"] <= 3
+        assert "recorder stopped or was stuck" in e["reason"]
 
 
 ANSWER_AT_ONCE = """
@@ -488,3 +605,18 @@ def test_copies_are_put_back_in_the_order_they_were_read() -> None:
     # A number whose head never came (its pump died) holds back the rest until the end.
     assert order.add(0, 4, 5.0, b"late", 30) == []
     assert order.rest() == [(0, 5.0, b"late", 30)]
+
+
+def test_a_loss_releases_the_numbers_it_covers_and_late_copies_still_come() -> None:
+    order = InOrder()
+    assert order.add(0, 0, 1.0, b"a", 7) == [(0, 1.0, b"a", 7)]
+    # Number 2 was dropped; number 1's pump took it before and gives its copy after.
+    assert order.add(LOST, 2, 2.0, b"loss") == [(LOSS_PART, 2.0, b"loss", -1)]
+    assert order.add(0 | MORE, 1, 1.5, b"la", 8) == []  # due once whole, not before
+    assert order.add(0, 1, 1.5, b"te", 8) == [(0, 1.5, b"la", 8), (0, 1.5, b"te", 8)]
+    assert order.add(1, 3, 3.0, b"b", 9) == [(1, 3.0, b"b", 9)]
+    # Held for number 4 (dropped): the loss releases it, after what it covers.
+    assert order.add(1, 5, 5.0, b"c", 9) == []
+    due = [(LOSS_PART, 4.0, b"loss", -1), (1, 5.0, b"c", 9)]
+    assert order.add(LOST, 4, 4.0, b"loss") == due
+    assert order.rest() == []

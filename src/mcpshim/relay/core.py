@@ -1,17 +1,17 @@
 """The stdio MCP relay of `mcpshim run --mcp`: bytes through unchanged, a copy parsed aside.
 
-Two pump threads move bytes (client -> server, server -> client) with blocking read() and
-write() and nothing else on that path: a chunk read is written on whole, before anything
-looks at it, so the relay neither reorders, alters nor holds back a byte. Each pump first
-drops a reference to the chunk (and the time it arrived) into one shared queue, so a
-request is queued before the response it causes; a third thread cuts the copy into
-newline-delimited JSON-RPC messages and records the calls that can start processes
+Whatever moves the bytes (pump threads in relay.threaded, a pump child in relay.child, the
+gate's threads in relay.gate), it passes each chunk on whole, before anything looks at it,
+so the relay neither reorders, alters nor holds back a byte, and hands a copy (with the
+time it arrived) to a recorder. Here: the Transcriber cuts the copies into newline-delimited
+JSON-RPC messages and the Recorder records the calls that can start processes
 (`tools/call`, `resources/read`, `prompts/get`) and their responses in the exec log, each
 response with its size and the SHA-256 of the line that carried it (never its content),
 and what the server says about itself: the `initialize` exchange and every `tools/list`,
 `resources/list` and `prompts/list` result (relay.listings). A message that does not parse
 is noted, never dropped from the stream. Recording can fail (a full disk) without touching
-the relay.
+the relay. What waits for a recorder that fell behind is bounded (COPY_LIMIT): copies past
+it are dropped, and the drop is recorded where it happened (`mcp-unrecorded`).
 
 Right after each recorded response the recorder calls a probe that lists the family's live
 processes (pid, start ticks; see mcpsession): evidence that a process outlived its call.
@@ -23,32 +23,30 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from mcpshim.base import fdio
 from mcpshim.relay.listings import LISTED, contract_event
-from mcpshim.relay.pidmark import PidMark
 from mcpshim.relay.recordable import loads as _loads
 from mcpshim.relay.redact import redact_json
 
 __all__ = [
     "C2S",
+    "COPY_LIMIT",
     "S2C",
     "TRACKED",
+    "Dropped",
     "Framer",
     "Recorder",
-    "Relay",
     "Relaying",
     "Transcriber",
     "announce",
     "close_end",
+    "dropped_reason",
     "iso",
     "relay_pipe",
 ]
@@ -65,6 +63,9 @@ TRACKED: Mapping[str, tuple[str, str]] = {
 CONTRACT = frozenset({"initialize", *LISTED})
 _READ = 1 << 20
 MAX_MESSAGE = 64 << 20  # a longer line is relayed but not parsed (bounded memory)
+#: copies waiting for a recorder that fell behind, at most; past it they are dropped (and
+#: the drop recorded): 1.5 GB queued in 4 s before, with a server that kept writing
+COPY_LIMIT = 64 << 20
 
 Emit = Callable[[str, dict[str, Any]], None]
 Probe = Callable[[], list[tuple[int, int | None]]]
@@ -90,10 +91,16 @@ class Framer:
     parts: list[bytes] = field(default_factory=list)
     size: int = 0
     oversized: bool = False
+    skipping: bool = False  # after a gap: the rest of a message whose start was dropped
 
     def feed(self, chunk: bytes) -> Iterator[bytes | int]:
         """Complete lines (without the newline), or the length of a line too long to keep."""
         start = 0
+        if self.skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return
+            start, self.skipping = nl + 1, False
         while True:
             nl = chunk.find(b"\n", start)
             if nl < 0:
@@ -119,9 +126,49 @@ class Framer:
     def pending(self) -> int:
         return self.size
 
+    def gap(self, dropped: Dropped) -> None:
+        """Bytes of this direction were dropped here: what was pending is cut short, and
+        unless the dropped bytes ended a message, so is the first line after them."""
+        self.parts, self.size, self.oversized = [], 0, False
+        self.skipping = self.skipping or not dropped.clean
+
     def rest(self) -> bytes | None:
         """What is left without a newline (None when it was too large to keep)."""
         return None if self.oversized else b"".join(self.parts)
+
+
+@dataclass
+class Dropped:
+    """Copies of one direction that never reached the recorder (it fell behind and what
+    waited for it reached its limit): the bytes, and the messages they touched."""
+
+    size: int = 0
+    newlines: int = 0
+    clean: bool = True  # the last byte dropped ended a message
+
+    def add(self, data: bytes) -> None:
+        if data:
+            self.size += len(data)
+            self.newlines += data.count(b"\n")
+            self.clean = data.endswith(b"\n")
+
+    def merge(self, other: Dropped) -> None:
+        if other.size:
+            self.size += other.size
+            self.newlines += other.newlines
+            self.clean = other.clean
+
+    @property
+    def messages(self) -> int:
+        """Each newline ends a message not recorded; so does one cut short at the end."""
+        return self.newlines + (0 if self.clean else 1)
+
+
+def dropped_reason(limit: int) -> str:
+    return (
+        f"the recorder fell behind and the copies waiting for it reached {limit >> 20} MiB: "
+        "these were not recorded (the bytes themselves were relayed unchanged)"
+    )
 
 
 # ---- recording ---------------------------------------------------------------------------
@@ -145,7 +192,9 @@ class Recorder:
         self._pending: dict[tuple[str, str], tuple[str, float]] = {}
         self._params: dict[tuple[str, str], Any] = {}  # a contract request's params
         self.failures = 0
-        self.counts: dict[str, int] = {"messages": 0, "requests": 0, "responses": 0, "unparsed": 0}
+        self.counts: dict[str, int] = {
+            "messages": 0, "requests": 0, "responses": 0, "unparsed": 0, "unrecorded": 0
+        }  # fmt: skip
 
     def _event(self, kind: str, t: float, payload: dict[str, Any]) -> None:
         try:
@@ -154,6 +203,11 @@ class Recorder:
             self.failures += 1
             if self.failures == 1:
                 print(f"mcpshim: warning: cannot record {kind}: {exc}", file=sys.stderr)
+
+    def unrecorded(self, direction: str, t: float, dropped: Dropped, reason: str) -> None:
+        self.counts["unrecorded"] += dropped.messages
+        payload = {"direction": direction, "bytes": dropped.size, "messages": dropped.messages}
+        self._event("mcp-unrecorded", t, {**payload, "reason": reason})
 
     def unparsed(self, direction: str, t: float, size: int, reason: str) -> None:
         self.counts["unparsed"] += 1
@@ -284,6 +338,12 @@ class Transcriber:
     def done(self) -> bool:
         return len(self._ended) == len(self._framers)
 
+    def dropped(self, direction: str, t: float, dropped: Dropped, reason: str) -> None:
+        """Copies of `direction` were dropped at this point (the first at time `t`)."""
+        if dropped.size:
+            self._framers[direction].gap(dropped)
+            self.recorder.unrecorded(direction, t, dropped, reason)
+
     def feed(self, direction: str, t: float, data: bytes | None, mark: int = -1) -> None:
         """One chunk read at time `t` (the pid counter `mark` as it was passed on); None:
         the direction ended. A message takes the mark of the chunk that completes it."""
@@ -332,12 +392,8 @@ def close_end(fd: int) -> None:
             os.close(fd)
 
 
-_Item = tuple[str, float, bytes | None, int]
-_STOP = "stop"
-
-
 class Relaying(Protocol):
-    """What a session needs of a relay, in threads here (Relay) or in children
+    """What a session needs of a relay, in threads (relay.threaded.Relay) or in children
     (relay.forked.ForkedRelay)."""
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
@@ -348,78 +404,3 @@ class Relaying(Protocol):
 
     def finish(self, timeout: float = ...) -> None:
         """Record everything relayed so far."""
-
-
-class Relay:
-    """Two pumps and a recorder thread; see the module docstring."""
-
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._threads: dict[str, threading.Thread] = {}
-        self.bytes = {C2S: 0, S2C: 0}
-        self.broken: dict[str, str] = {}
-
-    def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
-        pumps = {C2S: (client_in, server_in), S2C: (server_out, client_out)}
-        for direction, (src, dst) in pumps.items():
-            th = threading.Thread(
-                target=self._pump, args=(src, dst, direction), name=f"mcp {direction}", daemon=True
-            )
-            self._threads[direction] = th
-        self._threads["recorder"] = threading.Thread(
-            target=self._record, name="mcp recorder", daemon=True
-        )
-        for th in self._threads.values():
-            th.start()
-
-    def _pump(self, src: int, dst: int, direction: str) -> None:
-        put = self._queue.put
-        marks = PidMark()
-        write = True
-        while True:
-            try:
-                data = os.read(src, _READ)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            # Queue the copy (a reference, no work) before passing the bytes on: then a
-            # request is always queued before the response it causes, whatever the
-            # threads' scheduling. Parsing happens later, on the recorder thread.
-            put((direction, time.time(), data, marks.read()))
-            if write:
-                try:
-                    fdio.write_all(dst, data)
-                except OSError as exc:
-                    # The reader is gone: keep draining so the writer never blocks on us.
-                    write = False
-                    self.broken[direction] = exc.strerror or str(exc)
-                    close_end(dst)
-            self.bytes[direction] += len(data)
-        if write:
-            close_end(dst)
-        put((direction, time.time(), None, -1))
-
-    def _record(self) -> None:
-        scribe = Transcriber(self.recorder)
-        while not scribe.done:
-            direction, t, data, mark = self._queue.get()
-            if direction == _STOP:
-                break
-            scribe.feed(direction, t, data, mark)
-
-    def server_done(self, timeout: float) -> bool:
-        """Wait for the server's output to end; True when it did within `timeout`."""
-        th = self._threads.get(S2C)
-        if th is not None:
-            th.join(timeout)
-            return not th.is_alive()
-        return True
-
-    def finish(self, timeout: float = 5.0) -> None:
-        """Record everything relayed so far, then stop recording (the relay goes on)."""
-        th = self._threads.get("recorder")
-        if th is not None:
-            self._queue.put((_STOP, time.time(), None, -1))
-            th.join(timeout)

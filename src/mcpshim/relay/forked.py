@@ -10,8 +10,9 @@ by every request, the whole relay adds 0.18-0.25 ms to a 2.3-3.0 ms call, of whi
 splice relay that records nothing takes 0.05-0.15 ms. Of the rest, about 0.02 ms is
 copying before passing on (tee, then splice) and most is filing the copy and ringing the
 bell, which share the two cores with the client as it wakes. On a busy machine
-recording lags, which costs memory in the pump child's backlog and nothing else: every
-record keeps the time its bytes were read. It is a child of its own rather than a thread of
+recording lags, which costs memory in the pump child's backlog, up to a limit past which
+copies are dropped and the drop recorded (relay.channel): every record keeps the time its
+bytes were read. It is a child of its own rather than a thread of
 the supervisor so that its work never holds the interpreter lock the supervisor's signal
 forwarding needs.
 
@@ -32,6 +33,7 @@ import io
 import os
 import select
 import signal
+import struct
 import sys
 import termios
 import time
@@ -41,13 +43,35 @@ from typing import Any, NoReturn
 import psutil
 
 from mcpshim.base import fdio
-from mcpshim.relay.child import DIRECTIONS, EOF, HEAD, MORE, OVERFLOW, keep_only, pump_main
-from mcpshim.relay.core import S2C, Recorder, Transcriber, close_end, relay_pipe
+from mcpshim.relay.channel import (
+    DIRECTIONS,
+    EOF,
+    HEAD,
+    LOST,
+    MORE,
+    OVERFLOW,
+    REPORT,
+    unpack_loss,
+)
+from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, keep_only, pump_main
+from mcpshim.relay.core import (
+    COPY_LIMIT,
+    S2C,
+    Recorder,
+    Transcriber,
+    close_end,
+    dropped_reason,
+    relay_pipe,
+)
 
 __all__ = ["ForkedRelay"]
 
 _READ = 1 << 20
 _IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_ABANDONED = (
+    "the recorder stopped or was stuck before these copies reached it: they were not "
+    "recorded (the bytes themselves were relayed unchanged)"
+)
 
 
 _NICE = 10
@@ -133,6 +157,7 @@ def _cpu_time(pid: int) -> float | None:
 
 # direction index, time read, bytes (None: the end), the pid counter as it was passed on
 Part = tuple[int, float, bytes | None, int]
+LOSS_PART = -1  # a Part that says copies were dropped; its bytes: the LOSS payload
 
 
 class InOrder:
@@ -140,7 +165,13 @@ class InOrder:
     passing the chunk on, so two heads may reach the pipe in the other order; their numbers,
     taken before anything was passed on, hold the order of cause and effect (a response's
     number is after its request's). A chunk split over two pipes has one number and a head
-    for each part, MORE on all but the last."""
+    for each part, MORE on all but the last.
+
+    A LOST head stands for copies the pump child dropped, numbers up to its own among them:
+    what is held up to that number is due at once, the loss after it, and nothing up to it
+    is waited for any more. A copy with such a number may still come (its pump took the
+    number before the loss and gave the copy after); it is due as soon as it is whole: no
+    copy of its direction can come before it."""
 
     def __init__(self) -> None:
         self._next = 0
@@ -149,11 +180,22 @@ class InOrder:
 
     def add(self, flags: int, seq: int, t: float, data: bytes, mark: int = -1) -> list[Part]:
         """One head's part; the parts now due, in order."""
+        if flags & LOST:
+            due = [part for s in sorted(self._parts) if s <= seq for part in self._parts.pop(s)]
+            self._whole = {s for s in self._whole if s > seq}
+            self._next = max(self._next, seq + 1)
+            return [*due, (LOSS_PART, t, data, -1), *self._due()]
         end = bool(flags & EOF)
         part = (flags & ~(EOF | MORE), t, None if end else data, mark)
         self._parts.setdefault(seq, []).append(part)
-        if not flags & MORE:
-            self._whole.add(seq)
+        if flags & MORE:
+            return []
+        if seq < self._next:  # late, after a loss that covered its number
+            return self._parts.pop(seq)
+        self._whole.add(seq)
+        return self._due()
+
+    def _due(self) -> list[Part]:
         due: list[Part] = []
         while self._next in self._whole:
             self._whole.discard(self._next)
@@ -181,10 +223,19 @@ def transcribe(recorder: Recorder, heads: int, data: Sequence[int], bell: int) -
             if len(chunk) < size:
                 break  # the pump child died mid-copy
             for index, when, part, pmark in order.add(flags, seq, t, chunk, mark):
-                scribe.feed(DIRECTIONS[index], when, part, pmark)
+                _feed(scribe, index, when, part, pmark)
         for index, when, part, pmark in order.rest():
-            scribe.feed(DIRECTIONS[index], when, part, pmark)
+            _feed(scribe, index, when, part, pmark)
         os.close(heads)
+
+
+def _feed(scribe: Transcriber, index: int, when: float, part: bytes | None, mark: int) -> None:
+    if index != LOSS_PART:
+        scribe.feed(DIRECTIONS[index], when, part, mark)
+        return
+    limit, dropped = unpack_loss(part or b"")
+    for direction, lost in zip(DIRECTIONS, dropped, strict=True):
+        scribe.dropped(direction, when, lost, dropped_reason(limit))
 
 
 def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoReturn:
@@ -205,13 +256,16 @@ class ForkedRelay:
     """A relay (relay.core.Relaying) with the pumps and the recorder in children (module
     docstring)."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, limit: int = COPY_LIMIT) -> None:
         self.recorder = recorder
+        self.limit = limit  # of the copies waiting for the recorder (relay.channel)
         self.pid = 0  # the pump child
         self.recorder_pid = 0
         self.helpers: set[int] = set()
         self._ctl = self._status = -1
         self._ended: set[int] = set()
+        self._said = bytearray()  # heard on the status pipe, not yet understood
+        self._abandoned = b""  # the pump child's REPORT, if it had to make one
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
@@ -232,7 +286,7 @@ class ForkedRelay:
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
                 pumps = ((client_in, server_in), (server_out, client_out))
-                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w)
+                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w, self.limit)
             finally:
                 os._exit(70)
         self.pid = pid
@@ -258,6 +312,7 @@ class ForkedRelay:
             self.helpers.add(rpid)
             with contextlib.suppress(OSError):
                 os.read(ready_r, 1)  # EOF once the recorder let go of what it inherited
+                os.write(self._ctl, rpid.to_bytes(4, "little"))  # whose progress to judge
         os.close(ready_r)
 
     def server_done(self, timeout: float) -> bool:
@@ -268,19 +323,53 @@ class ForkedRelay:
             left = deadline - time.monotonic()
             if left <= 0 or not fdio.wait_for(self._status, select.POLLIN, left):
                 return False
-            got = os.read(self._status, 8)
-            if not got:
+            if not self._hear():
                 return True  # the pump child is gone: nothing more will come
-            self._ended.update(got)
         return True
+
+    def _hear(self) -> bool:
+        """Read the status pipe once (False at its end): a byte per direction as it ends,
+        and at the end, what the pump child could not give the recorder (LOSS_REPORT)."""
+        got = os.read(self._status, 256)
+        self._said += got
+        while self._said:
+            if self._said[0] != LOSS_REPORT:
+                self._ended.add(self._said.pop(0))
+            elif len(self._said) > REPORT.size:
+                self._abandoned = bytes(self._said[1 : 1 + REPORT.size])
+                del self._said[: 1 + REPORT.size]
+            else:
+                break
+        return bool(got)
+
+    def _record_abandoned(self, wait: float) -> None:
+        """Hear the pump child out (it ends once its copies are out or given up) and
+        record what never reached the recorder, so no loss goes unsaid."""
+        deadline = time.monotonic() + wait
+        with contextlib.suppress(OSError):
+            while fdio.wait_for(self._status, select.POLLIN, deadline - time.monotonic()):
+                if not self._hear():
+                    break
+        if not self._abandoned:
+            return
+        (t,) = struct.unpack_from("<d", self._abandoned)
+        _limit, dropped = unpack_loss(self._abandoned[8:])
+        for direction, lost in zip(DIRECTIONS, dropped, strict=True):
+            if lost.size:
+                self.recorder.unrecorded(direction, t, lost, _ABANDONED)
 
     def finish(self, timeout: float = 10.0) -> None:
         """End the pump child (it sends its last copies first) and wait until the recorder
         has written every record: as long as it is working (its CPU time grows), so a
         busy machine loses no record; once it has done nothing for `timeout` seconds it is
-        left to finish on its own."""
+        left to finish on its own. Then record what the pump child reports it could not
+        give the recorder (it went away or got stuck)."""
         with contextlib.suppress(OSError):
             os.close(self._ctl)
+        self._wait_for_recorder(timeout)
+        self._record_abandoned(FLUSH_S + 5.0)
+
+    def _wait_for_recorder(self, timeout: float) -> None:
         if self.recorder_pid <= 0:
             return
         worked, since = _cpu_time(self.recorder_pid), time.monotonic()

@@ -36,11 +36,11 @@ from mcpshim.relay.core import (
     MAX_MESSAGE,
     S2C,
     Recorder,
-    Relay,
     close_end,
     iso,
 )
 from mcpshim.relay.pidmark import PidMark
+from mcpshim.relay.threaded import Relay
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
 
@@ -220,10 +220,10 @@ class GatedRelay(Relay):
 
     def _send(self, fd: int, direction: str, data: bytes, copy: bytes | None = None) -> None:
         """Pass `data` on and queue its copy (`copy` when what the peer sent differs from
-        what goes on); a reader that is gone is drained, never an error."""
+        what goes on); a reader that is gone is no error: the pump stops (_pump)."""
         copy = data if copy is None else copy
-        if copy:  # the pid counter before the line goes on (see relay.core.PidMark)
-            self._queue.put((direction, time.time(), copy, self._marks.read()))
+        if copy:  # the pid counter before the line goes on (see relay.pidmark)
+            self._copy(direction, time.time(), copy, self._marks.read())
         self.bytes[direction] += len(data)
         if data and direction not in self.broken:
             try:
@@ -234,7 +234,7 @@ class GatedRelay(Relay):
 
     def _pump(self, src: int, dst: int, direction: str) -> None:
         lines = Lines()
-        while True:
+        while direction not in self.broken:  # a reader gone is passed on, as relay.threaded
             try:
                 data = fdio.read_some(src, _READ)
             except OSError:
@@ -252,9 +252,10 @@ class GatedRelay(Relay):
                 self._send(dst, direction, lines.rest())
         else:
             self._send(dst, direction, lines.rest())
+        close_end(src)
         if direction not in self.broken:
             close_end(dst)
-        self._queue.put((direction, time.time(), None, -1))
+        self._copy(direction, time.time(), None)
 
     def _requests(self, dst: int, pieces: Iterator[tuple[bytes, bool]]) -> None:
         """Pass the client's lines on, less the refused calls, which are answered here (in

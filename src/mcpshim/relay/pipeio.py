@@ -12,8 +12,10 @@ would block waits in poll() (base.fdio) instead of being taken for an end of str
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import select
 from typing import Any
@@ -22,6 +24,7 @@ from mcpshim.base.fdio import wait_for
 
 __all__ = [
     "SPLICE_OK",
+    "grow",
     "splice_all",
     "splice_now",
     "splice_some",
@@ -97,3 +100,10 @@ def splice_all(src: int, dst: int, count: int) -> tuple[int, OSError | None]:
             return moved, OSError(errno.EPIPE, "the source ended early")
         moved += n
     return moved, None
+
+
+def grow(fd: int, size: int) -> None:
+    """Make pipe `fd` hold `size` bytes, where it is a pipe and the user's limit allows."""
+    if fd >= 0:
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)  # type: ignore[attr-defined, unused-ignore]

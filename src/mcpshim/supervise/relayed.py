@@ -22,9 +22,10 @@ import psutil
 
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat, start_ticks
 from mcpshim.relay import child as relaychild
-from mcpshim.relay.core import Recorder, Relay, Relaying, announce, relay_pipe
+from mcpshim.relay.core import Recorder, Relaying, announce, relay_pipe
 from mcpshim.relay.forked import ForkedRelay
 from mcpshim.relay.gate import Gate, GatedRelay
+from mcpshim.relay.threaded import Relay
 
 if TYPE_CHECKING:
     from mcpshim.supervise.supervisor import Supervisor
@@ -141,8 +142,8 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
 
     def close_server_ends() -> None:
         # The server's ends only: held here, they would keep the server's stdin from
-        # ever reporting a gone reader (the relay could not drain the client) and its
-        # stdout from reaching EOF while the server runs.
+        # ever reporting a gone reader (the relay could not pass it on to the client) and
+        # its stdout from reaching EOF while the server runs.
         nonlocal closed
         if not closed:
             closed = True
