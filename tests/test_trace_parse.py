@@ -217,7 +217,7 @@ import mmap, os, sys
 # Thousands of mappings that cannot merge: fork copies each one before the child gets its
 # start time, so the child starts well after the fork's entry that strace timestamps.
 maps = [mmap.mmap(-1, 4096, prot=mmap.PROT_READ | (mmap.PROT_WRITE * (i % 2)))
-        for i in range(10000)]
+        for i in range(30000)]
 pid = os.fork()
 if pid == 0:
     open(sys.argv[1], "w").write(open("/proc/self/stat").read())
