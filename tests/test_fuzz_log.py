@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.logfuzz import LogFuzzer
+from fixtures.logfuzz import EVENTS, LogFuzzer
 from mcpshim.base.display import dumps
 from mcpshim.cli import main
 from mcpshim.log import execlog, logview
@@ -112,3 +113,35 @@ def test_a_sample_through_the_real_command(tmp_path: Path, seed: int) -> None:
         stderr = proc.stderr.decode("utf-8", "replace")
         assert proc.returncode in (0, 1, 2), stderr
         assert "Traceback" not in stderr, stderr
+
+
+@pytest.mark.parametrize("odd_id", [[1, 2], {"k": 1}])
+def test_a_call_whose_id_is_not_a_scalar_is_reviewed(tmp_path: Path, odd_id: object) -> None:
+    """A JSON-RPC id that is a list or an object (a refused hostile message keeps the id as
+    sent) used to key the per-call verdicts and end review in a TypeError; the call is
+    shown with the id's JSON text."""
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    kinds = ["mcp-session", "session-start", "mcp-request", "observed", "mcp-response"]
+    body = b"".join(
+        execlog.encode_record(
+            kind,
+            [
+                json.dumps(
+                    {**EVENTS[kind], **({"id": odd_id} if "id" in EVENTS[kind] else {})}
+                ).encode()
+            ],
+        )
+        for kind in kinds
+    )
+    (log_dir / "exec.log").write_bytes(body)
+    argv = ["--dir", str(tmp_path / "no-shims"), "--log-dir", str(log_dir), "--session", "S1"]
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+        main(["review", *argv, "--format", "json"])
+    assert done.value.code in (0, 1)
+    out.flush()
+    [call] = json.loads(out.buffer.getvalue())["calls"]
+    assert call["id"] == json.dumps(odd_id, sort_keys=True, separators=(",", ":"))
+    code, err = _run_in_process(["review", *argv])
+    assert code in (0, 1) and "Traceback" not in err, err

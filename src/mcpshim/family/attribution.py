@@ -18,6 +18,7 @@ sessions without tool calls.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -270,7 +271,7 @@ def _calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str, Any
         calls.append(
             Call(
                 index=i,
-                id=d.get("id"),
+                id=_call_id(d.get("id")),
                 method=str(d.get("method")),
                 name=str(d.get(label) or "?"),
                 arguments=d.get("arguments"),
@@ -418,3 +419,11 @@ def _outlived(
         late = [(t, text) for t, text in seen.get(ident, ()) if t > resp + _LATE]
         if late:
             att.outlived[node.id] = ("", f"{late[-1][1]} (the call returned at {when})")
+
+
+def _call_id(value: Any) -> Any:
+    """A JSON-RPC id is text, a number or null; a damaged log or a refused hostile message
+    may hold a list or an object, kept as its JSON text so a call can key a mapping."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return value
