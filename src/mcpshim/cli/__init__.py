@@ -6,7 +6,7 @@ OSError the machine raised: a full disk, a read-only file, a missing directory),
 as one line on stderr, never a traceback. `run` exits with its command's status.
 
 May import: base, log, shim, proc, trace, family, relay, supervise, review, pathcheck, render,
-contract.
+contract, otel.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mcpshim import __version__
 from mcpshim.base.display import escape
 from mcpshim.cli import (
     approve_cmd,
+    export_cmd,
     log_cmd,
     pathlint_cmd,
     report_cmd,
@@ -43,7 +44,17 @@ def cli() -> None:
     """
 
 
-for _module in (shims_cmd, log_cmd, run_cmd, pathlint_cmd, review_cmd, report_cmd, approve_cmd):
+_MODULES = (
+    shims_cmd,
+    log_cmd,
+    run_cmd,
+    pathlint_cmd,
+    review_cmd,
+    report_cmd,
+    approve_cmd,
+    export_cmd,
+)
+for _module in _MODULES:
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -11,8 +11,10 @@ import click
 from mcpshim.base.display import escape
 from mcpshim.cli.approve_cmd import lock_option, resolve_lock
 from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.export_cmd import start_follower
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import UsageError
+from mcpshim.otel import sdk
 from mcpshim.relay.gate import Gate
 from mcpshim.supervise import snapshot as snapshot_mod
 from mcpshim.supervise.departwatch import DepartureWatch
@@ -81,6 +83,13 @@ __all__ = ["COMMANDS"]
     help="terminate: end the whole family at the first executable the lock does not approve "
     "for this server (recorded, with its evidence, first).",
 )
+@click.option(
+    "--otlp",
+    metavar="URL",
+    help="Stream the session as an OpenTelemetry trace to this OTLP/HTTP endpoint while it "
+    "runs (needs mcpshim[otel]); what the endpoint does not take stays in the log for "
+    "`mcpshim export otlp`.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     shim_dir: Path | None,
@@ -94,6 +103,7 @@ def run(
     lock_file: str | None,
     enforce: bool,
     on_departure: str,
+    otlp: str | None,
     command: tuple[str, ...],
 ) -> int:
     """Run COMMAND as a supervised session and record its whole execution family.
@@ -145,6 +155,9 @@ def run(
     if not command:
         raise click.UsageError("no COMMAND given (mcpshim run [OPTIONS] -- COMMAND [ARG...])")
     loc = locations(shim_dir, log_dir)
+    if otlp is not None:
+        sdk.require()
+        sdk.endpoint_url(otlp)
     if not (loc.shim_dir / "manifest.toml").exists():
         click.echo(
             f"mcpshim: warning: no shims installed in {escape(str(loc.shim_dir))} "
@@ -158,6 +171,8 @@ def run(
     if no_trace:
         click.echo(f"mcpshim: --trace=auto: not tracing: {escape(no_trace)}", err=True)
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
+    if otlp is not None:
+        sup.add_helper(start_follower(loc.shim_dir, loc.log_dir, sup.session, otlp))
     try:
         return run_relayed(sup, gate) if mcp else sup.run()
     except OSError as exc:

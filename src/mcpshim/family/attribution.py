@@ -18,6 +18,7 @@ sessions without tool calls.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -340,6 +341,28 @@ def _lifetimes(events: list[EventRecord]) -> dict[tuple[int, int | None], list[t
     return seen
 
 
+class _Windows:
+    """The calls whose window meets an interval, in call order, without a pass over every
+    call (a session of thousands of calls and processes would be quadratic): a window that
+    meets [lo, hi] starts within the longest finite window's length before lo; the windows
+    still open (no response) are few and always checked."""
+
+    def __init__(self, windows: list[tuple[float, float]]) -> None:
+        self.windows = windows
+        finite = [(w[0], i) for i, w in enumerate(windows) if w[1] != math.inf]
+        self.starts = sorted(finite)
+        self.keys = [t for t, _ in self.starts]
+        self.longest = max((windows[i][1] - t for t, i in finite), default=0.0)
+        self.open = [i for i, w in enumerate(windows) if w[1] == math.inf]
+
+    def __call__(self, iv: tuple[float, float]) -> tuple[int, ...]:
+        lo = bisect.bisect_left(self.keys, iv[0] - self.longest)
+        hi = bisect.bisect_right(self.keys, iv[1])
+        cands = [i for _, i in self.starts[lo:hi]] + self.open
+        w = self.windows
+        return tuple(sorted(i for i in cands if iv[0] <= w[i][1] and w[i][0] <= iv[1]))
+
+
 def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
     start = next((e.data for e in s.events if e.kind == "session-start"), None)
     end = next((e.data for e in s.events if e.kind == "session-end"), None)
@@ -353,14 +376,13 @@ def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
     here = str(start.get("boot_id") or "") if start else ""
     horizon = end_t.timestamp() if end_t else math.inf
     windows = [_window(c, horizon) for c in calls]
+    overlapping = _Windows(windows)
 
     def by_time(node: Node) -> Owner:
         iv = att.start_of[node.id]
         if iv is None:
             return None
-        hits = tuple(
-            c.index for c, w in zip(calls, windows, strict=True) if iv[0] <= w[1] and w[0] <= iv[1]
-        )
+        hits = overlapping(iv)
         if hits and node.boot_id == here:
             # Clock ticks are 10 ms; the pid counter orders forks exactly. Where every
             # candidate call has its marks, keep those the process was forked inside.

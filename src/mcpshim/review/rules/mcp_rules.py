@@ -121,10 +121,22 @@ def explained(tool: str, command: str, tools: Mapping[str, tuple[str, ...]]) -> 
 def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
     out: list[Finding] = []
     by_id = {n.id: n for n in att.nodes()}
+    # Each call's processes, found in one walk (a walk per call is quadratic in a session
+    # of thousands of calls); in the walk's order, as before.
+    owned: dict[int, list[Node]] = {}
+    for node in by_id.values():
+        owner = att.owner.get(node.id)
+        if isinstance(owner, int):
+            owned.setdefault(owner, []).append(node)
+    outlived: dict[int, list[int]] = {}
+    for i in att.outlived:
+        owner = att.owner.get(i)
+        if isinstance(owner, int):
+            outlived.setdefault(owner, []).append(i)
     for call in att.calls:
         group = call_group(att, call)
         ref = call_ref(att, call)
-        gone = [(by_id[i], ev) for i, ev in att.outlived.items() if att.owner.get(i) == call.index]
+        gone = [(by_id[i], att.outlived[i]) for i in outlived.get(call.index, ())]
         if gone:
             names = ", ".join(f"{n.images[-1].command} (pid {n.pid})" for n, _ in gone[:5])
             # The pointer names the process's own record; the record that shows it still
@@ -151,9 +163,7 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
         if call.method != "tools/call":
             continue
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
-        for node in att.nodes():
-            if att.owner.get(node.id) != call.index:
-                continue
+        for node in owned.get(call.index, ()):
             for img in node.images:
                 if not explained(call.name, img.command, policy.tools):
                     seen.setdefault(img.command, {}).setdefault(node.id, (node, img))

@@ -1,0 +1,161 @@
+"""mcpshim export otlp: recorded sessions as OpenTelemetry traces."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from mcpshim.base.display import escape
+from mcpshim.cli.common import load_policy, location_options, locations
+from mcpshim.errors import InputError, McpshimError, UsageError
+from mcpshim.family import attribution
+from mcpshim.log import execlog
+from mcpshim.log.logview import parse_since
+from mcpshim.otel import sdk
+from mcpshim.otel.collect import collect_traces
+from mcpshim.shim.manifest import load_manifest
+
+__all__ = ["COMMANDS"]
+
+
+@click.group("export")
+def export() -> None:
+    """Send recorded sessions to the telemetry systems a team already runs."""
+
+
+@export.command("otlp")
+@location_options
+@click.option("--session", help="The session id (default: the last session run with --mcp).")
+@click.option("--since", help="Every --mcp session started since: ISO 8601 or 30s/10m/2h/7d.")
+@click.option(
+    "--endpoint",
+    required=True,
+    help="OTLP/HTTP endpoint, e.g. http://localhost:4318 (/v1/traces is added to a bare address).",
+)
+@click.option("--header", "headers", multiple=True, help="KEY=VALUE sent with each request.")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML policy for the findings (as review takes it).",
+)
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds to wait for the endpoint per request.")  # fmt: skip
+def otlp(
+    shim_dir: Path | None,
+    log_dir: Path | None,
+    session: str | None,
+    since: str | None,
+    endpoint: str,
+    headers: tuple[str, ...],
+    policy_file: Path | None,
+    timeout: float,
+) -> int:
+    """Send sessions run with `mcpshim run --mcp` as OTLP traces (HTTP/protobuf).
+
+    \b
+    Each session is one trace: the session is the root span; each tools/call is a span
+    `execute_tool TOOL` (GenAI and MCP semantic conventions), resources/read and
+    prompts/get spans too; each process a call started is a child span (process.pid,
+    process.command_args redacted, process.executable.path, process.working_directory,
+    process.exit.code when a record says it) with the ECS entity id; findings are
+    `mcpshim.finding` span events; an isError answer sets the span's status to error.
+    Times are the records' own. Trace and span ids derive from the session and the
+    records, so sending a session twice (or after `run --otlp`) repeats the same ids.
+
+    Needs the optional extra: pip install 'mcpshim[otel]'.
+    """
+    if session is not None and since is not None:
+        raise UsageError("--session and --since: give one")
+    sdk.require()
+    sdk.endpoint_url(endpoint)
+    header_map = sdk.parse_headers(headers)
+    loc = locations(shim_dir, log_dir)
+    after = parse_since(since) if since is not None else None
+    problems: list[execlog.LogProblem] = []
+    if session is None and after is None:
+        session = attribution.latest_session(execlog.iter_records(loc, problems))
+        if session is None:
+            raise InputError(f"no session run with --mcp in the log at {loc.log_dir}")
+    traces = collect_traces(
+        execlog.iter_records(loc, problems),
+        policy=load_policy(policy_file),
+        anchor=attribution.anchors_for(loc),
+        host=socket.gethostname(),
+        session=session,
+        since=after,
+        shim_dir=str(loc.shim_dir),
+        manifest=load_manifest(loc.shim_dir),
+    )
+    for p in dict.fromkeys(problems):
+        click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
+    if not traces:
+        what = (
+            f"session {session} was not run with --mcp" if session else "no session run with --mcp"
+        )
+        raise InputError(
+            f"{what} in the log at {loc.log_dir}" + (f" since {since}" if since else "")
+        )
+    exporter = sdk.otlp_exporter(endpoint, header_map, timeout)
+    try:
+        sent, failed = sdk.export_traces(traces, exporter)
+    finally:
+        exporter.shutdown()
+    url = escape(sdk.endpoint_url(endpoint))
+    if failed:
+        raise McpshimError(f"{url} did not take {failed} of {sent + failed} spans (see above)")
+    click.echo(f"sent {sent} spans of {len(traces)} session(s) to {url}")
+    return 0
+
+
+@export.command("otlp-follow", hidden=True)
+@location_options
+@click.option("--session", required=True)
+@click.option("--offset", type=click.IntRange(min=0), required=True)
+@click.option("--endpoint", required=True)
+@click.option("--parent", type=int, required=True, help="The `run` that started this.")
+def otlp_follow(
+    shim_dir: Path | None, log_dir: Path | None, session: str, offset: int, endpoint: str,
+    parent: int,
+) -> int:  # fmt: skip
+    """`run --otlp`'s helper: stream SESSION's spans as its records arrive (otel.live)."""
+    from mcpshim.otel.live import Follower
+
+    loc = locations(shim_dir, log_dir)
+    follower = Follower(
+        loc,
+        session,
+        offset,
+        sdk.otlp_exporter(endpoint, {}, timeout=5.0),
+        policy=load_policy(None),
+        anchor=attribution.anchors_for(loc),
+        host=socket.gethostname(),
+        warn=lambda text: click.echo(f"mcpshim: warning: --otlp: {escape(text)}", err=True),
+        manifest=load_manifest(loc.shim_dir),
+        alive=lambda: os.getppid() == parent,
+    )
+    follower.run()
+    return 0
+
+
+def start_follower(shim_dir: Path, log_dir: Path, session: str, endpoint: str) -> int:
+    """Start `run --otlp`'s follower (a process of its own, its stdout not the MCP
+    channel's); returns its pid. Its offset is the log's size now, before the session's
+    first record."""
+    log_file = log_dir / "exec.log"
+    offset = log_file.stat().st_size if log_file.exists() else 0
+    argv = [sys.executable, "-m", "mcpshim", "export", "otlp-follow", "--dir", str(shim_dir),
+            "--log-dir", str(log_dir), "--session", session, "--offset", str(offset),
+            "--endpoint", endpoint, "--parent", str(os.getpid())]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    return proc.pid
+
+
+COMMANDS = [export]

@@ -1,0 +1,169 @@
+"""From the log to traces: one pass reviews it and attributes the relayed sessions' processes
+to their tool calls (as `mcpshim report` does); each finding becomes an `mcpshim.finding`
+event on the span it is about: a process its evidence names, else the tool call it was filed
+under, else the session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from mcpshim import __version__
+from mcpshim.family.attribution import Anchor, Attribution, Collector
+from mcpshim.family.images import parse_time
+from mcpshim.log.execlog import EventRecord, Record
+from mcpshim.otel.model import (
+    SessionTrace,
+    SpanEvent,
+    call_span_id,
+    process_span_id,
+    root_span_id,
+    session_trace,
+)
+from mcpshim.review.engine import review
+from mcpshim.review.findings import Finding
+from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, regroup, session_findings
+from mcpshim.shim.manifest import Manifest
+
+__all__ = ["FINDING_EVENT", "collect_traces", "resource_of", "trace_for"]
+
+FINDING_EVENT = "mcpshim.finding"
+
+
+def resource_of(att: Attribution, events: Iterable[EventRecord], host: str) -> dict[str, Any]:
+    """Who the spans are about: the host, the server (as it named itself at initialize, else
+    the session's name or command) and mcpshim's version."""
+    init = next((e.data for e in events if e.kind == "mcp-initialize"), {})
+    st = att.start or {}
+    command = [str(a) for a in st.get("command", [])]
+    name = (
+        init.get("server_name")
+        or st.get("name")
+        or (os.path.basename(command[0]) if command else "")
+    )
+    out = {
+        "service.name": name or "mcp-server",
+        "service.version": init.get("server_version") or None,
+        "service.instance.id": att.session,
+        "host.name": host,
+        "mcpshim.version": __version__,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _session_start(att: Attribution) -> datetime | None:
+    t = parse_time((att.start or {}).get("time"))
+    return t or min((c.request for c in att.calls), default=None)
+
+
+def _event(f: Finding, when: datetime, evidence: str) -> SpanEvent:
+    attrs = {
+        "mcpshim.finding.rule.id": f.rule.id,
+        "mcpshim.finding.rule.name": f.rule.name,
+        "mcpshim.finding.severity": f.level.label,
+        "mcpshim.finding.message": f.text,
+        "mcpshim.finding.fingerprint": f.fingerprint,
+    }
+    if evidence:
+        attrs["mcpshim.finding.evidence"] = evidence
+    return SpanEvent(FINDING_EVENT, when, attrs)
+
+
+class _Index:
+    """Where a finding goes, over every session exported: span ids and their start times."""
+
+    def __init__(self, atts: Iterable[Attribution]) -> None:
+        self.process: dict[tuple[str, int, Any], tuple[str, int, datetime | None]] = {}
+        self.call: dict[Any, tuple[str, int, datetime]] = {}
+        self.root: dict[str, datetime | None] = {}
+        for att in atts:
+            sid = att.session
+            self.root[sid] = _session_start(att)
+            for node in att.nodes():
+                span = process_span_id(sid, node)
+                self.process[(node.boot_id, node.pid, node.start)] = (sid, span, node.first_time)
+            for call in att.calls:
+                self.call[call_ref(att, call)] = (sid, call_span_id(sid, call), call.request)
+
+    def file(
+        self, findings: Iterable[Finding], only: str | None
+    ) -> dict[str, dict[int, list[SpanEvent]]]:
+        """`only`: the one session review read (then a finding that names none is its)."""
+        out: dict[str, dict[int, list[SpanEvent]]] = {}
+        for f in findings:
+            placed = False
+            for ev in () if f.rule.id in SESSION_WIDE else f.evidence:
+                d = ev.data
+                start = d["start_ticks"] if "start_ticks" in d else d.get("start")
+                hit = self.process.get((str(d.get("boot_id")), _int(d.get("pid")), start))
+                if hit is not None:
+                    sid, span, t = hit
+                    when = t or self.root[sid]
+                    if when is not None:  # the span is the evidence: no text repeats it
+                        out.setdefault(sid, {}).setdefault(span, []).append(_event(f, when, ""))
+                        placed = True
+            if placed:
+                continue
+            call = self.call.get(f.call) if f.call is not None else None
+            if call is not None:
+                sid, span, t = call
+                out.setdefault(sid, {}).setdefault(span, []).append(_event(f, t, ""))
+                continue
+            sid_hit = next((s for s in self.root if f.group.startswith(f"session {s}")), only)
+            when = self.root.get(sid_hit) if sid_hit is not None else None
+            if sid_hit is not None and when is not None:
+                evidence = f.evidence[0].text if f.evidence else ""
+                out.setdefault(sid_hit, {}).setdefault(root_span_id(sid_hit), []).append(
+                    _event(f, when, evidence)
+                )
+        return out
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
+
+
+def trace_for(
+    att: Attribution,
+    events: Iterable[EventRecord],
+    host: str,
+    filed: Mapping[int, list[SpanEvent]] | None = None,
+) -> SessionTrace:
+    events = list(events)
+    findings = {span: tuple(evs) for span, evs in (filed or {}).items()}
+    return session_trace(att, events, resource_of(att, events, host), findings)
+
+
+def collect_traces(
+    records: Iterable[Record],
+    *,
+    policy: Policy,
+    anchor: Anchor,
+    host: str,
+    session: str | None = None,
+    since: datetime | None = None,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+) -> list[SessionTrace]:
+    """The relayed sessions of the log (one, or those started at or after `since`) as traces,
+    their review findings filed as span events."""
+    collector = Collector(session)
+    result = review(
+        collector.tee(records), policy=policy, session=session, shim_dir=shim_dir, manifest=manifest
+    )
+    atts = collector.results(anchor)
+    if since is not None:
+        atts = [a for a in atts if (t := _session_start(a)) is not None and t >= since]
+    if not atts:
+        return []
+    extra = [f for att in atts for f in session_findings(att, policy)]
+    findings = regroup(result.findings, atts) + apply_policy(extra, policy)
+    filed = _Index(atts).file(findings, session)
+    return [
+        trace_for(att, collector.sessions[att.session].events, host, filed.get(att.session))
+        for att in atts
+    ]

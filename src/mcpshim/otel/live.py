@@ -1,0 +1,168 @@
+"""`run --otlp`: stream a session while it runs, from a process of its own.
+
+`run` starts this follower as one of mcpshim's own helpers (never a member of the family),
+so nothing it does -- reading, mapping, waiting on an endpoint -- touches the relay's
+forwarding path or the supervisor's loop. It reads the session's records back from the log
+as they are appended (from the offset the log had before the session began) and sends each
+call's span as the call answers; when the session ends (its session-end record, or `run`
+gone) it sends the rest: the session, its processes and the findings on them, which are only
+final then. The mapping is the export's (model, collect), so the ids agree with a later
+`mcpshim export otlp`. An endpoint that does not answer is said once; then nothing more is
+tried, and the log keeps everything for `export` to send later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from mcpshim.family.attribution import Anchor, Collector
+from mcpshim.log.execlog import Anchors, EventRecord, LogProblem, Record, read_stream, session_of
+from mcpshim.otel.collect import collect_traces, trace_for
+from mcpshim.otel.model import SessionTrace, SpanData, call_span_id
+from mcpshim.otel.sdk import to_readable
+from mcpshim.paths import Locations
+from mcpshim.review.policy import Policy
+from mcpshim.shim.manifest import Manifest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = ["Follower", "LogFollow"]
+
+
+class LogFollow:
+    """New whole records of the live log from an offset; follows it across a rotation (the
+    renamed file is read to its end through the open descriptor, then the new one)."""
+
+    def __init__(self, loc: Locations, offset: int) -> None:
+        self.loc, self.offset = loc, offset
+        self.anchors = Anchors(loc.boot_dir)
+        self.problems: list[LogProblem] = []
+        self._fh: io.BufferedReader | None = None
+
+    def _open(self) -> io.BufferedReader | None:
+        if self._fh is None:
+            try:
+                self._fh = open(self.loc.log_file, "rb")  # noqa: SIM115 (kept open)
+            except OSError:
+                return None
+        return self._fh
+
+    def read(self) -> Iterator[Record]:
+        fh = self._open()
+        if fh is None:
+            return
+        fh.seek(self.offset)
+        data = fh.read()
+        cut = data.rfind(b"\0\n") + 2 if data else 0
+        if cut >= 2:
+            self.offset += cut
+            buf = io.BytesIO(data[:cut])
+            yield from read_stream(buf, "exec.log", self.loc.spill_dir, self.problems, self.anchors)
+        if not data:
+            with contextlib.suppress(OSError):
+                if os.stat(self.loc.log_file).st_ino != os.fstat(fh.fileno()).st_ino:
+                    fh.close()
+                    self._fh, self.offset = None, 0  # rotated: the new live file
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
+class Follower:
+    """Streams one session's spans to an exporter; `run()` returns when the session ends."""
+
+    def __init__(
+        self,
+        loc: Locations,
+        session: str,
+        offset: int,
+        exporter: SpanExporter,
+        *,
+        policy: Policy,
+        anchor: Anchor,
+        host: str,
+        warn: Callable[[str], None],
+        manifest: Manifest | None = None,
+        alive: Callable[[], bool] = lambda: True,
+        poll: float = 0.2,
+    ) -> None:
+        self.loc, self.session, self.exporter = loc, session, exporter
+        self.follow = LogFollow(loc, offset)
+        self.policy, self.anchor, self.host, self.warn = policy, anchor, host, warn
+        self.manifest, self.alive, self.poll = manifest, alive, poll
+        self.records: list[Record] = []
+        self.collector = Collector(session)
+        self.sent: set[int] = set()
+        self.down = False
+        logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)  # said once, by us
+
+    def _send(self, trace: SessionTrace, spans: list[SpanData]) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        spans = [s for s in spans if s.span_id not in self.sent]
+        if not spans or self.down:
+            return
+        if self.exporter.export(to_readable(trace, spans)) is SpanExportResult.SUCCESS:
+            self.sent.update(s.span_id for s in spans)
+            return
+        self.down = True
+        self.warn(
+            f"the OTLP endpoint did not take session {self.session}'s spans; it is all in the "
+            f"log: `mcpshim export otlp --session {self.session} --endpoint URL` sends it later"
+        )
+
+    def _answered(self) -> None:
+        """Send the spans of the calls answered so far (final once answered)."""
+        atts = self.collector.results(self.anchor)
+        if not atts:
+            return
+        att = atts[0]
+        trace = trace_for(att, self.collector.sessions[self.session].events, self.host)
+        done = {call_span_id(self.session, c) for c in att.calls if c.response is not None}
+        self._send(trace, [s for s in trace.spans if s.span_id in done])
+
+    def step(self) -> bool:
+        """Read what was appended; True once the session has ended."""
+        answered = ended = False
+        for rec in self.follow.read():
+            if session_of(rec) != self.session:
+                continue
+            self.records.append(rec)
+            self.collector.feed(rec)
+            if isinstance(rec, EventRecord):
+                answered |= rec.kind == "mcp-response"
+                ended |= rec.kind == "session-end"
+        if answered and not ended:
+            self._answered()
+        return ended
+
+    def run(self) -> int:
+        """Follow until the session ends (or `run` is gone), then send the rest; returns the
+        number of spans sent."""
+        try:
+            while not self.step() and self.alive():
+                time.sleep(self.poll)
+            self.step()
+            traces = collect_traces(
+                self.records,
+                policy=self.policy,
+                anchor=self.anchor,
+                host=self.host,
+                session=self.session,
+                shim_dir=str(self.loc.shim_dir),
+                manifest=self.manifest,
+            )
+            for trace in traces:
+                self._send(trace, list(trace.spans))
+        finally:
+            self.follow.close()
+            self.exporter.shutdown()
+        return len(self.sent)

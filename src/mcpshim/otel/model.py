@@ -1,0 +1,319 @@
+"""One relayed session as trace data: spans with ids, times and attributes, no SDK object.
+
+The shape: the session is the root span; each relayed call (tools/call, resources/read,
+prompts/get) is a SERVER span under it; each process a call started is a span under the
+call, its descendants under it; the server itself and what no call started hang under the
+session. Names and attributes follow the OpenTelemetry semantic conventions: GenAI tool
+execution (`execute_tool {gen_ai.tool.name}`), MCP (`mcp.method.name`, `mcp.session.id`,
+`mcp.protocol.version`, `jsonrpc.request.id`), process (`process.pid`, `process.command_args`
+redacted, ...); what no convention names is under `mcpshim.`.
+
+Ids are hashes of identity, never random: the trace id of the session id, a call's span id
+of its direction, JSON-RPC id and request time, a process's of (boot id, pid, start ticks),
+so exporting a session twice, or streaming it live and exporting it later, gives the same
+ids. Times are the records' own (the relay's clock for calls, the shim's for processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from mcpshim.base.display import json_text
+from mcpshim.family.attribution import Attribution, Call
+from mcpshim.family.images import parse_time
+from mcpshim.family.tree import Node
+from mcpshim.family.view import argv_of
+from mcpshim.log.execlog import EventRecord
+from mcpshim.log.logview import entity_id
+from mcpshim.log.redact import redact_argv
+
+__all__ = [
+    "SessionTrace",
+    "SpanData",
+    "SpanEvent",
+    "call_span_id",
+    "process_span_id",
+    "root_span_id",
+    "session_trace",
+    "trace_id_of",
+]
+
+SERVER, INTERNAL = "server", "internal"
+Attrs = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SpanEvent:
+    name: str
+    time: datetime
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpanData:
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    name: str
+    kind: str  # SERVER or INTERNAL
+    start: datetime
+    end: datetime
+    attributes: Mapping[str, Any]
+    events: tuple[SpanEvent, ...] = ()
+    error: str | None = None  # the status description when the span's status is ERROR
+
+
+@dataclass(frozen=True)
+class SessionTrace:
+    session: str
+    resource: Mapping[str, Any]
+    spans: tuple[SpanData, ...]
+
+
+def _hash(*parts: str, size: int) -> int:
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:size], "big") or 1  # 0 is the invalid id
+
+
+def trace_id_of(session: str) -> int:
+    return _hash("mcpshim.trace", session, size=16)
+
+
+def root_span_id(session: str) -> int:
+    return _hash("mcpshim.session", session, size=8)
+
+
+def call_span_id(session: str, call: Call) -> int:
+    return _hash(
+        "mcpshim.call", session, repr(call.id), call.method, call.request.isoformat(), size=8
+    )
+
+
+def process_span_id(session: str, node: Node) -> int:
+    when = node.first_time.isoformat() if node.start is None and node.first_time else ""
+    return _hash(
+        "mcpshim.process", session, node.boot_id, str(node.pid), str(node.start), when, size=8
+    )
+
+
+def _clean(attrs: Attrs) -> Attrs:
+    """What OTLP can carry: no None, lists of one type."""
+    return {k: v for k, v in attrs.items() if v is not None and v != []}
+
+
+def call_span(att: Attribution, call: Call, common: Attrs, end: datetime) -> SpanData:
+    """A relayed call: its times are the relay's, when it passed the request and response on."""
+    rid = str(call.id) if call.id is not None else None
+    attrs: Attrs = {"mcp.method.name": call.method, "jsonrpc.request.id": rid, **common}
+    name = call.method
+    if call.method == "tools/call":
+        name = f"execute_tool {call.name}"
+        attrs.update({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                      "gen_ai.tool.call.id": rid})  # fmt: skip
+    elif call.method == "prompts/get":
+        name = f"prompts/get {call.name}"
+        attrs["gen_ai.prompt.name"] = call.name
+    elif call.method == "resources/read":
+        attrs["mcp.resource.uri"] = call.name
+    error = None
+    if call.error_code is not None:
+        attrs["error.type"] = attrs["rpc.response.status_code"] = str(call.error_code)
+        error = f"JSON-RPC error {call.error_code}"
+    elif call.is_error:
+        attrs["error.type"] = "tool_error"
+        error = "the tool answered isError: true"
+    if call.response is None:
+        attrs["mcpshim.call.answered"] = False
+    return SpanData(
+        trace_id_of(att.session),
+        call_span_id(att.session, call),
+        root_span_id(att.session),
+        name,
+        SERVER,
+        call.request,
+        max(call.response or end, call.request),
+        _clean(attrs),
+        error=error,
+    )
+
+
+@dataclass
+class _Ends:
+    """What the session's records say about when its processes ended."""
+
+    reaped: dict[tuple[int, int | None], tuple[datetime, Any]] = field(default_factory=dict)
+    survivors: set[tuple[int, int | None]] = field(default_factory=set)
+    alive: dict[tuple[int, int | None], datetime] = field(default_factory=dict)
+
+
+def _ends(att: Attribution, events: Iterable[EventRecord]) -> _Ends:
+    out = _Ends()
+    for ev in events:
+        pid, t = ev.data.get("pid"), parse_time(ev.data.get("time"))
+        if not isinstance(pid, int) or t is None:
+            continue
+        ident = (pid, ev.data.get("start"))
+        if ev.kind == "reaped":
+            out.reaped[ident] = (t, ev.data.get("status"))
+        elif ev.kind == "survivor":
+            out.survivors.add(ident)
+    for call in att.calls:
+        if call.alive_time is not None:
+            for ident in call.alive:
+                if ident not in out.alive or out.alive[ident] < call.alive_time:
+                    out.alive[ident] = call.alive_time
+    return out
+
+
+@lru_cache(maxsize=65_536)
+def _argv_text(argv: tuple[bytes, ...]) -> tuple[str, ...]:
+    """An argv as span text, redacted (again: the log holds it redacted already); sessions
+    repeat their command lines, so each is redacted once."""
+    return tuple(json_text(a) for a in redact_argv(list(argv)).argv)
+
+
+def _process_attrs(node: Node, exit_code: Any) -> Attrs:
+    first = node.images[0]
+    argv = list(_argv_text(tuple(argv_of(first))))
+    target = json_text(first.target)
+    attrs: Attrs = {
+        "process.pid": node.pid,
+        "process.parent_pid": first.ppid,
+        "process.executable.path": target or None,
+        "process.executable.name": os.path.basename(target) or None,
+        "process.command_args": argv,
+        "process.args_count": len(argv),
+        "process.working_directory": None if first.cwd_unknown else json_text(first.cwd),
+        "process.exit.code": exit_code if isinstance(exit_code, int) else None,
+        "mcpshim.process.entity_id": entity_id(node.boot_id, node.pid, node.start),
+        "mcpshim.process.sources": list(node.sources),
+    }
+    if len(node.images) > 1:
+        attrs["mcpshim.process.images"] = [i.command for i in node.images]
+    return attrs
+
+
+def _process_span(
+    att: Attribution, node: Node, parent: int, ends: _Ends, start: datetime, end: datetime
+) -> SpanData:
+    """A process: from its first record to its exit when a record says (reaped, the
+    server's session-end, a survivor at the end), else to the last record that saw it."""
+    ident = (node.pid, node.start)
+    first = node.first_time or start
+    exit_code: Any = None
+    if node is att.server:
+        last, exit_code = end, (att.end or {}).get("exit_status")
+    elif ident in ends.reaped:
+        last, exit_code = ends.reaped[ident]
+    elif ident in ends.survivors:
+        last = end
+    else:
+        seen = [i.time for i in node.images if i.time is not None]
+        if ident in ends.alive:
+            seen.append(ends.alive[ident])
+        last = max(seen, default=first)
+    attrs = _process_attrs(node, exit_code)
+    if ident in ends.survivors:
+        attrs["mcpshim.process.survived_session"] = True
+    if node.id in att.outlived:
+        attrs["mcpshim.process.outlived_call"] = att.outlived[node.id][1]
+    owner = att.owner.get(node.id)
+    if isinstance(owner, tuple):
+        attrs["mcpshim.process.candidate_calls"] = [att.calls[i].label for i in owner]
+    return SpanData(
+        trace_id_of(att.session),
+        process_span_id(att.session, node),
+        parent,
+        node.images[0].command or "?",
+        INTERNAL,
+        first,
+        max(last, first),
+        _clean(attrs),
+    )
+
+
+def session_trace(
+    att: Attribution,
+    events: Iterable[EventRecord],
+    resource: Mapping[str, Any],
+    findings: Mapping[int, tuple[SpanEvent, ...]] | None = None,
+) -> SessionTrace:
+    """The spans of one session; `findings` maps a span id to the events filed on it."""
+    events = list(events)
+    init = next((e.data for e in events if e.kind == "mcp-initialize"), {})
+    sid = att.session
+    times = [t for t in (parse_time((att.start or {}).get("time")),) if t is not None]
+    times += [c.request for c in att.calls]
+    times += [n.first_time for n in att.nodes() if n.first_time is not None]
+    start = min(times, default=None)
+    if start is None and events:
+        start = parse_time(events[0].data.get("time"))
+    if start is None:
+        raise ValueError(f"session {sid} has no record with a time")
+    end_t = parse_time((att.end or {}).get("time"))
+    later = [c.response for c in att.calls if c.response] + [
+        n.first_time for n in att.nodes() if n.first_time
+    ]
+    end = end_t or max([start, *later])
+    common = _clean({"mcp.session.id": sid, "mcp.protocol.version": init.get("protocol_version"),
+                     "network.transport": "pipe"})  # fmt: skip
+    spans: list[SpanData] = []
+    root = root_span_id(sid)
+    st = att.start or {}
+    root_attrs: Attrs = {
+        **common,
+        "mcpshim.session.name": st.get("name") or None,
+        "process.command_args": [str(a) for a in st.get("command", [])],
+        "process.working_directory": st.get("cwd"),
+        "process.exit.code": (att.end or {}).get("exit_status"),
+        "mcpshim.session.survivors": (att.end or {}).get("survivors"),
+    }
+    spans.append(
+        SpanData(
+            trace_id_of(sid),
+            root,
+            None,
+            f"session {resource.get('service.name', sid)}",
+            INTERNAL,
+            start,
+            max(end, start),
+            _clean(root_attrs),
+        )
+    )
+    call_ids = {}
+    for call in att.calls:
+        span = call_span(att, call, common, end)
+        call_ids[call.index] = span.span_id
+        spans.append(span)
+    ends = _ends(att, events)
+    for node in att.nodes():
+        spans.append(_process_span(att, node, _parent(att, node, call_ids, root), ends, start, end))
+    if findings:
+        spans = [
+            SpanData(**{**s.__dict__, "events": findings[s.span_id]})
+            if s.span_id in findings
+            else s
+            for s in spans
+        ]
+    return SessionTrace(sid, dict(resource), tuple(spans))
+
+
+def _parent(att: Attribution, node: Node, call_ids: Mapping[int, int], root: int) -> int:
+    """A process's parent span: its parent process when that shares its call (or it has
+    none), else the call that started it, else the session."""
+    owner = att.owner.get(node.id)
+    p = node.parent
+    known_parent = p is not None and p.known
+    if isinstance(owner, int):
+        if known_parent and p is not None and att.owner.get(p.id) == owner:
+            return process_span_id(att.session, p)
+        return call_ids[owner]
+    if known_parent and p is not None:
+        return process_span_id(att.session, p)
+    return root

@@ -1,0 +1,134 @@
+"""Trace data to the official OpenTelemetry SDK's spans and its OTLP/HTTP exporter.
+
+The SDK is an optional extra (`pip install 'mcpshim[otel]'`): it is imported here, when a
+command needs it, so mcpshim works without it, and a command that needs it says so in one
+line (exit 2). Spans are built as finished `ReadableSpan`s with the ids and times of the
+model, not through a tracer (whose ids are random and whose times are now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from mcpshim import __version__
+from mcpshim.errors import UsageError
+from mcpshim.otel.model import SERVER, SessionTrace, SpanData
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = ["BATCH", "endpoint_url", "export_traces", "otlp_exporter", "require", "to_readable"]
+
+BATCH = 512  # spans per OTLP request
+MISSING = (
+    "OpenTelemetry export needs the optional extra: pip install 'mcpshim[otel]' "
+    "(opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http)"
+)
+
+
+def require() -> None:
+    """Raise the one-line error (exit 2) when the extra is not installed."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        raise UsageError(MISSING) from None
+
+
+def endpoint_url(url: str) -> str:
+    """An OTLP/HTTP traces URL: a bare collector address gets the standard /v1/traces."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--endpoint: not an http(s) URL: {url!r}")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/v1/traces")
+    return urlunsplit(parts)
+
+
+def parse_headers(items: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--header: expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def otlp_exporter(url: str, headers: Mapping[str, str], timeout: float = 10.0) -> SpanExporter:
+    require()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=endpoint_url(url), headers=dict(headers), timeout=timeout)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _ns(t: datetime) -> int:
+    """Exact nanoseconds (no float): a record's microseconds stay what they were."""
+    d = t - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 10**9 + d.microseconds * 1000
+
+
+def to_readable(trace: SessionTrace, spans: Iterable[SpanData] | None = None) -> list[ReadableSpan]:
+    """The SDK's finished spans for `spans` (default: all) of one session's trace."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    resource = Resource(dict(trace.resource))
+    scope = InstrumentationScope("mcpshim", __version__)
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    out: list[ReadableSpan] = []
+    for s in trace.spans if spans is None else spans:
+        ctx = SpanContext(s.trace_id, s.span_id, is_remote=False, trace_flags=flags)
+        parent = (
+            SpanContext(s.trace_id, s.parent_id, is_remote=False, trace_flags=flags)
+            if s.parent_id is not None
+            else None
+        )
+        status = Status(StatusCode.ERROR, s.error) if s.error else Status(StatusCode.UNSET)
+        events = [Event(e.name, dict(e.attributes), _ns(e.time)) for e in s.events]
+        out.append(
+            ReadableSpan(
+                name=s.name,
+                context=ctx,
+                parent=parent,
+                resource=resource,
+                attributes=dict(s.attributes),
+                events=events,
+                kind=SpanKind.SERVER if s.kind == SERVER else SpanKind.INTERNAL,
+                status=status,
+                start_time=_ns(s.start),
+                end_time=_ns(s.end),
+                instrumentation_scope=scope,
+            )
+        )
+    return out
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def export_traces(
+    traces: Iterable[SessionTrace], exporter: SpanExporter, batch: int = BATCH
+) -> tuple[int, int]:
+    """Send every span; returns (spans sent, spans the endpoint did not take)."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    sent = failed = 0
+    for trace in traces:
+        for chunk in _batches(to_readable(trace), batch):
+            if exporter.export(chunk) is SpanExportResult.SUCCESS:
+                sent += len(chunk)
+            else:
+                failed += len(chunk)
+    return sent, failed
