@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System tools some tests use (real shells and tracers, a browser for the report test).
+# System tools some tests use (real shells and tracers, a browser for the report test, an
+# OpenTelemetry engine for the export test).
 # In CI (CI=true, root) missing ones are installed from Debian's packages; elsewhere the
 # tests that need them skip and say why.
 set -u
@@ -9,6 +10,18 @@ command -v strace >/dev/null || need+=(strace)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v lsof >/dev/null || need+=(lsof)
 command -v chromium >/dev/null || need+=(chromium)
+# Arize Phoenix, the real OpenTelemetry engine of tests/test_otel_phoenix.py: big (about
+# 850 MB, a few minutes to install) and with dependencies of its own, so in a venv of its own.
+phoenix_venv=.venv-phoenix
+if [ ! -x "$phoenix_venv/bin/phoenix" ]; then
+	if [ "${CI:-}" = true ]; then
+		echo "installing: arize-phoenix (into $phoenix_venv)"
+		python3 -m venv "$phoenix_venv" && "$phoenix_venv/bin/pip" install -q 'arize-phoenix==20.26.1' >/dev/null \
+			|| echo "arize-phoenix did not install (its test will skip)"
+	else
+		echo "not installed (its test will skip): arize-phoenix in $phoenix_venv"
+	fi
+fi
 if [ "${#need[@]}" -eq 0 ]; then exit 0; fi
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	echo "installing: ${need[*]}"
