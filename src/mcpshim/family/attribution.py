@@ -444,8 +444,7 @@ def _outlived(
 
 
 def _call_id(value: Any) -> Any:
-    """A JSON-RPC id is text, a number or null; a damaged log or a refused hostile message
-    may hold a list or an object, kept as its JSON text so a call can key a mapping."""
+    """A list or object id (damaged log, refused hostile call) as JSON text: a call keys maps."""
     if isinstance(value, (list, dict)):
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return value
