@@ -1,6 +1,6 @@
 """Views of log records: filtering and the text, JSON and ECS shapes `mcpshim log` prints.
 
-JSON escape for non-UTF-8 bytes (documented in the README): text fields hold the UTF-8
+JSON escape for non-UTF-8 bytes (docs/log-format.md): text fields hold the UTF-8
 reading of the bytes (U+FFFD where a byte is invalid); whenever a field is not valid UTF-8,
 a sibling `<field>_b64` holds its exact bytes in base64 (for `args`, an object mapping each
 such argument's index to its bytes).

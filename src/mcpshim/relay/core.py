@@ -14,7 +14,7 @@ the relay. What waits for a recorder that fell behind is bounded (COPY_LIMIT): c
 it are dropped, and the drop is recorded where it happened (`mcp-unrecorded`).
 
 Right after each recorded response the recorder calls a probe that lists the family's live
-processes (pid, start ticks; see mcpsession): evidence that a process outlived its call.
+processes (pid, start ticks; see supervise.relayed): evidence that a process outlived its call.
 """
 
 from __future__ import annotations
@@ -376,7 +376,7 @@ def relay_pipe() -> tuple[int, int]:
 
     Every pipe page counts against the user's pipe-user-pages-soft (64 MiB by default), past
     which the kernel gives each new pipe of that user, in any program, two pages: the relay
-    child grows its pipes only in a session that carries large messages (relaychild).
+    child grows its pipes only in a session that carries large messages (relay.child).
     """
     return os.pipe()
 

@@ -1,6 +1,6 @@
 """`mcpshim run --mcp` on Linux: the relay as two processes of mcpshim's own.
 
-The pump child (relaychild) moves the bytes; a recorder child reads their copies, cuts
+The pump child (relay.child) moves the bytes; a recorder child reads their copies, cuts
 them into messages and writes the records: as batch work at nice 10 (`_behind`), between
 messages rather than during them (`_Batches`). Neither shares an interpreter lock with the
 supervisor or with each other. Measured through a real SDK client and server on two cores

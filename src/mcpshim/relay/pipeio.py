@@ -1,6 +1,6 @@
 """Moving bytes between fds without holding them: splice(2) and tee(2).
 
-The relay child (relaychild) waits for a peer's bytes in tee, which duplicates them into an
+The relay child (relay.child) waits for a peer's bytes in tee, which duplicates them into an
 empty pipe of its own (page references, no copy) as it returns; splice then pushes the
 bytes on, and moves the duplicate into the copy channel. Python has os.splice but no tee,
 so tee comes from libc through ctypes (a foreign call releases the interpreter lock, as

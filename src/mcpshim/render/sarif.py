@@ -14,9 +14,6 @@ from mcpshim.review.findings import RULES, Rule, Severity
 __all__ = ["render_sarif"]
 
 
-INFO_URI = "https://github.com/mcpshim/mcpshim"
-
-
 _SARIF_LEVEL = {
     Severity.INFO: "note",
     Severity.LOW: "note",
@@ -88,7 +85,6 @@ def render_sarif(report: Report) -> str:
                     "driver": {
                         "name": "mcpshim",
                         "version": __version__,
-                        "informationUri": INFO_URI,
                         "rules": [_sarif_rule(RULES[rid]) for rid in used],
                     }
                 },

@@ -2,7 +2,7 @@
 
 The server gets two pipes as stdin and stdout (posix_spawn file actions); the relay joins
 them to the supervisor's own stdin and stdout, i.e. the client's: on Linux from a pump
-child and a recorder child that the family never sees (forkedrelay), elsewhere from
+child and a recorder child that the family never sees (relay.forked), elsewhere from
 threads here.
 Everything else is the supervisor's session: the session id, shims first on PATH,
 sampling, survivors. The session announces itself (`mcp-session`) before the server
