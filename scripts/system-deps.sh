@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System tools some tests use (real shells and tracers, a browser for the report test, an
-# OpenTelemetry engine for the export test).
+# OpenTelemetry engine for the export test, a syslog daemon and logger for the seal anchors).
 # In CI (CI=true, root) missing ones are installed from Debian's packages; elsewhere the
 # tests that need them skip and say why.
 set -u
@@ -10,6 +10,8 @@ command -v strace >/dev/null || need+=(strace)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v lsof >/dev/null || need+=(lsof)
 command -v chromium >/dev/null || need+=(chromium)
+command -v rsyslogd >/dev/null || [ -x /usr/sbin/rsyslogd ] || need+=(rsyslog)
+command -v logger >/dev/null || need+=(bsdutils)
 # Arize Phoenix, the real OpenTelemetry engine of tests/test_otel_phoenix.py: big (about
 # 850 MB, a few minutes to install) and with dependencies of its own, so in a venv of its own.
 phoenix_venv=.venv-phoenix

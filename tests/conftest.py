@@ -57,6 +57,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     yield Home(root, loc, full)
 
 
+@pytest.fixture(scope="session")
+def seal_templates() -> Iterator[dict[tuple[int, bool], tuple[Home, str]]]:
+    """Sealed logs built once per session and copied into each test's home (sealhelp)."""
+    built: dict[tuple[int, bool], tuple[Home, str]] = {}
+    yield built
+    for tpl, _ in built.values():
+        shutil.rmtree(tpl.root.parent, ignore_errors=True)
+
+
 @pytest.fixture
 def bash_as_sh(tmp_path: Path) -> str:
     """bash started under the name sh (POSIX mode), as /bin/sh is on macOS and Fedora."""

@@ -1,4 +1,4 @@
-"""mcpshim log, mcpshim log rotate."""
+"""mcpshim log, mcpshim log rotate (seal, verify and anchors: seal_cmd)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 
 from mcpshim.base.display import dumps, escape
 from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.seal_cmd import SUBCOMMANDS
 from mcpshim.log import execlog, logview, rotation
 
 __all__ = ["COMMANDS"]
@@ -80,5 +81,8 @@ def rotate(ctx: click.Context, keep: int | None) -> None:
     for p in removed:
         click.echo(f"removed {escape(str(p))}")
 
+
+for _sub in SUBCOMMANDS:
+    log.add_command(_sub)
 
 COMMANDS = [log]

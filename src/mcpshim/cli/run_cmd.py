@@ -16,6 +16,7 @@ from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import UsageError
 from mcpshim.otel import sdk
 from mcpshim.relay.gate import Gate
+from mcpshim.seal.follow import following
 from mcpshim.supervise import snapshot as snapshot_mod
 from mcpshim.supervise.departwatch import DepartureWatch
 from mcpshim.supervise.relayed import run_relayed
@@ -149,6 +150,9 @@ def run(
     (`mcp-refused` records each); --on-departure terminate ends the family at the first
     executable L does not approve for the server (`departure`, then `terminated` records).
     Without them nothing is blocked.
+
+    A log sealed with `mcpshim log seal --init` is sealed while the session runs (at most
+    1 s behind) and once more when it ends, by a non-dumpable process of its own.
     """
     if command and command[0] == "--":
         command = command[1:]
@@ -173,16 +177,21 @@ def run(
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
     if otlp is not None:
         sup.add_helper(start_follower(loc.shim_dir, loc.log_dir, sup.session, otlp))
-    try:
-        return run_relayed(sup, gate) if mcp else sup.run()
-    except OSError as exc:
-        if sup.status is None:
-            raise
-        # The command ran and ended; what failed was mcpshim's own bookkeeping after it
-        # (e.g. the trace records on a full disk): say so, and keep the command's status.
-        what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
-        click.echo(f"mcpshim: warning: after the command ended: {escape(what)}", err=True)
-        return sup.status
+    # A sealed log is sealed as the session goes (at most 1 s behind) and at its end, by a
+    # process of its own: nothing on the supervisor's loop, no key in its memory.
+    with following(loc) as sealer:
+        if sealer is not None:
+            sup.add_helper(sealer.pid)
+        try:
+            return run_relayed(sup, gate) if mcp else sup.run()
+        except OSError as exc:
+            if sup.status is None:
+                raise
+            # The command ran and ended; what failed was mcpshim's own bookkeeping after it
+            # (e.g. the trace records on a full disk): say so, and keep the command's status.
+            what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+            click.echo(f"mcpshim: warning: after the command ended: {escape(what)}", err=True)
+            return sup.status
 
 
 def _hold_to_lock(

@@ -30,7 +30,7 @@ from mcpshim.base.safewrite import make_private_dir
 from mcpshim.log.execlog import encode_record
 from mcpshim.paths import Locations
 
-__all__ = ["EventLog", "append_event", "log_lock"]
+__all__ = ["EventLog", "append_event", "encode_event", "log_lock"]
 
 LOCK_TIMEOUT_S = 30.0
 

@@ -42,11 +42,13 @@ __all__ = [
     "LogProblem",
     "Record",
     "SessionSeen",
+    "bodies",
     "current_boot_id",
     "encode_record",
     "iter_records",
     "missing_session",
     "now_anchor",
+    "pointer_name",
     "read_stream",
     "segments",
     "session_of",
@@ -364,12 +366,22 @@ def read_stream(
             problems.append(LogProblem(f"{name}@{pos}", problem))
 
 
+def bodies(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The reader's framing alone: (offset, body) of each record or pointer of one log
+    file, what is not a whole record skipped (rotation reads a segment it deletes so)."""
+    return _bodies(stream, "", [])
+
+
+def pointer_name(body: bytes) -> str | None:
+    """The spill file a body names when it is a valid pointer (see spill_name), else None."""
+    fields = _fields(body) if body[1:2] == b"P" else None
+    return spill_name(fields) if fields is not None else None
+
+
 def spill_names(stream: BinaryIO) -> Iterator[str]:
     """The spill files the valid pointers of one log file name (what rotation may delete)."""
-    for _, body in _bodies(stream, "", []):
-        fields = _fields(body) if body[1:2] == b"P" else None
-        name = spill_name(fields) if fields is not None else None
-        if name is not None:
+    for _, body in bodies(stream):
+        if (name := pointer_name(body)) is not None:
             yield name
 
 

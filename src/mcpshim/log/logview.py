@@ -206,6 +206,10 @@ def cwd_text(cwd: bytes, unknown: str) -> str:
 def record_text(rec: Record) -> str:
     if isinstance(rec, EventRecord):
         t = rec.data.get("time", "")
+        if rec.kind == "seal":  # its hashes and MAC are for `log verify`, not for reading
+            d = rec.data
+            detail = f"n={d.get('n')} segment={d.get('segment')} {d.get('start')}..{d.get('end')}"
+            return f"{escape(str(t)):24} {'-':>7} {'-':>7} {rec.kind:10} {escape(detail)}"
         detail = " ".join(
             f"{k}={escape(str(v))}"
             for k, v in sorted(rec.data.items())

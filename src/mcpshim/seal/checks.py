@@ -1,0 +1,368 @@
+"""The checks `log verify` makes once the segments are scanned: each segment's damage
+and numbering, the chain's links, the MACs under the user's verifier, the sealer's state,
+and the anchors read back. Each finding is a Problem of one kind (TAMPERING or GAPS), or a
+note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from mcpshim.paths import Locations
+from mcpshim.seal import keys
+from mcpshim.seal.anchors import Anchor
+from mcpshim.seal.ranges import Found, RecordRef, SegmentScan
+from mcpshim.seal.state import State
+
+__all__ = ["GAPS", "TAMPERING", "Checks", "Problem", "Window"]
+
+#: what someone did to the log
+TAMPERING = frozenset(
+    {
+        "altered",
+        "removed",
+        "inserted",
+        "spill-altered",
+        "bad-seal",
+        "chain",
+        "forged",
+        "foreign-key",
+        "truncated",
+        "missing-segment",
+        "anchor-mismatch",
+        "state-mismatch",
+    }
+)
+#: what was never sealed (or cannot be checked) where it should have been
+GAPS = frozenset({"never-sealed", "start-missing", "unsealed-segment", "no-anchors"})
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    where: str
+    message: str
+    seals: tuple[int, ...] = ()
+    records: tuple[RecordRef, ...] = ()
+    record_count: int = 0
+
+
+@dataclass(frozen=True)
+class Window:
+    """How far behind the seals ran: the window in which records were unprotected."""
+
+    seals: int = 0
+    mean_s: float | None = None
+    longest_s: float | None = None
+    longest_after: int | None = None  # n of the seal that opened the longest interval
+    unsealed_records: int = 0  # after the last seal, in the live segment
+    unsealed_from: str = ""  # file@offset
+    since_last_s: float | None = None  # age of the last seal
+
+
+def _time(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Checks:
+    def __init__(self, loc: Locations, scans: list[SegmentScan]) -> None:
+        self.loc = loc
+        self.scans = scans
+        self.problems: list[Problem] = []
+        self.notes: list[str] = []
+        self.chain = sorted((f for s in scans for f in s.seals), key=lambda f: (f.seal.n, f.file))
+        self.by_n = {f.seal.n: f for f in self.chain}
+
+    def add(self, kind: str, where: str, message: str, **kw: object) -> None:
+        self.problems.append(Problem(kind, where, message, **kw))  # type: ignore[arg-type]
+
+    # -- each segment's bytes -------------------------------------------------------------
+
+    def segments(self) -> None:
+        sealed = [s for s in self.scans if s.seals]
+        last_sealed = sealed[-1].index if sealed else -1
+        for s in self.scans:
+            for at, why in s.bad:
+                self.add("bad-seal", f"{s.name}@{at}", f"a seal record that is not one: {why}")
+            for d in s.damage:
+                kind = "altered" if not d.delta else ("removed" if d.delta < 0 else "inserted")
+                what = {
+                    "altered": "changed in place (a byte edited, or records reordered)",
+                    "removed": f"{-d.delta if d.delta else 0} byte(s) removed",
+                    "inserted": f"{d.delta} byte(s) inserted",
+                }[kind]
+                if d.delta is None:
+                    what = "changed; nothing sealed after it verifies"
+                self.add(
+                    kind,
+                    f"{d.file}@{d.start}..{d.end}",
+                    f"the bytes sealed by seal(s) {_ns(d.seals)} no longer hash: {what}",
+                    seals=d.seals,
+                    records=d.records,
+                    record_count=d.record_count,
+                )
+            for f in s.spills_bad:
+                self.add(
+                    "spill-altered",
+                    f.where,
+                    f"a spill file named in the range of seal {f.seal.n} changed or is gone",
+                    seals=(f.seal.n,),
+                )
+            for f in s.jumps:
+                self.add(
+                    "truncated",
+                    f.where,
+                    f"seal {f.seal.n} starts at {f.seal.start}, not where the seal before it in "
+                    f"{s.name} ended: the sealer found the file cut short there",
+                    seals=(f.seal.n,),
+                )
+            numbers = sorted({f.seal.segment for f in s.seals})
+            if len(numbers) > 1:
+                self.add("bad-seal", s.name, f"seals of segments {numbers} in one file")
+            if not s.seals and s.size and s.index < last_sealed:
+                self.add("never-sealed", s.name, f"{s.name} ({s.size} bytes) was never sealed")
+            elif s.tail_records and s.index < len(self.scans) - 1 and s.seals:
+                self.add(
+                    "unsealed-segment",
+                    f"{s.name}@{s.tail}..{s.size}",
+                    f"{s.tail_records} record(s) at the end of rotated segment {s.name} "
+                    "were never sealed",
+                )
+        self._numbering(sealed)
+
+    def _numbering(self, sealed: list[SegmentScan]) -> None:
+        prev: SegmentScan | None = None
+        for s in sealed:
+            no = s.seals[0].seal.segment
+            if prev is not None:
+                pno = prev.seals[0].seal.segment
+                if no <= pno:
+                    self.add("bad-seal", s.name, f"segment {no} after segment {pno}")
+                elif no > pno + 1:
+                    lost = [n for n in range(prev.seals[-1].seal.n + 1, s.seals[0].seal.n)]
+                    self.add(
+                        "missing-segment",
+                        f"between {prev.name} and {s.name}",
+                        f"segment(s) {_ns(tuple(range(pno + 1, no)))} are missing "
+                        f"(deleted), with seal(s) {_ns(tuple(lost)) or 'none'}",
+                        seals=tuple(lost),
+                    )
+            prev = s
+
+    # -- the chain ----------------------------------------------------------------------
+
+    def chain_links(self) -> None:
+        if not self.chain:
+            self.add(
+                "never-sealed",
+                str(self.loc.log_file),
+                "the log holds no seal (`mcpshim log seal --init` starts sealing it)",
+            )
+            return
+        first = self.chain[0]
+        if first.seal.n == 0 and first.seal.prev:
+            self.add("chain", first.where, "seal 0 names a previous seal")
+        elif first.seal.n > 0:
+            self._start_missing(first)
+        in_lost_segments = {
+            n for p in self.problems if p.kind == "missing-segment" for n in p.seals
+        }
+        for a, b in itertools.pairwise(self.chain):
+            if a.seal.n == b.seal.n:
+                self.add("chain", b.where, f"two seals numbered {b.seal.n} ({a.where}, {b.where})")
+            elif b.seal.n > a.seal.n + 1:
+                lost = tuple(range(a.seal.n + 1, b.seal.n))
+                if not set(lost) <= in_lost_segments and not self._pruned(lost, b):
+                    self.add("chain", b.where, f"seal(s) {_ns(lost)} are missing", seals=lost)
+            elif b.seal.prev != a.head:
+                self.add(
+                    "chain",
+                    b.where,
+                    f"seal {b.seal.n} does not follow seal {a.seal.n} ({a.where}): "
+                    "its previous head is another",
+                    seals=(b.seal.n,),
+                )
+            if b.seal.ms < a.seal.ms:
+                self.add(
+                    "chain",
+                    b.where,
+                    f"seal {b.seal.n} is dated before seal {a.seal.n}: seals are made in order",
+                    seals=(b.seal.n,),
+                )
+            if a.seal.key != b.seal.key:
+                self.notes.append(f"new key {b.seal.key} from seal {b.seal.n} on (log seal --init)")
+
+    def epochs(self) -> None:
+        """Each seal's epoch is the one its time falls in, and no seal is dated ahead."""
+        now_ms = int(time.time() * 1000) + keys.FUTURE_SLACK_S * 1000
+        for f in self.chain:
+            if f.seal.epoch != f.seal.epoch_of_time():
+                self.add(
+                    "forged",
+                    f.where,
+                    f"seal {f.seal.n} claims epoch {f.seal.epoch}, but its time "
+                    f"{f.seal.time} is in epoch {f.seal.epoch_of_time()}",
+                    seals=(f.seal.n,),
+                )
+            elif f.seal.ms > now_ms:
+                self.add(
+                    "forged",
+                    f.where,
+                    f"seal {f.seal.n} is dated {f.seal.time}, in the future",
+                    seals=(f.seal.n,),
+                )
+
+    def _start_missing(self, first: Found) -> None:
+        n = first.seal.n
+        if self._pruned(tuple(range(n)), first):
+            self.notes.append(f"seals 0..{n - 1} went with segments `log rotate --keep` removed")
+            return
+        self.add(
+            "start-missing",
+            first.where,
+            f"the chain starts at seal {n}: what seals 0..{n - 1} covered is gone, and no "
+            "rotation says it removed it",
+        )
+
+    def _pruned(self, lost: tuple[int, ...], after: Found) -> bool:
+        """Did `log rotate --keep` remove seals `lost`, the last of them before `after`?"""
+        gone: set[int] = set()
+        heads: dict[str, str] = {}
+        for s in self.scans:
+            for doc in s.removed:
+                with contextlib.suppress(TypeError, ValueError):
+                    for a, b in doc.get("seals", ()):
+                        if 0 <= b - a <= len(lost):
+                            gone.update(range(int(a), int(b) + 1))
+                    heads.update({str(k): str(v) for k, v in dict(doc.get("heads", {})).items()})
+        return set(lost) <= gone and heads.get(str(after.seal.n - 1)) == after.seal.prev
+
+    # -- keys, state, anchors -----------------------------------------------------------
+
+    def macs(self, verifiers: Sequence[keys.Verifier]) -> None:
+        walkers = {w.id: w for w in (keys.KeyWalker(v) for v in verifiers)}
+        foreign: dict[str, list[int]] = {}
+        for f in self.chain:
+            w = walkers.get(f.seal.key)
+            if w is None:
+                foreign.setdefault(f.seal.key, []).append(f.seal.n)
+                continue
+            s = f.seal
+            k = w.key(s.epoch) if (s.origin, s.period) == (w.v.origin, w.v.period) else None
+            if k is None or keys.mac(k, s.message()) != s.mac:
+                self.add(
+                    "forged",
+                    f.where,
+                    f"seal {s.n}'s MAC does not verify with your key for its time "
+                    f"({s.time}): the sealer did not make it (a chain recomputed from the "
+                    "plain hashes, or re-signed with a key taken later)",
+                    seals=(s.n,),
+                )
+        for kid, ns in foreign.items():
+            self.add(
+                "foreign-key",
+                self.by_n[ns[0]].where,
+                f"seal(s) {_ns(tuple(ns))} were made with key {kid}, not a key you gave: "
+                "the log was resealed",
+                seals=tuple(ns),
+            )
+
+    def state(self, state: State, verifiers: Sequence[keys.Verifier]) -> None:
+        last = self.chain[-1] if self.chain else None
+        if last is not None and state.n > last.seal.n:
+            self.add(
+                "truncated",
+                last.where,
+                f"the sealer wrote seals up to {state.n}; the log ends at seal {last.seal.n}: "
+                "its tail was cut off",
+                seals=tuple(range(last.seal.n + 1, state.n + 1)),
+            )
+        elif last is not None and state.n == last.seal.n and state.head != last.head:
+            self.add(
+                "state-mismatch", last.where, "the log's last seal is not the one the sealer wrote"
+            )
+        by_segment = {s.seals[0].seal.segment: s for s in self.scans if s.seals}
+        for t in state.segments:
+            s = by_segment.get(t.no)
+            sealed = max((f.seal.end for f in s.seals), default=0) if s is not None else 0
+            if s is not None and sealed < t.end:  # in sealed offsets: a removal moves the file
+                self.add(
+                    "truncated",
+                    f"{s.name}@{s.tail}",
+                    f"the sealer sealed {s.name} up to {t.end}; its seals now end at {sealed}: "
+                    "its tail was cut off",
+                )
+        for w in (keys.KeyWalker(v) for v in verifiers):
+            if w.id == state.key:
+                k = w.key(state.epoch)
+                if k is None or k.hex() != state.epoch_key:
+                    self.add(
+                        "state-mismatch",
+                        "sealer state",
+                        "its key is not derived from your verifier",
+                    )
+
+    def anchors(self, found: Sequence[Anchor], log_id: str) -> tuple[int | None, int]:
+        ids = {f.seal.key for f in self.chain}
+        mine = [a for a in found if a.log == log_id or a.key in ids]
+        if not mine:
+            self.add("no-anchors", "anchors", "no anchor names this log or its keys")
+            return None, 0
+        last = self.chain[-1].seal.n if self.chain else -1
+        through: int | None = None
+        for a in mine:
+            f = self.by_n.get(a.n)
+            if f is not None and f.head == a.head:
+                through = a.n if through is None else max(through, a.n)
+            elif f is None and a.n > last:
+                self.add(
+                    "truncated",
+                    a.where,
+                    f"seal {a.n} was anchored at {a.time} but is not in the log (it ends at seal "
+                    f"{last}): the tail was cut off",
+                    seals=(a.n,),
+                )
+            else:
+                self.add(
+                    "anchor-mismatch",
+                    a.where,
+                    f"seal {a.n} as anchored at {a.time} is not the seal the log holds: "
+                    "the log was rewritten or replaced",
+                    seals=(a.n,),
+                )
+        if through is not None and through < last:
+            self.notes.append(f"seals {through + 1}..{last} are not anchored yet")
+        return through, len(mine)
+
+    def window(self) -> Window:
+        times = [(f.seal.n, _time(f.seal.time)) for f in self.chain]
+        gaps = [(b[1] - a[1], a[0]) for a, b in itertools.pairwise(times) if a[1] and b[1]]
+        live = self.scans[-1] if self.scans else None
+        unsealed = live.tail_records if live is not None and live.tail < live.size else 0
+        last_t = times[-1][1] if times else None
+        now = datetime.now().timestamp()
+        return Window(
+            seals=len(self.chain),
+            mean_s=sum(g for g, _ in gaps) / len(gaps) if gaps else None,
+            longest_s=max(gaps)[0] if gaps else None,
+            longest_after=max(gaps)[1] if gaps else None,
+            unsealed_records=unsealed,
+            unsealed_from=f"{live.name}@{live.tail}" if unsealed and live else "",
+            since_last_s=now - last_t if last_t else None,
+        )
+
+
+def _ns(ns: tuple[int, ...]) -> str:
+    if not ns:
+        return ""
+    if len(ns) > 2 and ns[-1] - ns[0] == len(ns) - 1:
+        return f"{ns[0]}..{ns[-1]}"
+    return ", ".join(str(n) for n in ns[:10]) + (", ..." if len(ns) > 10 else "")

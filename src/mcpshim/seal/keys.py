@@ -1,0 +1,155 @@
+"""Seal keys: a root the user keeps, and one key per epoch of wall-clock time derived
+forward from it, each erased once its epoch is over.
+
+    k_0 = H("epoch-0" | root)        k_{e+1} = H("next" | k_e)
+    epoch(t) = floor((t - origin) / period)
+
+A seal made at time t is an HMAC under k_{epoch(t)}. Hashes only derive forward: whoever
+holds k_e can make seals dated in epoch e or later, and none dated earlier. The verifier
+is the root with its origin and period (a verifier without them could be fooled by seals
+that claim another origin). The sealer's state file holds the key of the epoch after the
+one in use; the key in use lives only in the sealer's memory, which `make_undumpable`
+keeps from other processes of the same user.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import hmac
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from mcpshim.errors import InputError
+
+__all__ = [
+    "VERIFIER_PREFIX",
+    "EpochKeys",
+    "KeyWalker",
+    "Verifier",
+    "first_key",
+    "mac",
+    "make_undumpable",
+    "next_key",
+]
+
+VERIFIER_PREFIX = "mcpshim-verifier-1:"
+_PR_SET_DUMPABLE = 4
+#: epochs a seal may claim beyond now before it counts as dated in the future
+FUTURE_SLACK_S = 300
+
+
+def _h(label: bytes, key: bytes | bytearray) -> bytes:
+    return hashlib.sha256(b"mcpshim-seal/" + label + b"\0" + key).digest()
+
+
+def first_key(root: bytes | bytearray) -> bytes:
+    return _h(b"epoch-0", root)
+
+
+def next_key(key: bytes | bytearray) -> bytes:
+    return _h(b"next", key)
+
+
+def mac(key: bytes | bytearray, message: bytes) -> str:
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """The root key, the time epoch 0 began (UTC seconds) and the epoch's length."""
+
+    root: bytes
+    origin: int
+    period: int
+
+    @classmethod
+    def new(cls, period: int, now: float | None = None) -> Verifier:
+        return cls(os.urandom(32), int(time.time() if now is None else now), period)
+
+    @property
+    def key_id(self) -> str:
+        """Names the key in every seal without revealing it."""
+        tag = f"{self.origin}:{self.period}".encode()
+        return _h(b"id", self.root + tag).hex()[:16]
+
+    def epoch(self, t: float) -> int:
+        return int((t - self.origin) // self.period)
+
+    def text(self) -> str:
+        return f"{VERIFIER_PREFIX}{self.root.hex()}:{self.origin}:{self.period}"
+
+    @classmethod
+    def parse(cls, text: str) -> Verifier:
+        body = text.strip().removeprefix(VERIFIER_PREFIX)
+        parts = body.split(":")
+        if body == text.strip() or len(parts) != 3 or len(parts[0]) != 64:
+            raise InputError(f"not a verifier (expected {VERIFIER_PREFIX}KEY:ORIGIN:PERIOD)")
+        try:
+            v = cls(bytes.fromhex(parts[0]), int(parts[1]), int(parts[2]))
+        except ValueError:
+            raise InputError("not a verifier (bad key, origin or period)") from None
+        if v.period < 1:
+            raise InputError("not a verifier (its period is not positive)")
+        return v
+
+
+class EpochKeys:
+    """The sealer's key for one epoch at a time; moving on overwrites it in place (a
+    bytearray, so our objects keep no copy of a past key)."""
+
+    def __init__(self, epoch: int, key: bytearray) -> None:
+        self.epoch = epoch
+        self._key = key
+
+    def advance(self, epoch: int) -> None:
+        while self.epoch < epoch:
+            self._key[:] = next_key(self._key)
+            self.epoch += 1
+
+    def following(self) -> bytes:
+        """k_{epoch+1}: what the state file keeps while this epoch's key is in use."""
+        return next_key(self._key)
+
+    def sign(self, message: bytes) -> str:
+        return mac(self._key, message)
+
+    def erase(self) -> None:
+        self._key[:] = bytes(len(self._key))
+
+
+class KeyWalker:
+    """k_e from the verifier for `log verify`, walking forward from the last key asked for
+    (seals come in order, so the walk is about one hash per epoch the log spans)."""
+
+    def __init__(self, verifier: Verifier, now: float | None = None) -> None:
+        self.v = verifier
+        self.id = verifier.key_id
+        self.limit = verifier.epoch((time.time() if now is None else now) + FUTURE_SLACK_S)
+        self._at: tuple[int, bytes] = (0, first_key(verifier.root))
+
+    def key(self, epoch: int) -> bytes | None:
+        """None for an epoch that has not begun (a seal dated in the future is forged)."""
+        if epoch < 0 or epoch > self.limit:
+            return None
+        e, k = self._at if self._at[0] <= epoch else (0, first_key(self.v.root))
+        while e < epoch:
+            k, e = next_key(k), e + 1
+        self._at = (epoch, k)
+        return k
+
+
+def make_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0: no core dump, and other processes of the same user can neither
+    ptrace this one nor open its /proc/PID/mem (root, or CAP_SYS_PTRACE, still can).
+    False where the call is not available (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        return int(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False

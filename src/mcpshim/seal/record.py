@@ -1,0 +1,215 @@
+"""The seal record: one more record kind in the log, written by the sealer.
+
+    \\0R \\0=1 \\0=seal \\0={"end":..,"key":..,"mac":..,"n":..,...} \\0\\n
+
+A seal covers bytes [start, end) of one segment: their SHA-256, and a digest of the spill
+files the pointers among them name (a spill file is part of its record). It names the
+previous seal by the SHA-256 of that seal's whole record (its head), so the seals form one
+chain across segments; `n` is its place in the chain, `segment` the number the sealer gave
+the file it covers. `mac` is an HMAC of every other field under the key of epoch `epoch`
+of the key `key` names, whose epoch 0 began at `origin` and which moves on every `period`
+seconds (see keys); `time` falls in that epoch. A seal never covers itself: the next range
+starts where this one ended, so it covers this seal record and what shims appended meanwhile.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import hashlib
+import json
+import mmap
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from mcpshim.base.fdio import open_regular
+from mcpshim.errors import InputError
+from mcpshim.log.execlog import encode_record
+
+__all__ = [
+    "KIND",
+    "MARKER",
+    "Buffer",
+    "Seal",
+    "find_seals",
+    "head_of",
+    "mapped",
+    "parse_stamp",
+    "sha256_of",
+    "spill_digest",
+    "utc_stamp",
+]
+
+KIND = "seal"
+MARKER = b"\0R\0=1\0=" + KIND.encode() + b"\0="
+_END = b"\0\n"
+_POINTER = b"\0P\0=1\0="
+_FIELDS = (
+    "n",
+    "key",
+    "origin",
+    "period",
+    "epoch",
+    "segment",
+    "start",
+    "end",
+    "sha256",
+    "spills",
+    "prev",
+)
+_INTS = ("n", "origin", "period", "epoch", "segment", "start", "end")
+
+
+class Buffer(Protocol):
+    """bytes or an mmap: what the scanners need of the log's bytes."""
+
+    def find(self, sub: bytes, start: int = ..., end: int = ...) -> int: ...
+    def rfind(self, sub: bytes, start: int = ..., end: int = ...) -> int: ...
+    def __getitem__(self, key: slice) -> bytes: ...
+    def __len__(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Seal:
+    n: int
+    key: str
+    origin: int
+    period: int
+    epoch: int
+    segment: int
+    start: int
+    end: int
+    sha256: str
+    spills: str
+    prev: str
+    time: str
+    mac: str = ""
+
+    def message(self) -> bytes:
+        """What the MAC covers: every field but the MAC, in a fixed order."""
+        parts = [str(getattr(self, f)) for f in (*_FIELDS, "time")]
+        return b"mcpshim-seal/1\0" + "\0".join(parts).encode()
+
+    def encode(self) -> bytes:
+        body = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        return encode_record(KIND, [body.encode()])
+
+    @classmethod
+    def parse(cls, body: bytes) -> Seal:
+        """From the JSON field; ValueError when it is not a well-formed seal."""
+        data = json.loads(body)
+        if not isinstance(data, dict) or set(data) != {*_FIELDS, "time", "mac"}:
+            raise ValueError("not a seal (fields missing or extra)")
+        if any(type(data[k]) is not int or data[k] < 0 for k in _INTS):
+            raise ValueError("not a seal (a number is not a non-negative integer)")
+        if any(not isinstance(data[k], str) for k in data if k not in _INTS):
+            raise ValueError("not a seal (a text field is not a string)")
+        seal = cls(**data)
+        if seal.end < seal.start or seal.period < 1 or parse_stamp(seal.time) is None:
+            raise ValueError("not a seal (bad range, period or time)")
+        return seal
+
+    @property
+    def ms(self) -> int:
+        """Its time in UTC milliseconds."""
+        return parse_stamp(self.time) or 0
+
+    def epoch_of_time(self) -> int:
+        """The epoch its own time falls in, by its own origin and period."""
+        return (self.ms // 1000 - self.origin) // self.period
+
+
+def head_of(record: bytes) -> str:
+    """A seal's head: the SHA-256 of its whole record, as the log holds it."""
+    return hashlib.sha256(record).hexdigest()
+
+
+def utc_stamp(ms: int) -> str:
+    """UTC milliseconds as ISO 8601 (what a seal's `time` holds, exactly)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def parse_stamp(text: str) -> int | None:
+    """UTC milliseconds from what `utc_stamp` writes; None for anything else."""
+    if len(text) != 24 or text[4:20:3] != "--T::." or text[-1] != "Z":
+        return None
+    parts = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19], text[20:23])
+    if not all(p.isdigit() and p.isascii() for p in parts):
+        return None
+    y, mo, d, h, mi, sec, ms = (int(p) for p in parts)
+    if not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and sec < 61):
+        return None
+    return calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) * 1000 + ms
+
+
+def find_seals(buf: Buffer, start: int, end: int) -> Iterator[tuple[int, int, Seal | None, str]]:
+    """(offset, end of record, seal or None, why not) for each seal record in buf[start:end]."""
+    pos = start
+    while True:
+        p = buf.find(MARKER, pos, end)
+        if p < 0:
+            return
+        e = buf.find(_END, p, end)
+        if e < 0:
+            yield p, end, None, "seal record cut short"
+            return
+        body = buf[p + len(MARKER) : e]
+        try:
+            if b"\0" in body:
+                raise ValueError("seal record with more than one field")
+            yield p, e + 2, Seal.parse(body), ""
+        except (ValueError, UnicodeDecodeError, TypeError) as exc:
+            yield p, e + 2, None, str(exc)
+        pos = e + 2
+
+
+def spill_digest(buf: Buffer, start: int, end: int, spill_dir: Path) -> str:
+    """Digest of the spill files named by pointers in buf[start:end] ("" when none): a seal
+    covers a spilled record's bytes, not only the pointer to them."""
+    h = None
+    pos = start
+    while (p := buf.find(_POINTER, pos, end)) >= 0:
+        e = buf.find(_END, p, end)
+        if e < 0:
+            break
+        name = bytes(buf[p + len(_POINTER) : e])
+        h = h or hashlib.sha256()
+        h.update(name + b"\0" + _file_hash(spill_dir, name) + b"\n")
+        pos = e + 2
+    return h.hexdigest() if h else ""
+
+
+def _file_hash(spill_dir: Path, name: bytes) -> bytes:
+    text = name.decode("ascii", "replace")
+    if "/" in text or text.startswith(".") or b"\0" in name:
+        return b"bad-name"
+    try:
+        with open_regular(spill_dir / text) as fh:
+            return hashlib.sha256(fh.read()).hexdigest().encode()
+    except (OSError, InputError):
+        return b"missing"
+
+
+@contextlib.contextmanager
+def mapped(fd: int, size: int) -> Iterator[Buffer]:
+    """The file's first `size` bytes, mapped read-only (mmap refuses an empty file)."""
+    if size == 0:
+        yield b""
+        return
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm:
+        yield mm
+
+
+def sha256_of(buf: Buffer, start: int, end: int) -> str:
+    """SHA-256 of buf[start:end] without copying a mapped file's bytes."""
+    if isinstance(buf, bytes):
+        return hashlib.sha256(buf[start:end]).hexdigest()
+    assert isinstance(buf, mmap.mmap)
+    view = memoryview(buf)
+    try:
+        return hashlib.sha256(view[start:end]).hexdigest()
+    finally:
+        view.release()
