@@ -124,6 +124,7 @@ def test_json_envelope_is_pinned(composed: Lab, capsys: pytest.CaptureFixture[st
         "records",
         "processes",
         "families",
+        "sealed",
     ]
     assert doc["subject"]["records"] == 3 and doc["subject"]["families"] == 1
     assert list(doc["summary"]) == ["total", "by_severity"]

@@ -9,6 +9,7 @@ import click
 from mcpshim.base.display import escape
 from mcpshim.cli.approve_cmd import lock_option, resolve_lock, session_evidence
 from mcpshim.cli.common import load_policy, location_options, locations
+from mcpshim.cli.sealnote import seal_note
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, select_server
 from mcpshim.errors import InputError, UsageError
@@ -105,6 +106,8 @@ def report(
         click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
     if problems:
         subject["damaged records skipped"] = str(len(problems))
+    sealed = seal_note(loc)
+    subject["sealed"] = sealed.line
     start = att.start or {}
     lock_path = resolve_lock(lock_file)
     lock = load_lock(lock_path) if lock_path is not None else Lock()
@@ -117,6 +120,7 @@ def report(
         subject["lock"] = str(lock_path)
         found = departures(att, ev, approved, ids, lock.source)
         rep = SessionReport(rep.att, apply_policy(found, pol))
+    rep = SessionReport(rep.att, sealed.findings(rep.findings))
     if fmt == "html":
         text = render_html(rep, subject, cards_html(card))
     else:

@@ -21,6 +21,7 @@ from mcpshim.cli.common import (
     location_options,
     locations,
 )
+from mcpshim.cli.sealnote import seal_note
 from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
@@ -127,9 +128,11 @@ def tree_(
     subject = {"log": str(loc.log_file), "session": session or "(all)"}
     if root_pid is not None:
         subject["root"] = str(root_pid)
+    sealed = seal_note(loc)
+    subject["sealed"] = sealed.line
     if fmt == "text":  # line by line: a large forest never becomes one string
         batch: list[str] = []
-        for line in iter_tree_text(forest, subject, supervisors):
+        for line in iter_tree_text(forest, subject, supervisors, sealed.mark):
             batch.append(line)
             if len(batch) >= 4096:
                 click.echo("\n".join(batch))
@@ -244,10 +247,11 @@ def review(
     if session is not None and not result.in_session:
         raise execlog.missing_session(loc, session)
     # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx, and what each
-    # call did.
+    # call did. Evidence no verified seal covers is marked.
     tool_calls, atts = tool_call_review(loc, session, result.findings, pol)
-    result = dataclasses.replace(result, findings=tool_calls)
-    calls = call_verdicts(atts, tool_calls)
+    sealed = seal_note(loc)
+    result = dataclasses.replace(result, findings=sealed.findings(tool_calls))
+    calls = call_verdicts(atts, result.findings)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all)",
@@ -256,6 +260,7 @@ def review(
         "records": result.records,
         "processes": result.processes,
         "families": result.families,
+        "sealed": sealed.line,
     }
     notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
     report = Report("review", subject, result.findings, notes, calls, limit)
@@ -275,13 +280,15 @@ def _review_lock(
     problems: list[execlog.LogProblem] = []
     found, sessions = lock_departures(loc, session, load_lock(path), problems)
     _problems_to_stderr(problems)
-    findings = policy.apply_policy(found, pol)
+    sealed = seal_note(loc)
+    findings = sealed.findings(policy.apply_policy(found, pol))
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all relayed)",
         "lock": str(path),
         "sessions": sessions,
         "policy": pol.source or "(defaults)",
+        "sealed": sealed.line,
     }
     notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
     report = Report("review", subject, findings, notes, evidence=limit)

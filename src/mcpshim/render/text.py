@@ -6,7 +6,7 @@ argument cannot move the cursor or fake a line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from mcpshim.base.display import escape, quote_argv, safe
@@ -95,6 +95,11 @@ def _image_text(img: Image) -> str:
     )
 
 
+def _mark(mark: Callable[[str], str] | None, img: Image) -> str:
+    word = mark(img.where) if mark is not None else ""
+    return f"  [{word}]" if word else ""
+
+
 def _cwd(img: Image) -> str:
     return cwd_text(img.cwd, img.cwd_unknown)
 
@@ -119,10 +124,12 @@ def iter_tree_text(
     forest: Forest,
     subject: Mapping[str, Any],
     supervisors: Mapping[tuple[str, int], str] | None = None,
+    mark: Callable[[str], str] | None = None,
 ) -> Iterator[str]:
     """The text view line by line, so a large forest is written without one huge string.
     `supervisors`: (boot id, pid) -> what a process missing from the log is, from the
-    sessions' start records (family.view.session_parents)."""
+    sessions' start records (family.view.session_parents). `mark(where)`: a word to show
+    after an image (a record no verified seal covers)."""
     supervisors = supervisors or {}
     for k, v in subject.items():
         yield f"{k}: {escape(str(v))}"
@@ -139,11 +146,13 @@ def iter_tree_text(
                 first, *rest = node.images
                 cwd = _parent_cwd(node)
                 extra = f"  cwd {_cwd(first)}" if first.cwd != cwd or first.cwd_unknown else ""
-                yield (f"{lead}{head} {_image_text(first)}{extra}")
+                yield (f"{lead}{head} {_image_text(first)}{extra}{_mark(mark, first)}")
                 prev = first.cwd
                 for img in rest:
                     extra = f"  cwd {_cwd(img)}" if img.cwd != prev or img.cwd_unknown else ""
-                    yield (f"{cont}{' ' * len(head)} exec {_image_text(img)}{extra}")
+                    yield (
+                        f"{cont}{' ' * len(head)} exec {_image_text(img)}{extra}{_mark(mark, img)}"
+                    )
                     prev = img.cwd
             kids = node.children
             for i in range(len(kids) - 1, -1, -1):
