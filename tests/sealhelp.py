@@ -164,16 +164,17 @@ def reseal_plain(
     home: Home,
     path: Path,
     new_records: list[bytes],
-    sign: tuple[int, bytes] | None = None,
+    sign: tuple[int, int, bytes] | None = None,
     backdate: bool = False,
 ) -> None:
     """Write `new_records` as the segment, recomputing every seal from the plain chain as
     an agent can: ranges, hashes and previous heads. MACs stay as they were, unless `sign`
-    (epoch, key) re-signs each seal whose range changed, dated at that epoch's start (what
-    the key in the state file allows), or left at its own date (`backdate`). The state is
-    brought in line too."""
+    (epoch, session, key) re-signs each seal whose range changed, dated just after the last
+    real seal (what the key in the state file allows), or left at its own date and key
+    (`backdate`). The state is brought in line too."""
     st = load_state(home)
     old = path.read_bytes()
+    last_real = max(s.ms for s in seals_in(path).values())
     out = bytearray()
     head, orig_at, start = "", 0, 0
     changed = False
@@ -191,10 +192,10 @@ def reseal_plain(
             )
             changed = changed or new != seal
             if sign is not None and changed:
-                epoch, key = sign
-                ms = (st.origin + epoch * st.period) * 1000
+                epoch, session, key = sign
+                ms = max((st.origin + epoch * st.period) * 1000, last_real + 1)
                 if not backdate:
-                    new = dataclasses.replace(new, epoch=epoch, time=utc_stamp(ms))
+                    new = dataclasses.replace(new, epoch=epoch, sealer=session, time=utc_stamp(ms))
                 new = dataclasses.replace(new, mac=keys.mac(key, new.message()))
             rec = new.encode()
             head = hashlib.sha256(rec).hexdigest()

@@ -163,16 +163,17 @@ def test_a_same_user_process_cannot_read_the_sealers_key(base: Path) -> None:
         """The key the state file holds, and those it leads to."""
         st = seal_state.load(state_path)
         assert st is not None
-        k = [bytes.fromhex(st.epoch_key)]
-        for _ in range(300):
-            k.append(keys.next_key(k[-1]))
-        return k
+        u = [bytes.fromhex(st.session_key)]
+        for _ in range(50):
+            u.append(keys.next_session(u[-1]))
+        return [*u, bytes.fromhex(st.epoch_key)]
 
     def from_verifier() -> list[bytes]:
         """Every key up to now: the sealer's is among them (not derivable from the state)."""
         v = keys.Verifier.parse(verifier_file.read_text())
         walker = keys.KeyWalker(v)
-        return [k for e in range(v.epoch(time.time()) + 2) if (k := walker.key(e))]
+        now = v.epoch(time.time())
+        return [k for e in range(now + 2) for s in range(20) if (k := walker.key(e, s))]
 
     lock = seal_state.SealerLock(state_path).path
     marker = base / "control-ready"
@@ -181,7 +182,8 @@ def test_a_same_user_process_cannot_read_the_sealers_key(base: Path) -> None:
         """What the sealer holds, in a process that did not make itself non-dumpable."""
         st = seal_state.load(state_path)
         assert st is not None
-        held = keys.EpochKeys(st.epoch, bytearray.fromhex(st.epoch_key))
+        u, k = bytearray.fromhex(st.session_key), bytearray.fromhex(st.epoch_key)
+        held = keys.SealKeys(st.epoch, st.session, u, k)
         marker.write_text("ready")
         time.sleep(60)
         held.erase()

@@ -168,7 +168,7 @@ def test_a_key_read_from_the_state_file_cannot_backdate_a_seal(
     last real seal it verifies, and the anchors of the seals it replaced catch it."""
     verifier = sealed_log(home, seal_templates)
     st = load_state(home)
-    stolen = (st.epoch, bytes.fromhex(st.epoch_key))
+    stolen = (st.epoch, st.session, bytes.fromhex(st.session_key))
     log = home.loc.log_file
     real = seals_in(log)
     recs = [r for _, r in records(log)]

@@ -190,6 +190,17 @@ class Checks:
                     "its previous head is another",
                     seals=(b.seal.n,),
                 )
+            if a.seal.key == b.seal.key and (b.seal.epoch, b.seal.sealer) < (
+                a.seal.epoch,
+                a.seal.sealer,
+            ):
+                self.add(
+                    "forged",
+                    b.where,
+                    f"seal {b.seal.n} is signed with an earlier key than seal {a.seal.n}: keys "
+                    "only move forward, so one of them was not made by the sealer",
+                    seals=(b.seal.n,),
+                )
             if b.seal.ms < a.seal.ms:
                 self.add(
                     "chain",
@@ -256,7 +267,8 @@ class Checks:
                 foreign.setdefault(f.seal.key, []).append(f.seal.n)
                 continue
             s = f.seal
-            k = w.key(s.epoch) if (s.origin, s.period) == (w.v.origin, w.v.period) else None
+            same = (s.origin, s.period) == (w.v.origin, w.v.period)
+            k = w.key(s.epoch, s.sealer) if same else None
             if k is None or keys.mac(k, s.message()) != s.mac:
                 self.add(
                     "forged",
@@ -302,8 +314,13 @@ class Checks:
                 )
         for w in (keys.KeyWalker(v) for v in verifiers):
             if w.id == state.key:
-                k = w.key(state.epoch)
-                if k is None or k.hex() != state.epoch_key:
+                u = w.key(state.epoch, state.session)
+                k = w.epoch_key(state.epoch + 1)
+                if (
+                    u is None
+                    or k is None
+                    or (u.hex(), k.hex()) != (state.session_key, state.epoch_key)
+                ):
                     self.add(
                         "state-mismatch",
                         "sealer state",

@@ -1,15 +1,17 @@
-"""Seal keys: a root the user keeps, and one key per epoch of wall-clock time derived
-forward from it, each erased once its epoch is over.
+"""Seal keys: a root the user keeps, one key per epoch of wall-clock time derived forward
+from it, and within an epoch one key per sealing session, each erased once used.
 
-    k_0 = H("epoch-0" | root)        k_{e+1} = H("next" | k_e)
+    k_0 = H("epoch-0" | root)                k_{e+1} = H("next" | k_e)
+    u_{e,0} = H("session" | k_e)             u_{e,s+1} = H("next-session" | u_{e,s})
     epoch(t) = floor((t - origin) / period)
 
-A seal made at time t is an HMAC under k_{epoch(t)}. Hashes only derive forward: whoever
-holds k_e can make seals dated in epoch e or later, and none dated earlier. The verifier
-is the root with its origin and period (a verifier without them could be fooled by seals
-that claim another origin). The sealer's state file holds the key of the epoch after the
-one in use; the key in use lives only in the sealer's memory, which `make_undumpable`
-keeps from other processes of the same user.
+Session s of epoch e signs its seals (dated in epoch e) with u_{e,s}. Hashes only derive
+forward: whoever holds k_e or u_{e,s} can make seals dated in epoch e (by session s or
+later) or after, and none dated earlier. The verifier is the root with its origin and
+period (without them, seals could claim another origin). The sealer's state file holds
+u_{e,s+1} and k_{e+1}, the keys of the sessions after the one running; the running
+session's key lives only in the sealer's memory, which `make_undumpable` keeps from other
+processes of the same user.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from mcpshim.errors import InputError
 
 __all__ = [
     "VERIFIER_PREFIX",
-    "EpochKeys",
     "KeyWalker",
+    "SealKeys",
     "Verifier",
     "first_key",
     "mac",
@@ -38,8 +40,11 @@ __all__ = [
 
 VERIFIER_PREFIX = "mcpshim-verifier-1:"
 _PR_SET_DUMPABLE = 4
-#: epochs a seal may claim beyond now before it counts as dated in the future
+#: how far ahead of now a seal may be dated before it counts as dated in the future
 FUTURE_SLACK_S = 300
+#: sealing sessions in one epoch beyond which a seal is not believed (a forged index
+#: must not make verify hash for hours)
+MAX_SESSIONS = 1_000_000
 
 
 def _h(label: bytes, key: bytes | bytearray) -> bytes:
@@ -52,6 +57,14 @@ def first_key(root: bytes | bytearray) -> bytes:
 
 def next_key(key: bytes | bytearray) -> bytes:
     return _h(b"next", key)
+
+
+def session_key(epoch_key: bytes | bytearray) -> bytes:
+    return _h(b"session", epoch_key)
+
+
+def next_session(key: bytes | bytearray) -> bytes:
+    return _h(b"next-session", key)
 
 
 def mac(key: bytes | bytearray, message: bytes) -> str:
@@ -97,28 +110,37 @@ class Verifier:
         return v
 
 
-class EpochKeys:
-    """The sealer's key for one epoch at a time; moving on overwrites it in place (a
-    bytearray, so our objects keep no copy of a past key)."""
+class SealKeys:
+    """A sealing session's keys: u_{e,s}, which signs, and k_{e+1}, to move on to a later
+    epoch. Moving on overwrites them in place (bytearrays: our objects keep no copy of a
+    key once used)."""
 
-    def __init__(self, epoch: int, key: bytearray) -> None:
-        self.epoch = epoch
-        self._key = key
+    def __init__(self, epoch: int, session: int, key: bytearray, following: bytearray) -> None:
+        self.epoch, self.session = epoch, session
+        self._key, self._following = key, following
 
-    def advance(self, epoch: int) -> None:
-        while self.epoch < epoch:
-            self._key[:] = next_key(self._key)
-            self.epoch += 1
+    def move_to(self, epoch: int) -> None:
+        """Session 0 of a later epoch."""
+        if epoch <= self.epoch:
+            return
+        k = bytearray(self._following)  # k_{self.epoch+1}
+        for _ in range(epoch - self.epoch - 1):
+            k[:] = next_key(k)
+        self._key[:] = session_key(k)
+        self._following[:] = next_key(k)
+        k[:] = bytes(len(k))
+        self.epoch, self.session = epoch, 0
 
-    def following(self) -> bytes:
-        """k_{epoch+1}: what the state file keeps while this epoch's key is in use."""
-        return next_key(self._key)
+    def for_state(self) -> tuple[int, int, str, str]:
+        """(epoch, session, u_{e,s+1}, k_{e+1}): what the state file keeps meanwhile."""
+        return self.epoch, self.session + 1, next_session(self._key).hex(), self._following.hex()
 
     def sign(self, message: bytes) -> str:
         return mac(self._key, message)
 
     def erase(self) -> None:
         self._key[:] = bytes(len(self._key))
+        self._following[:] = bytes(len(self._following))
 
 
 class KeyWalker:
@@ -131,8 +153,18 @@ class KeyWalker:
         self.limit = verifier.epoch((time.time() if now is None else now) + FUTURE_SLACK_S)
         self._at: tuple[int, bytes] = (0, first_key(verifier.root))
 
-    def key(self, epoch: int) -> bytes | None:
-        """None for an epoch that has not begun (a seal dated in the future is forged)."""
+    def key(self, epoch: int, session: int) -> bytes | None:
+        """u_{epoch,session}; None for an epoch that has not begun (a seal dated in the
+        future is forged) or a session count no sealer reaches."""
+        k = self.epoch_key(epoch)
+        if k is None or session > MAX_SESSIONS:
+            return None
+        u = session_key(k)
+        for _ in range(session):
+            u = next_session(u)
+        return u
+
+    def epoch_key(self, epoch: int) -> bytes | None:
         if epoch < 0 or epoch > self.limit:
             return None
         e, k = self._at if self._at[0] <= epoch else (0, first_key(self.v.root))

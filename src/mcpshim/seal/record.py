@@ -6,10 +6,11 @@ A seal covers bytes [start, end) of one segment: their SHA-256, and a digest of 
 files the pointers among them name (a spill file is part of its record). It names the
 previous seal by the SHA-256 of that seal's whole record (its head), so the seals form one
 chain across segments; `n` is its place in the chain, `segment` the number the sealer gave
-the file it covers. `mac` is an HMAC of every other field under the key of epoch `epoch`
-of the key `key` names, whose epoch 0 began at `origin` and which moves on every `period`
-seconds (see keys); `time` falls in that epoch. A seal never covers itself: the next range
-starts where this one ended, so it covers this seal record and what shims appended meanwhile.
+the file it covers. `mac` is an HMAC of every other field under the key of sealing session
+`sealer` of epoch `epoch` of the key `key` names, whose epoch 0 began at `origin` and
+which moves on every `period` seconds (see keys); `time` falls in that epoch. A seal never
+covers itself: the next range starts where this one ended, so it covers this seal record
+and what shims appended meanwhile.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ _FIELDS = (
     "origin",
     "period",
     "epoch",
+    "sealer",
     "segment",
     "start",
     "end",
@@ -60,7 +62,7 @@ _FIELDS = (
     "spills",
     "prev",
 )
-_INTS = ("n", "origin", "period", "epoch", "segment", "start", "end")
+_INTS = ("n", "origin", "period", "epoch", "sealer", "segment", "start", "end")
 
 
 class Buffer(Protocol):
@@ -79,6 +81,7 @@ class Seal:
     origin: int
     period: int
     epoch: int
+    sealer: int  # the sealing session within the epoch (see keys)
     segment: int
     start: int
     end: int

@@ -110,7 +110,7 @@ class Sealer:
         self.say = say
         self.lock = SealerLock(state_path)
         self.state: State | None = None
-        self._keys: keys.EpochKeys | None = None
+        self._keys: keys.SealKeys | None = None
         self.last: Written | None = None
 
     # -- the session --------------------------------------------------------------------
@@ -131,8 +131,13 @@ class Sealer:
                 raise InputError(f"{self.path} is the sealer state of {state.log_dir}")
             self.state = state
             self._wait_for_epoch(state)
-            self._keys = keys.EpochKeys(state.epoch, bytearray.fromhex(state.epoch_key))
-            self._move_to(max(state.epoch, self._epoch(time.time())))
+            self._keys = keys.SealKeys(
+                state.epoch,
+                state.session,
+                bytearray.fromhex(state.session_key),
+                bytearray.fromhex(state.epoch_key),
+            )
+            self._move_to(self._epoch(time.time()))
             self._anchor_check()
         except BaseException:
             self.close()
@@ -144,8 +149,8 @@ class Sealer:
         return (int(t) - self.state.origin) // self.state.period
 
     def _wait_for_epoch(self, state: State) -> None:
-        """The key on disk is for an epoch not begun yet (a sealer signed in this one
-        already): wait for it, when that is a matter of one period or two."""
+        """The key on disk is for an epoch not begun yet (the clock was set back): wait
+        for it, when that is a matter of one period or two."""
         begins = state.origin + state.epoch * state.period
         wait = begins - time.time()
         if wait > 2 * state.period + 1:
@@ -157,12 +162,12 @@ class Sealer:
             time.sleep(wait)
 
     def _move_to(self, epoch: int) -> None:
-        """Sign in `epoch` from now on: k_{epoch+1} goes to disk first, then k_epoch
-        replaces the key in memory (the ones before it are gone)."""
+        """Sign in `epoch` (a later one, or this session's own) from now on; the keys of
+        the sessions after this one go to disk, fsync'ed, before this one signs."""
         assert self.state is not None and self._keys is not None
-        self._keys.advance(epoch)
-        following = self._keys.following().hex()
-        self.state = replace(self.state, epoch=epoch + 1, epoch_key=following)
+        self._keys.move_to(epoch)
+        e, s, u, k = self._keys.for_state()
+        self.state = replace(self.state, epoch=e, session=s, session_key=u, epoch_key=k)
         save(self.path, self.state, durable=True)
 
     def close(self) -> None:
@@ -307,6 +312,7 @@ class Sealer:
             origin=self.state.origin,
             period=self.state.period,
             epoch=self._keys.epoch,
+            sealer=self._keys.session,
             segment=t.no,
             start=start,
             end=size,
@@ -361,8 +367,9 @@ def init_state(
 ) -> tuple[keys.Verifier, State]:
     """A new key and the state that continues the chain already in the log (if any).
 
-    The state starts at epoch 0 with k_0 and goes to `Sealer.start`, which writes k_1:
-    neither the root nor k_0 ever touches the disk beside the log."""
+    The state starts at session 0 of epoch 0 and goes to `Sealer.start`, which writes the
+    keys of the sessions after it first: neither the root nor a key that signs ever touches
+    the disk beside the log."""
     old = load(state_path)
     if old is not None and not force:
         raise UsageError(
@@ -386,7 +393,9 @@ def init_state(
         origin=v.origin,
         period=v.period,
         epoch=0,
-        epoch_key=keys.first_key(v.root).hex(),
+        session=0,
+        session_key=keys.session_key(keys.first_key(v.root)).hex(),
+        epoch_key=keys.next_key(keys.first_key(v.root)).hex(),
         n=n,
         head=head,
         last_segment=last_segment,

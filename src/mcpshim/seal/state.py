@@ -2,10 +2,10 @@
 segment is sealed. One file per log, under the user state directory, never beside the
 verifier.
 
-The file holds k_E, the key of epoch E, and nothing older: a sealer about to sign in epoch
-e writes k_{e+1} here first (fsync'ed), then signs with k_e, which lives in its memory
-only. Anyone who can read this file (the same user can) can make seals dated from epoch E
-on: after the last real seal, never one dated before it.
+The file holds u_{E,S} and k_{E+1} (see keys), and nothing older: a sealer about to sign
+as session s of epoch e writes u_{e,s+1} and k_{e+1} here first (fsync'ed), then signs with
+u_{e,s}, which lives in its memory only. Anyone who can read this file (the same user can)
+can make seals dated from then on: after the last real seal, never one dated before it.
 """
 
 from __future__ import annotations
@@ -65,8 +65,10 @@ class State:
     key: str  # the key's id (keys.Verifier.key_id)
     origin: int  # when epoch 0 began (UTC seconds)
     period: int  # seconds per epoch
-    epoch: int  # E: the first epoch not used yet
-    epoch_key: str  # k_E, hex
+    epoch: int  # E: the epoch of the next session's key
+    session: int  # S: the next session in epoch E
+    session_key: str  # u_{E,S}, hex
+    epoch_key: str  # k_{E+1}, hex
     n: int = -1  # the last seal's place in the chain (-1: none yet)
     head: str = ""  # the last seal's head
     last_segment: int = 0
@@ -89,6 +91,7 @@ class State:
         doc["warned"] = tuple(doc.get("warned", ()))
         state = cls(**doc)
         bytes.fromhex(state.epoch_key)
+        bytes.fromhex(state.session_key)
         return state
 
     def warn_once(self, what: str) -> tuple[State, bool]:
