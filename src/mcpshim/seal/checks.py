@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
+from mcpshim.base.fdio import open_regular_fd
+from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 from mcpshim.seal import keys
 from mcpshim.seal.anchors import Anchor
 from mcpshim.seal.ranges import Found, RecordRef, SegmentScan
+from mcpshim.seal.record import mapped
 from mcpshim.seal.state import State
 
 __all__ = ["GAPS", "TAMPERING", "Checks", "Problem", "Window"]
@@ -248,7 +255,7 @@ class Checks:
         gone: set[int] = set()
         heads: dict[str, str] = {}
         for s in self.scans:
-            for doc in s.removed:
+            for doc in removed_notes(self.loc.log_dir / s.name):
                 with contextlib.suppress(TypeError, ValueError):
                     for a, b in doc.get("seals", ()):
                         if 0 <= b - a <= len(lost):
@@ -383,3 +390,30 @@ def _ns(ns: tuple[int, ...]) -> str:
     if len(ns) > 2 and ns[-1] - ns[0] == len(ns) - 1:
         return f"{ns[0]}..{ns[-1]}"
     return ", ".join(str(n) for n in ns[:10]) + (", ..." if len(ns) > 10 else "")
+
+
+_REMOVED = b"\0R\0=1\0=segments-removed\0="
+
+
+def removed_notes(path: Path) -> Iterator[dict[str, Any]]:
+    """The `segments-removed` records rotation left in a segment (read only when the
+    chain's beginning or a stretch of it is missing)."""
+    try:
+        fd = open_regular_fd(path)
+    except (OSError, InputError):
+        return
+    try:
+        size = os.fstat(fd).st_size
+        with mapped(fd, size) as buf:
+            pos = 0
+            while (p := buf.find(_REMOVED, pos, size)) >= 0:
+                e = buf.find(b"\0\n", p, size)
+                if e < 0:
+                    return
+                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                    doc = json.loads(buf[p + len(_REMOVED) : e])
+                    if isinstance(doc, dict):
+                        yield doc
+                pos = e + 2
+    finally:
+        os.close(fd)

@@ -68,7 +68,7 @@ def next_session(key: bytes | bytearray) -> bytes:
 
 
 def mac(key: bytes | bytearray, message: bytes) -> str:
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    return hmac.digest(key, message, "sha256").hex()
 
 
 @dataclass(frozen=True)

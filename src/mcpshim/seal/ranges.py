@@ -14,12 +14,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import io
-import json
 import mmap
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mcpshim.log import execlog
 from mcpshim.seal.record import Buffer, Seal, find_seals, head_of, mapped, sha256_of, spill_digest
@@ -83,7 +80,6 @@ class SegmentScan:
     jumps: tuple[Found, ...]  # seals whose range does not start where the last one ended
     tail: int  # where the unsealed rest begins (size when all is sealed)
     tail_records: int = 0
-    removed: tuple[dict[str, Any], ...] = ()  # `segments-removed` records (rotation)
 
     def state_of(self, offset: int) -> str:
         """ "" sealed and intact, "altered", or "unsealed"."""
@@ -144,22 +140,6 @@ def _ref(rec: execlog.Record, name: str, base: int) -> RecordRef:
     else:
         t, kind = str(rec.data.get("time", "")), rec.kind
     return RecordRef(_shift(rec.where, name, base), kind, execlog.session_of(rec), t)
-
-
-_REMOVED = b"\0R\0=1\0=segments-removed\0="
-
-
-def _removed_notes(buf: Buffer, size: int) -> Iterator[dict[str, Any]]:
-    pos = 0
-    while (p := buf.find(_REMOVED, pos, size)) >= 0:
-        e = buf.find(b"\0\n", p, size)
-        if e < 0:
-            return
-        with contextlib.suppress(ValueError, UnicodeDecodeError):
-            doc = json.loads(buf[p + len(_REMOVED) : e])
-            if isinstance(doc, dict):
-                yield doc
-        pos = e + 2
 
 
 def _drop(buf: Buffer, upto: int, dropped: int) -> int:
@@ -229,7 +209,12 @@ class _Scan:
             elif start > cur and found not in self.jumps:
                 self._damage(cur, start, (seal.n,), start - cur)  # bytes put before this range
             self.verified.append((start, start + length, seal.n))
-            if spill_digest(self.buf, start, start + length, self.spill_dir) != seal.spills:
+            # The bytes hash as sealed, so they hold the pointers the sealer saw: none
+            # when it recorded no digest (the common case costs no scan).
+            if (
+                seal.spills
+                and spill_digest(self.buf, start, start + length, self.spill_dir) != seal.spills
+            ):
                 self.spills_bad.append(found)
             cur, shift = start + length, start + length - seal.end
             dropped = _drop(self.buf, cur, dropped)
@@ -252,7 +237,6 @@ class _Scan:
             tuple(self.jumps),
             cur,
             max(tail_records, 0),
-            tuple(_removed_notes(self.buf, self.size)),
         )
 
     def _locate(self, seal: Seal, start: int, at: int) -> int | None:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import hashlib
 import json
 import mmap
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -111,11 +113,11 @@ class Seal:
         if any(not isinstance(data[k], str) for k in data if k not in _INTS):
             raise ValueError("not a seal (a text field is not a string)")
         seal = cls(**data)
-        if seal.end < seal.start or seal.period < 1 or parse_stamp(seal.time) is None:
+        if seal.end < seal.start or seal.period < 1 or not seal.ms:
             raise ValueError("not a seal (bad range, period or time)")
         return seal
 
-    @property
+    @functools.cached_property
     def ms(self) -> int:
         """Its time in UTC milliseconds."""
         return parse_stamp(self.time) or 0
@@ -135,14 +137,15 @@ def utc_stamp(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z", re.ASCII)
+
+
 def parse_stamp(text: str) -> int | None:
     """UTC milliseconds from what `utc_stamp` writes; None for anything else."""
-    if len(text) != 24 or text[4:20:3] != "--T::." or text[-1] != "Z":
+    m = _STAMP.fullmatch(text)
+    if m is None:
         return None
-    parts = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19], text[20:23])
-    if not all(p.isdigit() and p.isascii() for p in parts):
-        return None
-    y, mo, d, h, mi, sec, ms = (int(p) for p in parts)
+    y, mo, d, h, mi, sec, ms = (int(p) for p in m.groups())
     if not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and sec < 61):
         return None
     return calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) * 1000 + ms
