@@ -115,7 +115,9 @@ def _clone(tpl: Home, home: Home) -> None:
         new = (home.loc.log_dir / names[(t.dev, t.ino)]).stat()
         segs.append(dataclasses.replace(t, dev=new.st_dev, ino=new.st_ino))
     log_dir = os.fsdecode(os.path.abspath(home.loc.log_dir))
-    st = dataclasses.replace(st, log_dir=log_dir, segments=tuple(segs))
+    cmd = st.anchor.cmd.replace(str(anchors_file(tpl)), str(anchors_file(home)))
+    anchor = dataclasses.replace(st.anchor, cmd=cmd)
+    st = dataclasses.replace(st, log_dir=log_dir, segments=tuple(segs), anchor=anchor)
     seal_state.save(state_path(home), st, durable=False)
     install(home, ["true"], dash_path())
 

@@ -137,8 +137,8 @@ def test_the_oldest_segment_deleted_by_hand_or_by_rotate_keep(
     out = cli(home, "log", "rotate", "--keep", "1")
     assert out.returncode == 0, out.stderr
     seal(home)
-    rc, doc = verify(home)
-    assert rc == 0, doc["problems"]
+    rc, doc = verify(home, "--anchors", str(anchors_file(home)))
+    assert rc == 0, doc["problems"]  # the anchors of the pruned seals are not held against it
     assert any("rotate --keep" in n for n in doc["notes"])
 
 

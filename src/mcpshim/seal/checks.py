@@ -87,6 +87,7 @@ class Checks:
         self.notes: list[str] = []
         self.chain = sorted((f for s in scans for f in s.seals), key=lambda f: (f.seal.n, f.file))
         self.by_n = {f.seal.n: f for f in self.chain}
+        self._removed_cache: tuple[set[int], dict[str, str]] | None = None
 
     def add(self, kind: str, where: str, message: str, **kw: object) -> None:
         self.problems.append(Problem(kind, where, message, **kw))  # type: ignore[arg-type]
@@ -252,16 +253,26 @@ class Checks:
 
     def _pruned(self, lost: tuple[int, ...], after: Found) -> bool:
         """Did `log rotate --keep` remove seals `lost`, the last of them before `after`?"""
-        gone: set[int] = set()
-        heads: dict[str, str] = {}
-        for s in self.scans:
-            for doc in removed_notes(self.loc.log_dir / s.name):
-                with contextlib.suppress(TypeError, ValueError):
-                    for a, b in doc.get("seals", ()):
-                        if 0 <= b - a <= len(lost):
-                            gone.update(range(int(a), int(b) + 1))
-                    heads.update({str(k): str(v) for k, v in dict(doc.get("heads", {})).items()})
+        gone, heads = self._removed()
         return set(lost) <= gone and heads.get(str(after.seal.n - 1)) == after.seal.prev
+
+    def _removed(self) -> tuple[set[int], dict[str, str]]:
+        """The seal numbers rotation says it removed, and the heads it kept of them."""
+        if self._removed_cache is None:
+            gone: set[int] = set()
+            heads: dict[str, str] = {}
+            last = self.chain[-1].seal.n if self.chain else 0
+            for s in self.scans:
+                for doc in removed_notes(self.loc.log_dir / s.name):
+                    with contextlib.suppress(TypeError, ValueError):
+                        for a, b in doc.get("seals", ()):
+                            if 0 <= int(a) <= int(b) <= last:
+                                gone.update(range(int(a), int(b) + 1))
+                        heads.update(
+                            {str(k): str(v) for k, v in dict(doc.get("heads", {})).items()}
+                        )
+            self._removed_cache = (gone, heads)
+        return self._removed_cache
 
     # -- keys, state, anchors -----------------------------------------------------------
 
@@ -346,6 +357,8 @@ class Checks:
             f = self.by_n.get(a.n)
             if f is not None and f.head == a.head:
                 through = a.n if through is None else max(through, a.n)
+            elif f is None and a.n in self._removed()[0]:
+                continue  # its segment went with `log rotate --keep`
             elif f is None and a.n > last:
                 self.add(
                     "truncated",
