@@ -22,7 +22,7 @@ from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 from mcpshim.seal import keys
 from mcpshim.seal.anchors import Anchor
-from mcpshim.seal.ranges import Found, RecordRef, SegmentScan
+from mcpshim.seal.ranges import Found, RecordRef, SegmentScan, count_records
 from mcpshim.seal.record import mapped
 from mcpshim.seal.state import State
 
@@ -384,6 +384,8 @@ class Checks:
         gaps = [(b[1] - a[1], a[0]) for a, b in itertools.pairwise(times) if a[1] and b[1]]
         live = self.scans[-1] if self.scans else None
         unsealed = live.tail_records if live is not None and live.tail < live.size else 0
+        if live is not None and not live.seals and live.size and self.chain:
+            unsealed = _count(self.loc.log_dir / live.name, live.size)
         last_t = times[-1][1] if times else None
         now = datetime.now().timestamp()
         return Window(
@@ -428,5 +430,18 @@ def removed_notes(path: Path) -> Iterator[dict[str, Any]]:
                     if isinstance(doc, dict):
                         yield doc
                 pos = e + 2
+    finally:
+        os.close(fd)
+
+
+def _count(path: Path, size: int) -> int:
+    """Records in a segment no seal covers (a new live log the sealer has not reached)."""
+    try:
+        fd = open_regular_fd(path)
+    except (OSError, InputError):
+        return 0
+    try:
+        with mapped(fd, min(size, os.fstat(fd).st_size)) as buf:
+            return count_records(buf, 0, len(buf))
     finally:
         os.close(fd)

@@ -21,7 +21,15 @@ from pathlib import Path
 from mcpshim.log import execlog
 from mcpshim.seal.record import Buffer, Seal, find_seals, head_of, mapped, sha256_of, spill_digest
 
-__all__ = ["Damage", "Found", "RecordRef", "SegmentScan", "records_in", "scan_segment"]
+__all__ = [
+    "Damage",
+    "Found",
+    "RecordRef",
+    "SegmentScan",
+    "count_records",
+    "records_in",
+    "scan_segment",
+]
 
 SEARCH_BYTES = 256 * 1024  # how far before a seal its range may end (shims wrote meanwhile)
 SEARCH_ENDS = 64  # record boundaries tried there
@@ -104,6 +112,12 @@ def _realign(buf: Buffer, seal: Seal, lo: int, at: int) -> int | None:
             return None
         end = q + 2
     return None
+
+
+def count_records(buf: Buffer, start: int, end: int) -> int:
+    """Records ending in buf[start:end], counted 16 MiB at a time."""
+    step = 16 << 20
+    return sum(buf[a : min(a + step, end)].count(b"\0\n") for a in range(start, end, step))
 
 
 def records_in(
@@ -222,9 +236,9 @@ class _Scan:
             self._damage(bad_from, max(bad_last, bad_from), tuple(bad_seals), None)
             cur = max(bad_last, bad_from)
         tail_records = 0
-        if cur < self.size:
-            data = self.buf[cur : self.size]
-            tail_records = data.count(b"\0\n") - sum(1 for f in self.found if f.at >= cur)
+        if cur < self.size and self.found:  # a segment never sealed is counted in bytes
+            tail_records = count_records(self.buf, cur, self.size)
+            tail_records -= sum(1 for f in self.found if f.at >= cur)
         return SegmentScan(
             self.name,
             self.index,
