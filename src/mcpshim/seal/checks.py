@@ -1,7 +1,7 @@
-"""The checks `log verify` makes once the segments are scanned: each segment's damage
-and numbering, the chain's links, the MACs under the user's verifier, the sealer's state,
-and the anchors read back. Each finding is a Problem of one kind (TAMPERING or GAPS), or a
-note.
+"""The checks `log verify` makes of the log itself once its segments are scanned: each
+segment's damage and numbering, the chain's links and dates, what rotation removed, and
+the window. Each finding is a Problem of one kind (TAMPERING or GAPS), or a note; the checks
+against the verifier, the state file and the anchors are in `against`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,12 +21,10 @@ from mcpshim.base.fdio import open_regular_fd
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 from mcpshim.seal import keys
-from mcpshim.seal.anchors import Anchor
 from mcpshim.seal.ranges import Found, RecordRef, SegmentScan, count_records
 from mcpshim.seal.record import mapped
-from mcpshim.seal.state import State
 
-__all__ = ["GAPS", "TAMPERING", "Checks", "Problem", "Window"]
+__all__ = ["GAPS", "TAMPERING", "Checks", "Problem", "Window", "ns_text"]
 
 #: what someone did to the log
 TAMPERING = frozenset(
@@ -112,7 +110,7 @@ class Checks:
                 self.add(
                     kind,
                     f"{d.file}@{d.start}..{d.end}",
-                    f"the bytes sealed by seal(s) {_ns(d.seals)} no longer hash: {what}",
+                    f"the bytes sealed by seal(s) {ns_text(d.seals)} no longer hash: {what}",
                     seals=d.seals,
                     records=d.records,
                     record_count=d.record_count,
@@ -159,8 +157,8 @@ class Checks:
                     self.add(
                         "missing-segment",
                         f"between {prev.name} and {s.name}",
-                        f"segment(s) {_ns(tuple(range(pno + 1, no)))} are missing "
-                        f"(deleted), with seal(s) {_ns(tuple(lost)) or 'none'}",
+                        f"segment(s) {ns_text(tuple(range(pno + 1, no)))} are missing "
+                        f"(deleted), with seal(s) {ns_text(tuple(lost)) or 'none'}",
                         seals=tuple(lost),
                     )
             prev = s
@@ -189,7 +187,7 @@ class Checks:
             elif b.seal.n > a.seal.n + 1:
                 lost = tuple(range(a.seal.n + 1, b.seal.n))
                 if not set(lost) <= in_lost_segments and not self._pruned(lost, b):
-                    self.add("chain", b.where, f"seal(s) {_ns(lost)} are missing", seals=lost)
+                    self.add("chain", b.where, f"seal(s) {ns_text(lost)} are missing", seals=lost)
             elif b.seal.prev != a.head:
                 self.add(
                     "chain",
@@ -274,111 +272,6 @@ class Checks:
             self._removed_cache = (gone, heads)
         return self._removed_cache
 
-    # -- keys, state, anchors -----------------------------------------------------------
-
-    def macs(self, verifiers: Sequence[keys.Verifier]) -> None:
-        walkers = {w.id: w for w in (keys.KeyWalker(v) for v in verifiers)}
-        foreign: dict[str, list[int]] = {}
-        for f in self.chain:
-            w = walkers.get(f.seal.key)
-            if w is None:
-                foreign.setdefault(f.seal.key, []).append(f.seal.n)
-                continue
-            s = f.seal
-            same = (s.origin, s.period) == (w.v.origin, w.v.period)
-            k = w.key(s.epoch, s.sealer) if same else None
-            if k is None or keys.mac(k, s.message()) != s.mac:
-                self.add(
-                    "forged",
-                    f.where,
-                    f"seal {s.n}'s MAC does not verify with your key for its time "
-                    f"({s.time}): the sealer did not make it (a chain recomputed from the "
-                    "plain hashes, or re-signed with a key taken later)",
-                    seals=(s.n,),
-                )
-        for kid, ns in foreign.items():
-            self.add(
-                "foreign-key",
-                self.by_n[ns[0]].where,
-                f"seal(s) {_ns(tuple(ns))} were made with key {kid}, not a key you gave: "
-                "the log was resealed",
-                seals=tuple(ns),
-            )
-
-    def state(self, state: State, verifiers: Sequence[keys.Verifier]) -> None:
-        last = self.chain[-1] if self.chain else None
-        if last is not None and state.n > last.seal.n:
-            self.add(
-                "truncated",
-                last.where,
-                f"the sealer wrote seals up to {state.n}; the log ends at seal {last.seal.n}: "
-                "its tail was cut off",
-                seals=tuple(range(last.seal.n + 1, state.n + 1)),
-            )
-        elif last is not None and state.n == last.seal.n and state.head != last.head:
-            self.add(
-                "state-mismatch", last.where, "the log's last seal is not the one the sealer wrote"
-            )
-        by_segment = {s.seals[0].seal.segment: s for s in self.scans if s.seals}
-        for t in state.segments:
-            s = by_segment.get(t.no)
-            sealed = max((f.seal.end for f in s.seals), default=0) if s is not None else 0
-            if s is not None and sealed < t.end:  # in sealed offsets: a removal moves the file
-                self.add(
-                    "truncated",
-                    f"{s.name}@{s.tail}",
-                    f"the sealer sealed {s.name} up to {t.end}; its seals now end at {sealed}: "
-                    "its tail was cut off",
-                )
-        for w in (keys.KeyWalker(v) for v in verifiers):
-            if w.id == state.key:
-                u = w.key(state.epoch, state.session)
-                k = w.epoch_key(state.epoch + 1)
-                if (
-                    u is None
-                    or k is None
-                    or (u.hex(), k.hex()) != (state.session_key, state.epoch_key)
-                ):
-                    self.add(
-                        "state-mismatch",
-                        "sealer state",
-                        "its key is not derived from your verifier",
-                    )
-
-    def anchors(self, found: Sequence[Anchor], log_id: str) -> tuple[int | None, int]:
-        ids = {f.seal.key for f in self.chain}
-        mine = [a for a in found if a.log == log_id or a.key in ids]
-        if not mine:
-            self.add("no-anchors", "anchors", "no anchor names this log or its keys")
-            return None, 0
-        last = self.chain[-1].seal.n if self.chain else -1
-        through: int | None = None
-        for a in mine:
-            f = self.by_n.get(a.n)
-            if f is not None and f.head == a.head:
-                through = a.n if through is None else max(through, a.n)
-            elif f is None and a.n in self._removed()[0]:
-                continue  # its segment went with `log rotate --keep`
-            elif f is None and a.n > last:
-                self.add(
-                    "truncated",
-                    a.where,
-                    f"seal {a.n} was anchored at {a.time} but is not in the log (it ends at seal "
-                    f"{last}): the tail was cut off",
-                    seals=(a.n,),
-                )
-            else:
-                self.add(
-                    "anchor-mismatch",
-                    a.where,
-                    f"seal {a.n} as anchored at {a.time} is not the seal the log holds: "
-                    "the log was rewritten or replaced",
-                    seals=(a.n,),
-                )
-        if through is not None and through < last:
-            self.notes.append(f"seals {through + 1}..{last} are not anchored yet")
-        return through, len(mine)
-
     def window(self) -> Window:
         times = [(f.seal.n, _time(f.seal.time)) for f in self.chain]
         gaps = [(b[1] - a[1], a[0]) for a, b in itertools.pairwise(times) if a[1] and b[1]]
@@ -399,7 +292,7 @@ class Checks:
         )
 
 
-def _ns(ns: tuple[int, ...]) -> str:
+def ns_text(ns: tuple[int, ...]) -> str:
     if not ns:
         return ""
     if len(ns) > 2 and ns[-1] - ns[0] == len(ns) - 1:

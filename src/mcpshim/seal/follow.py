@@ -26,8 +26,17 @@ from typing import NoReturn
 from mcpshim.errors import UsageError
 from mcpshim.paths import Locations
 from mcpshim.seal import keys
-from mcpshim.seal.sealer import Say, Sealer, Written, init_state
-from mcpshim.seal.state import AnchorConfig, default_state_path, load, save
+from mcpshim.seal.record import head_of
+from mcpshim.seal.sealer import (
+    Say,
+    Sealer,
+    SegmentFile,
+    Written,
+    last_seal,
+    log_id,
+    segment_files,
+)
+from mcpshim.seal.state import AnchorConfig, State, Tracked, default_state_path, load, save
 
 __all__ = ["FollowerProcess", "init", "seal_once", "start_follower"]
 
@@ -53,6 +62,55 @@ def init(
         return verifier.text(), written
     finally:
         sealer.close()
+
+
+def init_state(
+    loc: Locations, state_path: Path, anchor: AnchorConfig, force: bool, period: int
+) -> tuple[keys.Verifier, State]:
+    """A new key and the state that continues the chain already in the log (if any).
+
+    The state starts at session 0 of epoch 0 and goes to `Sealer.start`, which writes the
+    keys of the sessions after it first: neither the root nor a key that signs ever touches
+    the disk beside the log."""
+    old = load(state_path)
+    if old is not None and not force:
+        raise UsageError(
+            f"{loc.log_dir} is sealed already (state {state_path}); --force starts a new key "
+            "(the old verifier then only covers the seals made before)"
+        )
+    n, head, tracked, last_segment = -1, "", [], 0
+    for f in segment_files(loc):
+        last = last_seal(f)
+        if last is None:
+            continue
+        seal, at, end = last
+        tracked.append(Tracked(seal.segment, f.dev, f.ino, seal.end, at, end))
+        last_segment = max(last_segment, seal.segment)
+        if seal.n > n:  # a rotated segment's last seal may come after the next one's first
+            n, head = seal.n, seal_head(f, at, end)
+    v = keys.Verifier.new(period)
+    state = State(
+        log_dir=log_id(loc),
+        key=v.key_id,
+        origin=v.origin,
+        period=v.period,
+        epoch=0,
+        session=0,
+        session_key=keys.session_key(keys.first_key(v.root)).hex(),
+        epoch_key=keys.next_key(keys.first_key(v.root)).hex(),
+        n=n,
+        head=head,
+        last_segment=last_segment,
+        segments=tuple(tracked),
+        anchor=anchor,
+    )
+    return v, state
+
+
+def seal_head(f: SegmentFile, at: int, end: int) -> str:
+    with open(f.path, "rb") as fh:
+        fh.seek(at)
+        return head_of(fh.read(end - at))
 
 
 def raise_busy(loc: Locations) -> NoReturn:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mcpshim.base import fdio
-from mcpshim.errors import InputError, UsageError
+from mcpshim.errors import InputError
 from mcpshim.log.eventlog import log_lock
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
@@ -35,9 +35,9 @@ from mcpshim.seal.record import (
     spill_digest,
     utc_stamp,
 )
-from mcpshim.seal.state import AnchorConfig, SealerLock, State, Tracked, load, save
+from mcpshim.seal.state import SealerLock, State, Tracked, load, save
 
-__all__ = ["Sealer", "Written", "init_state"]
+__all__ = ["Sealer", "Written", "last_seal", "log_id", "segment_files"]
 
 Say = Callable[[str], None]
 
@@ -55,20 +55,20 @@ class Written:
 
 
 @dataclass(frozen=True)
-class _File:
+class SegmentFile:
     path: Path
     dev: int
     ino: int
     size: int
 
 
-def _files(loc: Locations) -> list[_File]:
+def segment_files(loc: Locations) -> list[SegmentFile]:
     out = []
     for p in segments(loc):
         with contextlib.suppress(FileNotFoundError):
             st = os.lstat(p)
             if stat.S_ISREG(st.st_mode):
-                out.append(_File(p, st.st_dev, st.st_ino, st.st_size))
+                out.append(SegmentFile(p, st.st_dev, st.st_ino, st.st_size))
     return out
 
 
@@ -77,7 +77,7 @@ def _create_live(loc: Locations) -> None:
     os.close(os.open(loc.log_file, flags, 0o600))
 
 
-def _last_seal(f: _File) -> tuple[Seal, int, int] | None:
+def last_seal(f: SegmentFile) -> tuple[Seal, int, int] | None:
     """The last well-formed seal in a segment: (seal, offset, end of its record)."""
     last = None
     fd = os.open(f.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -91,13 +91,7 @@ def _last_seal(f: _File) -> tuple[Seal, int, int] | None:
     return last
 
 
-def seal_head(f: _File, at: int, end: int) -> str:
-    with open(f.path, "rb") as fh:
-        fh.seek(at)
-        return head_of(fh.read(end - at))
-
-
-def _log_id(loc: Locations) -> str:
+def log_id(loc: Locations) -> str:
     return os.fsdecode(os.path.abspath(loc.log_dir))
 
 
@@ -127,7 +121,7 @@ class Sealer:
                     f"{self.loc.log_dir} is not sealed yet: run `mcpshim log seal --init` "
                     "(it prints the verifier to keep elsewhere)"
                 )
-            if state.log_dir != _log_id(self.loc):
+            if state.log_dir != log_id(self.loc):
                 raise InputError(f"{self.path} is the sealer state of {state.log_dir}")
             self.state = state
             self._wait_for_epoch(state)
@@ -191,7 +185,7 @@ class Sealer:
         """Anything to seal? (a stat per segment, without the log's lock)"""
         assert self.state is not None
         known = {(t.dev, t.ino): t for t in self.state.segments}
-        for f in _files(self.loc):
+        for f in segment_files(self.loc):
             t = known.get((f.dev, f.ino))
             if (t.grew(f.size) or f.size < t.end) if t is not None else f.size > 0:
                 return True
@@ -202,13 +196,13 @@ class Sealer:
         assert self.state is not None
         written: list[Written] = []
         with log_lock(self.loc):
-            files = _files(self.loc)
+            files = segment_files(self.loc)
             known = self._known(files)
             seen = [i for i, f in enumerate(files) if (f.dev, f.ino) in known]
             first_new = seen[-1] + 1 if seen else 0
             if not files and self.state.n < 0:  # the genesis seal needs a file to go in
                 _create_live(self.loc)
-                files = _files(self.loc)
+                files = segment_files(self.loc)
             kept: list[Tracked] = []
             for i, f in enumerate(files):
                 t = known.get((f.dev, f.ino))
@@ -230,7 +224,7 @@ class Sealer:
             self.last = written[-1]
         return written
 
-    def _known(self, files: list[_File]) -> dict[tuple[int, int], Tracked]:
+    def _known(self, files: list[SegmentFile]) -> dict[tuple[int, int], Tracked]:
         """The segments we seal, by file: a file we do not know by its inode but that holds
         seals of a segment we numbered is that segment, copied or restored."""
         assert self.state is not None
@@ -239,7 +233,7 @@ class Sealer:
         for f in files:
             if (f.dev, f.ino) in known or f.size == 0:
                 continue
-            last = _last_seal(f)
+            last = last_seal(f)
             if last is None or last[0].segment > self.state.last_segment:
                 continue
             seal, at, end = last
@@ -250,7 +244,9 @@ class Sealer:
                 known[(f.dev, f.ino)] = Tracked(seal.segment, f.dev, f.ino, seal.end, at, end)
         return known
 
-    def _seal_file(self, f: _File, t: Tracked, written: list[Written], genesis: bool) -> Tracked:
+    def _seal_file(
+        self, f: SegmentFile, t: Tracked, written: list[Written], genesis: bool
+    ) -> Tracked:
         """Seal what `f` gained since `t.end`; `genesis`: the chain's first seal, which is
         written even over nothing, so that the chain has a known beginning."""
         assert self.state is not None and self._keys is not None
@@ -283,7 +279,7 @@ class Sealer:
         finally:
             os.close(fd)
 
-    def _adopt(self, mm: Buffer, f: _File, t: Tracked) -> int:
+    def _adopt(self, mm: Buffer, f: SegmentFile, t: Tracked) -> int:
         """Seals in the new bytes that chain from our head were written by a sealer whose
         state write did not land (a crash): take them as ours. Any other seal is not ours."""
         assert self.state is not None
@@ -299,7 +295,9 @@ class Sealer:
                 self.say(f"{f.path.name}@{p}: a seal this sealer did not write (verify judges it)")
         return start
 
-    def _append(self, fd: int, mm: Buffer, f: _File, t: Tracked, start: int, size: int) -> Written:
+    def _append(
+        self, fd: int, mm: Buffer, f: SegmentFile, t: Tracked, start: int, size: int
+    ) -> Written:
         assert self.state is not None and self._keys is not None
         digest = sha256_of(mm, start, size)
         ms = int(time.time() * 1000)
@@ -360,46 +358,3 @@ class Sealer:
         self.state = replace(st, anchored=last.seal.n, anchored_at=time.time())
         save(self.path, self.state, durable=False)
         return True
-
-
-def init_state(
-    loc: Locations, state_path: Path, anchor: AnchorConfig, force: bool, period: int
-) -> tuple[keys.Verifier, State]:
-    """A new key and the state that continues the chain already in the log (if any).
-
-    The state starts at session 0 of epoch 0 and goes to `Sealer.start`, which writes the
-    keys of the sessions after it first: neither the root nor a key that signs ever touches
-    the disk beside the log."""
-    old = load(state_path)
-    if old is not None and not force:
-        raise UsageError(
-            f"{loc.log_dir} is sealed already (state {state_path}); --force starts a new key "
-            "(the old verifier then only covers the seals made before)"
-        )
-    n, head, tracked, last_segment = -1, "", [], 0
-    for f in _files(loc):
-        last = _last_seal(f)
-        if last is None:
-            continue
-        seal, at, end = last
-        tracked.append(Tracked(seal.segment, f.dev, f.ino, seal.end, at, end))
-        last_segment = max(last_segment, seal.segment)
-        if seal.n > n:  # a rotated segment's last seal may come after the next one's first
-            n, head = seal.n, seal_head(f, at, end)
-    v = keys.Verifier.new(period)
-    state = State(
-        log_dir=_log_id(loc),
-        key=v.key_id,
-        origin=v.origin,
-        period=v.period,
-        epoch=0,
-        session=0,
-        session_key=keys.session_key(keys.first_key(v.root)).hex(),
-        epoch_key=keys.next_key(keys.first_key(v.root)).hex(),
-        n=n,
-        head=head,
-        last_segment=last_segment,
-        segments=tuple(tracked),
-        anchor=anchor,
-    )
-    return v, state

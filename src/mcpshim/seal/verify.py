@@ -19,7 +19,7 @@ from mcpshim.base.fdio import open_regular_fd
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
-from mcpshim.seal import keys
+from mcpshim.seal import against, keys
 from mcpshim.seal.anchors import Anchor
 from mcpshim.seal.checks import GAPS, TAMPERING, Checks, Problem, Window
 from mcpshim.seal.ranges import Found, SegmentScan, scan_segment
@@ -86,14 +86,15 @@ def verify(
     check.chain_links()
     check.epochs()
     if verifiers:
-        check.macs(verifiers)
+        against.macs(check, verifiers)
     if state is not None:
-        check.state(state, verifiers)
+        against.state(check, state, verifiers)
     elif check.chain:
         check.notes.append("no sealer state here: a tail cut at a seal shows only with anchors")
     through, checked = None, 0
     if anchors is not None:
-        through, checked = check.anchors(anchors, os.fsdecode(os.path.abspath(loc.log_dir)))
+        log_id = os.fsdecode(os.path.abspath(loc.log_dir))
+        through, checked = against.anchors(check, anchors, log_id)
     kinds = {p.kind for p in check.problems}
     verdict = "tampered" if kinds & TAMPERING else "gaps" if kinds & GAPS else "verified"
     return Verification(
