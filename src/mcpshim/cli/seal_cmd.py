@@ -47,15 +47,15 @@ def _anchor_config(
     return cfg
 
 
-def _write_verifier(path: Path, verifier: str) -> None:
+def _claim(path: Path) -> int:
+    """The verifier's file, created (0600) before the key exists: a key whose verifier
+    cannot be written must never come to be."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         raise UsageError(f"{path} exists; the verifier is never written over a file") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
-    with os.fdopen(fd, "w") as fh:
-        fh.write(verifier + "\n")
 
 
 @click.command("seal")
@@ -129,9 +129,17 @@ def seal(
     if init:
         if follow_:
             raise UsageError("--init and --follow: initialise first, then follow")
-        verifier, written = follow.init(loc, path, cfg, force, _say, period)
+        fd = _claim(verifier_out) if verifier_out is not None else -1
+        try:
+            verifier, written = follow.init(loc, path, cfg, force, _say, period)
+        except BaseException:
+            if verifier_out is not None:
+                os.close(fd)
+                verifier_out.unlink()
+            raise
         if verifier_out is not None:
-            _write_verifier(verifier_out, verifier)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(verifier + "\n")
             click.echo(f"verifier written to {escape(str(verifier_out))}", err=True)
         else:
             click.echo(verifier)
