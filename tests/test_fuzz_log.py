@@ -1,10 +1,12 @@
-"""Fuzz: damaged logs through log, tree, review and report never end in a traceback.
+"""Fuzz: damaged logs through log, tree, review, report and log verify never end in a
+traceback.
 
 2,000 seeded cases (tests/fixtures/logfuzz.py builds each log directory: torn records, bad
 tags, spill pointers to nowhere, huge or non-numeric fields, event records with JSON that
-is not an object, not finite, too deep, or has fields of the wrong type). Every case goes
-through the reader and every view of a record `log` prints, then through one of the four
-commands in turn (one in ten through all four), in this process, by the CLI's own entry
+is not an object, not finite, too deep, or has fields of the wrong type; seal records among
+them). Every case goes through the reader and every view of a record `log` prints, then
+through one of the five commands in turn (one in ten through all five; `log verify` with
+the key the fuzz's seals are signed with), in this process, by the CLI's own entry
 point (`main`, the one place errors become exit codes) with a strict UTF-8 stdout as a
 terminal has; a sample also runs as real `mcpshim` processes. Each command must exit 0,
 1 or 2 with no traceback.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.logfuzz import EVENTS, LogFuzzer
+from fixtures.logfuzz import EVENTS, SEAL_VERIFIER, LogFuzzer
 from mcpshim.base.display import dumps
 from mcpshim.cli import main
 from mcpshim.log import execlog, logview
@@ -39,11 +41,13 @@ def _argvs(seed: int, log_dir: Path, shim_dir: Path) -> list[list[str]]:
     rng = random.Random(seed ^ 0x5EED)
     where = ["--dir", str(shim_dir), "--log-dir", str(log_dir)]
     session = ["--session", "S1"] if rng.random() < 0.3 else []
+    key = SEAL_VERIFIER.text()
     return [
         ["log", *where, "--format", rng.choice(["text", "json", "ecs"]), *session],
         ["tree", *where, "--format", rng.choice(["text", "json", "dot"]), *session],
         ["review", *where, "--format", rng.choice(["text", "json", "sarif"]), *session],
         ["report", *where, "-o", "-", "--format", rng.choice(["html", "md"]), *session],
+        ["log", *where, "verify", "--key", key, "--format", rng.choice(["text", "json"])],
     ]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from mcpshim.seal import keys
 from mcpshim.seal.anchors import Anchor
-from mcpshim.seal.checks import Checks, ns_text
+from mcpshim.seal.checks import Checks, covered, ns_text, span
 from mcpshim.seal.state import State
 
 __all__ = ["anchors", "macs", "state"]
@@ -54,7 +54,7 @@ def state(c: Checks, state: State, verifiers: Sequence[keys.Verifier]) -> None:
             last.where,
             f"the sealer wrote seals up to {state.n}; the log ends at seal {last.seal.n}: "
             "its tail was cut off",
-            seals=tuple(range(last.seal.n + 1, state.n + 1)),
+            seals=span(last.seal.n + 1, state.n),
         )
     elif last is not None and state.n == last.seal.n and state.head != last.head:
         c.add("state-mismatch", last.where, "the log's last seal is not the one the sealer wrote")
@@ -95,7 +95,7 @@ def anchors(c: Checks, found: Sequence[Anchor], log_id: str) -> tuple[int | None
         f = c.by_n.get(a.n)
         if f is not None and f.head == a.head:
             through = a.n if through is None else max(through, a.n)
-        elif f is None and a.n in c._removed()[0]:
+        elif f is None and covered(a.n, a.n, c.removed()[0]):
             continue  # its segment went with `log rotate --keep`
         elif f is None and a.n > last:
             c.add(

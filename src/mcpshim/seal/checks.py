@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -19,12 +18,13 @@ from typing import Any
 
 from mcpshim.base.fdio import open_regular_fd
 from mcpshim.errors import InputError
+from mcpshim.log.events import event_data
 from mcpshim.paths import Locations
 from mcpshim.seal import keys
 from mcpshim.seal.ranges import Found, RecordRef, SegmentScan, count_records
 from mcpshim.seal.record import mapped
 
-__all__ = ["GAPS", "TAMPERING", "Checks", "Problem", "Window", "ns_text"]
+__all__ = ["GAPS", "TAMPERING", "Checks", "Problem", "Window", "covered", "ns_text", "span"]
 
 #: what someone did to the log
 TAMPERING = frozenset(
@@ -85,7 +85,8 @@ class Checks:
         self.notes: list[str] = []
         self.chain = sorted((f for s in scans for f in s.seals), key=lambda f: (f.seal.n, f.file))
         self.by_n = {f.seal.n: f for f in self.chain}
-        self._removed_cache: tuple[set[int], dict[str, str]] | None = None
+        self._removed_cache: tuple[list[tuple[int, int]], dict[str, str]] | None = None
+        self._lost_with_segments: list[tuple[int, int]] = []  # seal runs of missing segments
 
     def add(self, kind: str, where: str, message: str, **kw: object) -> None:
         self.problems.append(Problem(kind, where, message, **kw))  # type: ignore[arg-type]
@@ -153,13 +154,15 @@ class Checks:
                 if no <= pno:
                     self.add("bad-seal", s.name, f"segment {no} after segment {pno}")
                 elif no > pno + 1:
-                    lost = [n for n in range(prev.seals[-1].seal.n + 1, s.seals[0].seal.n)]
+                    first, last = prev.seals[-1].seal.n + 1, s.seals[0].seal.n - 1
+                    if first <= last:
+                        self._lost_with_segments.append((first, last))
                     self.add(
                         "missing-segment",
                         f"between {prev.name} and {s.name}",
-                        f"segment(s) {ns_text(tuple(range(pno + 1, no)))} are missing "
-                        f"(deleted), with seal(s) {ns_text(tuple(lost)) or 'none'}",
-                        seals=tuple(lost),
+                        f"segment(s) {span_text(pno + 1, no - 1)} are missing (deleted), "
+                        f"with seal(s) {span_text(first, last) or 'none'}",
+                        seals=span(first, last),
                     )
             prev = s
 
@@ -178,16 +181,18 @@ class Checks:
             self.add("chain", first.where, "seal 0 names a previous seal")
         elif first.seal.n > 0:
             self._start_missing(first)
-        in_lost_segments = {
-            n for p in self.problems if p.kind == "missing-segment" for n in p.seals
-        }
         for a, b in itertools.pairwise(self.chain):
             if a.seal.n == b.seal.n:
                 self.add("chain", b.where, f"two seals numbered {b.seal.n} ({a.where}, {b.where})")
             elif b.seal.n > a.seal.n + 1:
-                lost = tuple(range(a.seal.n + 1, b.seal.n))
-                if not set(lost) <= in_lost_segments and not self._pruned(lost, b):
-                    self.add("chain", b.where, f"seal(s) {ns_text(lost)} are missing", seals=lost)
+                lo, hi = a.seal.n + 1, b.seal.n - 1
+                if not covered(lo, hi, self._lost_with_segments) and not self._pruned(lo, hi, b):
+                    self.add(
+                        "chain",
+                        b.where,
+                        f"seal(s) {span_text(lo, hi)} are missing",
+                        seals=span(lo, hi),
+                    )
             elif b.seal.prev != a.head:
                 self.add(
                     "chain",
@@ -239,7 +244,7 @@ class Checks:
 
     def _start_missing(self, first: Found) -> None:
         n = first.seal.n
-        if self._pruned(tuple(range(n)), first):
+        if self._pruned(0, n - 1, first):
             self.notes.append(f"seals 0..{n - 1} went with segments `log rotate --keep` removed")
             return
         self.add(
@@ -249,23 +254,22 @@ class Checks:
             "rotation says it removed it",
         )
 
-    def _pruned(self, lost: tuple[int, ...], after: Found) -> bool:
-        """Did `log rotate --keep` remove seals `lost`, the last of them before `after`?"""
-        gone, heads = self._removed()
-        return set(lost) <= gone and heads.get(str(after.seal.n - 1)) == after.seal.prev
+    def _pruned(self, first: int, last: int, after: Found) -> bool:
+        """Did `log rotate --keep` remove seals first..last, the last of them before `after`?"""
+        gone, heads = self.removed()
+        return covered(first, last, gone) and heads.get(str(after.seal.n - 1)) == after.seal.prev
 
-    def _removed(self) -> tuple[set[int], dict[str, str]]:
-        """The seal numbers rotation says it removed, and the heads it kept of them."""
+    def removed(self) -> tuple[list[tuple[int, int]], dict[str, str]]:
+        """The runs of seal numbers rotation says it removed, and the heads it kept of them."""
         if self._removed_cache is None:
-            gone: set[int] = set()
+            gone: list[tuple[int, int]] = []
             heads: dict[str, str] = {}
-            last = self.chain[-1].seal.n if self.chain else 0
             for s in self.scans:
                 for doc in removed_notes(self.loc.log_dir / s.name):
                     with contextlib.suppress(TypeError, ValueError):
                         for a, b in doc.get("seals", ()):
-                            if 0 <= int(a) <= int(b) <= last:
-                                gone.update(range(int(a), int(b) + 1))
+                            if 0 <= int(a) <= int(b):
+                                gone.append((int(a), int(b)))
                         heads.update(
                             {str(k): str(v) for k, v in dict(doc.get("heads", {})).items()}
                         )
@@ -290,6 +294,29 @@ class Checks:
             unsealed_from=f"{live.name}@{live.tail}" if unsealed and live else "",
             since_last_s=now - last_t if last_t else None,
         )
+
+
+#: seal numbers a problem lists at most: its message names the whole span by its ends (a
+#: forged seal number must not make verify count to it)
+SEALS_LISTED = 1000
+
+
+def span(first: int, last: int) -> tuple[int, ...]:
+    """Seal numbers first..last, the first SEALS_LISTED of them."""
+    return tuple(range(first, min(last, first + SEALS_LISTED - 1) + 1))
+
+
+def span_text(first: int, last: int) -> str:
+    return "" if first > last else str(first) if first == last else f"{first}..{last}"
+
+
+def covered(first: int, last: int, runs: list[tuple[int, int]]) -> bool:
+    """Is every number first..last in one of the runs [a, b]?"""
+    for a, b in sorted(runs):
+        if first > last or a > first:
+            break
+        first = max(first, b + 1)
+    return first > last
 
 
 def ns_text(ns: tuple[int, ...]) -> str:
@@ -318,10 +345,8 @@ def removed_notes(path: Path) -> Iterator[dict[str, Any]]:
                 e = buf.find(b"\0\n", p, size)
                 if e < 0:
                     return
-                with contextlib.suppress(ValueError, UnicodeDecodeError):
-                    doc = json.loads(buf[p + len(_REMOVED) : e])
-                    if isinstance(doc, dict):
-                        yield doc
+                with contextlib.suppress(ValueError):  # checked as the reader checks it
+                    yield event_data(buf[p + len(_REMOVED) : e])
                 pos = e + 2
     finally:
         os.close(fd)

@@ -30,6 +30,7 @@ from typing import Protocol
 
 from mcpshim.base.fdio import open_regular
 from mcpshim.errors import InputError
+from mcpshim.log.events import event_data
 from mcpshim.log.execlog import encode_record
 
 __all__ = [
@@ -104,9 +105,11 @@ class Seal:
 
     @classmethod
     def parse(cls, body: bytes) -> Seal:
-        """From the JSON field; ValueError when it is not a well-formed seal."""
-        data = json.loads(body)
-        if not isinstance(data, dict) or set(data) != {*_FIELDS, "time", "mac"}:
+        """From the JSON field; ValueError when it is not a well-formed seal. The JSON is
+        checked as the reader checks any event record's (one object, no NaN, no lone
+        surrogate, not nested deeper than any writer nests)."""
+        data = event_data(body)
+        if set(data) != {*_FIELDS, "time", "mac"}:
             raise ValueError("not a seal (fields missing or extra)")
         if any(type(data[k]) is not int or data[k] < 0 for k in _INTS):
             raise ValueError("not a seal (a number is not a non-negative integer)")
