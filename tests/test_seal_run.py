@@ -76,8 +76,10 @@ def test_run_seals_as_it_goes_and_at_exit(home: Home, seal_templates: Templates)
         def sealed() -> bool:
             return any(s.end > off for s in seals_in(home.loc.log_file).values())
 
-        behind = _until(sealed)
-        assert behind < 2.5  # one interval (1 s), and a loaded machine's slack
+        # Sealed while the session runs, not only at its end (sleep 60). How far behind (1 s
+        # and the follower's work) is measured by benchmarks/seal_cost.py, not here: the
+        # bound only has to be far below the session's length, on a loaded machine.
+        assert _until(sealed) < 20
     finally:
         run.send_signal(signal.SIGTERM)  # forwarded to sleep: the session ends
         _, err = run.communicate(timeout=60)

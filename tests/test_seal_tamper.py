@@ -3,6 +3,7 @@ the right verdict, by `mcpshim log verify` (plain chain, verifier, anchors)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from pathlib import Path
@@ -47,6 +48,22 @@ def test_an_untouched_log_verifies_every_way(home: Home, seal_templates: Templat
     assert rc == 0 and doc["window"]["unsealed_records"] == 1
     live = doc["segments"][-1]
     assert live["unsealed"] == [live["sealed"][-1][1], live["size"]]
+
+
+def test_verify_reports_the_window(home: Home, seal_templates: Templates) -> None:
+    """How far the seals ran behind: the mean and longest interval between seals (what an
+    agent had to edit unsealed records in), and the age of the last seal."""
+    sealed_log(home, seal_templates)
+    times = [s.ms / 1000 for _, s in sorted(seals_in(home.loc.log_file).items())]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    rc, doc = verify(home)
+    w = doc["window"]
+    assert rc == 0 and w["seals"] == 3
+    assert abs(w["longest_s"] - max(gaps)) < 1e-6 and w["longest_after"] == gaps.index(max(gaps))
+    assert abs(w["mean_s"] - sum(gaps) / 2) < 1e-6
+    assert w["since_last_s"] >= 0
+    text = cli(home, "log", "verify").stdout
+    assert f"the longest interval {max(gaps):.1f} s (after seal {w['longest_after']})" in text
 
 
 def test_one_byte_changed_in_an_old_record(home: Home, seal_templates: Templates) -> None:
