@@ -5,7 +5,9 @@ Sealing: a real follower (`mcpshim log seal --follow`) seals a log to which this
 appends shim-framed exec records at --rate per second (one O_APPEND write each, as shims
 do), anchoring through an --anchor-cmd that appends to a file; its CPU time (utime+stime
 from /proc) over busy windows, interleaved with idle windows of the same length (the
-follower's floor: a stat per second) as the baseline. Target: under 1 % of a core.
+follower's floor: a stat per second) as the baseline. Target: under 1 % of a core. And
+how far behind it seals: for each record, from its write to the time of the first seal
+that covers it (the window an agent has; `run` promises at most about 1 s).
 
 Verify: the review_scale generator's records, sealed every --per-seal records (about what
 a 200 execs/s log gets from a follower sealing each second), then `mcpshim log verify`
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from mcpshim.paths import Locations
 from mcpshim.seal import follow
+from mcpshim.seal.record import find_seals
 from mcpshim.seal.sealer import Sealer
 from mcpshim.seal.state import AnchorConfig, default_state_path
 from review_scale import Gen
@@ -63,6 +67,7 @@ def sealing(base: Path, rate: int, window: float, rounds: int) -> None:
     fd = os.open(loc.log_file, os.O_WRONLY | os.O_APPEND)
     time.sleep(3)  # the follower's interpreter starts
     busy = idle = 0.0
+    written: list[tuple[float, int]] = []  # (wall time, end offset) of each record
     for _ in range(rounds):
         c0 = cpu_s(follower.pid)
         t0 = time.monotonic()
@@ -71,6 +76,7 @@ def sealing(base: Path, rate: int, window: float, rounds: int) -> None:
             due = int((now - t0) * rate)
             while n < due:
                 os.write(fd, next(records))
+                written.append((time.time(), os.lseek(fd, 0, os.SEEK_CUR)))
                 n += 1
             time.sleep(0.002)
         busy += cpu_s(follower.pid) - c0
@@ -94,6 +100,27 @@ def sealing(base: Path, rate: int, window: float, rounds: int) -> None:
         [*CLI, "log", *where, "verify"], env=env, capture_output=True, text=True, check=False
     )
     print("  the sealed log verifies" if done.returncode == 0 else done.stdout)
+    lag = behind(loc.log_file.read_bytes(), written)
+    p99 = statistics.quantiles(lag, n=100)[98]
+    print(
+        f"  behind: from a record's write to the seal that covers it, median "
+        f"{statistics.median(lag):.2f} s, 99th percentile {p99:.2f} s, max {max(lag):.2f} s "
+        f"over {len(lag)} records"
+    )
+
+
+def behind(data: bytes, written: list[tuple[float, int]]) -> list[float]:
+    """Seconds from each record's write to the time of the first seal covering it."""
+    ends = sorted(
+        (seal.end, seal.ms / 1000) for _, _, seal, _ in find_seals(data, 0, len(data)) if seal
+    )
+    out, i = [], 0
+    for t, end in written:  # both in order
+        while i < len(ends) and ends[i][0] < end:
+            i += 1
+        if i < len(ends):
+            out.append(ends[i][1] - t)
+    return out
 
 
 def big_log(base: Path, total: int, per_seal: int) -> tuple[Locations, str, dict[str, str]]:
