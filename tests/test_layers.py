@@ -164,3 +164,19 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["errors", "paths"])
 def test_root_modules_import_no_stage(name: str) -> None:
     assert not [d for d in imports_of(SRC / f"{name}.py") if stage_of(d)]
+
+
+MAX_LINES = 450
+
+
+def test_modules_stay_small_and_the_root_holds_no_stage() -> None:
+    """The layout's promise (issue 13): a module a newcomer can read whole, and the top
+    of the package holds only the entry points, the error root and the paths."""
+    root = sorted(p.name for p in SRC.glob("*.py"))
+    assert root == sorted(f"{m}.py" for m in ROOT_MODULES)
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}

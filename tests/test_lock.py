@@ -26,10 +26,10 @@ from mcpshim.contract.lockfile import (
     find_lock,
     load_lock,
     loads_lock,
-    merge,
     save_lock,
     select_server,
 )
+from mcpshim.contract.lockmerge import merge
 from mcpshim.errors import InputError
 from mcpshim.relay.core import C2S, MAX_MESSAGE, S2C, Recorder
 from mcpshim.relay.gate import REFUSED_CODE, Gate, GatedRelay, Lines

@@ -16,10 +16,10 @@ from mcpshim.contract.lockfile import (
     default_path,
     find_lock,
     load_lock,
-    merge,
     save_lock,
     select_server,
 )
+from mcpshim.contract.lockmerge import merge
 from mcpshim.errors import EXIT_FINDINGS, InputError, UsageError
 from mcpshim.family import attribution
 from mcpshim.family.attribution import Attribution

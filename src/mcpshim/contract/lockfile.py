@@ -5,8 +5,7 @@ fixed order, so writing what was read gives the same bytes and a diff of two loc
 a diff of two approvals. It is meant to be committed next to a project's `.mcp.json`, like
 a package lock. docs/lock-format.md documents every key.
 
-`merge` adds a session's approval to a lock: what is new is added and said so, nothing is
-taken away (a tool the session did not list stays approved). `find_lock` and `default_path`
+(`contract.lockmerge` adds a session's approval to a lock.) `find_lock` and `default_path`
 say where a lock is looked for: next to the client config (the nearest directory up from
 here that holds `.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`), then the user's
 config directory.
@@ -18,7 +17,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ import platformdirs
 import tomli_w
 
 from mcpshim.base.tomlfile import parse_toml
-from mcpshim.contract.canon import short
 from mcpshim.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -48,8 +46,6 @@ __all__ = [
     "find_lock",
     "load_lock",
     "loads_lock",
-    "merge",
-    "roots",
     "save_lock",
     "select_server",
 ]
@@ -392,113 +388,3 @@ def select_server(
 
 
 # ---- merging -------------------------------------------------------------------------------
-
-
-def roots(paths: Iterable[str]) -> tuple[str, ...]:
-    """The fewest directories that cover every path (an ancestor covers its subtree)."""
-    out: list[str] = []
-    for c in sorted(set(paths)):
-        if not any(c == r or c.startswith(r.rstrip("/") + "/") for r in out):
-            out.append(c)
-    return tuple(out)
-
-
-def _union(a: Iterable[str], b: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted({*a, *b}))
-
-
-def _merge_boundary(old: Boundary, new: Boundary, what: str, said: list[str]) -> Boundary:
-    execs = {e.path: e for e in old.executables}
-    for e in new.executables:
-        was = execs.get(e.path)
-        if was is None:
-            said.append(f"{what}: executable {e.path} ({short(e.sha256)}, {e.vouched})")
-            execs[e.path] = e
-            continue
-        if e.sha256 and e.sha256 != was.sha256:
-            said.append(f"{what}: {e.path} has a new identity: {short(e.sha256)}")
-        for s in sorted(set(e.shapes) - set(was.shapes)):
-            said.append(f"{what}: {e.path} {s or '(no subcommand)'}")
-        for r in sorted(set(e.reached) - set(was.reached)):
-            said.append(f"{what}: {e.path} reached from {r}")
-        execs[e.path] = Executable(
-            e.path,
-            e.sha256 or was.sha256,
-            e.vouched or was.vouched,
-            _union(was.reached, e.reached),
-            _union(was.shapes, e.shapes),
-        )
-    cwd = roots([*old.cwd_roots, *new.cwd_roots])
-    for label, a, b in (
-        ("cwd root", old.cwd_roots, cwd),
-        ("destination", old.destinations, new.destinations),
-        ("listens on", old.listens, new.listens),
-        ("credential-like variable", old.credential_env, new.credential_env),
-        ("runs as", old.users, new.users),
-    ):
-        for v in sorted(set(b) - set(a)):
-            said.append(f"{what}: {label} {v}")
-    if new.outlives and not old.outlives:
-        said.append(f"{what}: may leave processes running after it answers")
-    return Boundary(
-        tuple(execs[p] for p in sorted(execs)),
-        cwd,
-        _union(old.destinations, new.destinations),
-        _union(old.listens, new.listens),
-        _union(old.credential_env, new.credential_env),
-        _union(old.users, new.users),
-        old.outlives or new.outlives,
-    )
-
-
-def _merge_tool(old: ToolApproval | None, new: ToolApproval, said: list[str]) -> ToolApproval:
-    what = f"tool {new.name}"
-    if old is None:
-        kind = "called" if new.called else "definition only"
-        said.append(f"{what}: new ({kind}), definition {short(new.sha256)}")
-        old = ToolApproval(new.name, new.sha256, new.description)
-    elif old.sha256 != new.sha256:
-        said.append(f"{what}: definition {short(old.sha256)} -> {short(new.sha256)}")
-    boundary = _merge_boundary(old.boundary, new.boundary, what, said)
-    return ToolApproval(new.name, new.sha256, new.description, old.called or new.called, boundary)
-
-
-def merge(lock: Lock, new: ServerApproval) -> tuple[Lock, list[str]]:
-    """The lock with `new` approved in it, and a line for each thing this adds or changes."""
-    said: list[str] = []
-    old = lock.servers.get(new.name)
-    if old is None:
-        said.append(f"server {new.name}: new")
-        old = ServerApproval(new.name)
-    for label, a, b in (
-        ("server version", old.server_version, new.server_version),
-        ("protocol version", old.protocol_version, new.protocol_version),
-        ("instructions and capabilities", short(old.server_sha256), short(new.server_sha256)),
-    ):
-        if b and a != b and old.server_sha256:
-            said.append(f"server {new.name}: {label} {a} -> {b}")
-    tools = dict(old.tools)
-    for name, t in new.tools.items():
-        tools[name] = _merge_tool(old.tools.get(name), t, said)
-    for kind, was, now in (
-        ("resource", old.resources, new.resources),
-        ("prompt", old.prompts, new.prompts),
-    ):
-        for k, v in sorted(now.items()):
-            if was.get(k) != v:
-                said.append(f"{kind} {k}: {short(v)}" + (" (changed)" if k in was else " (new)"))
-    startup = _merge_boundary(old.startup, new.startup, "outside tool calls", said)
-    if new.program is not None and (old.program is None or old.program != new.program):
-        p = new.program
-        said.append(f"server {new.name}: program {p.path} ({short(p.sha256)}, {p.vouched})")
-    merged = replace(
-        new,
-        program=new.program or old.program,
-        command=new.command or old.command,
-        startup=startup,
-        tools=tools,
-        resources={**old.resources, **new.resources},
-        prompts={**old.prompts, **new.prompts},
-    )
-    servers = {**lock.servers, new.name: merged}
-    return Lock(servers, lock.source), said

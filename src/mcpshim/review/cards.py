@@ -25,8 +25,8 @@ from mcpshim.contract.lockfile import (
     Executable,
     ServerApproval,
     ToolApproval,
-    roots,
 )
+from mcpshim.contract.lockmerge import roots
 from mcpshim.family.attribution import Attribution
 from mcpshim.review.boundary import Seen, SessionEvidence, seen_by_tool
 
