@@ -104,7 +104,7 @@ def test_readme_is_under_8_kib() -> None:
 def test_readme_covers_every_recipe() -> None:
     names = {args[0] for args in extract(README.read_text(), inline=True) if args}
     expected = {"install", "list", "lint-path", "wrap-config", "log", "tree", "review"}
-    expected |= {"report", "rules", "policy", "baseline", "run", "snapshot"}
+    expected |= {"report", "rules", "policy", "baseline", "run", "snapshot", "sessions"}
     assert expected <= names, expected - names
 
 

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["Locations", "default_log_dir", "default_shim_dir", "default_state_dir"]
+__all__ = [
+    "Locations",
+    "config_file",
+    "default_config_dir",
+    "default_log_dir",
+    "default_shim_dir",
+    "default_state_dir",
+]
 
 APP = "mcpshim"
 
@@ -26,6 +33,15 @@ def default_state_dir() -> Path:
 
 def default_log_dir() -> Path:
     return default_state_dir() / "log"
+
+
+def default_config_dir() -> Path:
+    return Path(platformdirs.user_config_dir(APP))
+
+
+def config_file() -> Path:
+    """The user's settings (TOML): `[log]` rotation and retention for now."""
+    return default_config_dir() / "config.toml"
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,11 @@ class Locations:
     @property
     def boot_dir(self) -> Path:
         return self.log_dir / "boot"
+
+    @property
+    def index_dir(self) -> Path:
+        """What mcpshim derives from the log: the session index, review marks."""
+        return self.log_dir / "index"
 
     @property
     def parents_dir(self) -> Path:

@@ -26,6 +26,7 @@ from mcpshim.cli import (
     report_cmd,
     review_cmd,
     run_cmd,
+    sessions_cmd,
     shims_cmd,
 )
 from mcpshim.errors import EXIT_USAGE, McpshimError
@@ -47,6 +48,7 @@ def cli() -> None:
 _MODULES = (
     shims_cmd,
     log_cmd,
+    sessions_cmd,
     run_cmd,
     pathlint_cmd,
     review_cmd,

@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.common import format_option, location_options, locations, session_option
+from mcpshim.cli.common import session as resolve
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import (
     Lock,
@@ -99,7 +100,7 @@ def lock_departures(
 
 @click.command("approve")
 @location_options
-@click.option("--session", help="The session id (default: the last session run with --mcp).")
+@session_option("The session (default: the last session run with --mcp).")
 @click.option(
     "--server",
     "server_name",
@@ -112,14 +113,7 @@ def lock_departures(
     "the user config dir)."
 )
 @click.option("--yes", is_flag=True, help="Approve without asking (for scripts).")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "md"]),
-    default="text",
-    show_default=True,
-    help="text for the terminal; md to paste into a review.",
-)
+@format_option("text", "md", help="text for the terminal; md to paste into a review.")
 def approve(
     shim_dir: Path | None,
     log_dir: Path | None,
@@ -144,6 +138,7 @@ def approve(
     departs from it, and `run --mcp --lock L --enforce` refuses calls to drifted tools.
     """
     loc = locations(shim_dir, log_dir)
+    session = resolve(loc, session)
     problems: list[execlog.LogProblem] = []
     if session is None:
         session = attribution.latest_session(execlog.iter_records(loc, problems))

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
+from mcpshim.log import marks
+from mcpshim.log.sessions import resolve_session
 from mcpshim.pathcheck import lint as _registers_mcs2xx
 from mcpshim.paths import Locations, default_shim_dir
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES, Finding, Severity, at_or_above
 from mcpshim.shim.manifest import locations_for
 
-__all__ = ["fail_on_option", "findings_exit", "load_policy", "location_options", "locations"]
+__all__ = [
+    "DIR_HELP",
+    "FORMAT_ORDER",
+    "fail_on_option",
+    "findings_exit",
+    "format_option",
+    "load_policy",
+    "location_options",
+    "locations",
+    "mark_reviewed",
+    "session",
+    "session_option",
+]
+
+DIR_HELP = "Shim directory. Default: shims/ under the user data directory."
+#: every command lists its --format choices in this order
+FORMAT_ORDER = ("text", "json", "md", "html", "sarif", "ecs", "dot")
 
 _ = (rules, _registers_mcs2xx)  # imported for the rules they register
 
@@ -39,8 +58,34 @@ def location_options(func: F) -> F:
         "--dir",
         "shim_dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="Shim directory. Default: shims/ under the user data directory.",
+        help=DIR_HELP,
     )(func)
+
+
+def format_option(*choices: str, default: str | None = None, help: str = "") -> Callable[[F], F]:
+    """--format with its choices in FORMAT_ORDER, whatever order the command names them in."""
+    ordered = sorted(choices, key=FORMAT_ORDER.index)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(ordered),
+        default=default or ordered[0],
+        show_default=True,
+        help=help or None,
+    )
+
+
+def session_option(help: str) -> Callable[[F], F]:
+    return click.option(
+        "--session",
+        metavar="ID",
+        help=help + " ID: a session id, a unique prefix of one, or `last` (the newest).",
+    )
+
+
+def session(loc: Locations, value: str | None) -> str | None:
+    """The session a --session value names (None: none given); see log.sessions."""
+    return None if value is None else resolve_session(loc, value)
 
 
 def locations(shim_dir: Path | None, log_dir: Path | None) -> Locations:
@@ -60,3 +105,12 @@ def fail_on_option(func: F) -> F:
 
 def findings_exit(findings: Iterable[Finding], fail_on: str) -> int:
     return EXIT_FINDINGS if at_or_above(findings, Severity.parse(fail_on)) else EXIT_CLEAN
+
+
+def mark_reviewed(
+    loc: Locations, refs: list[dict[str, Any]], session: str | None, found: Sequence[Finding]
+) -> None:
+    """Note what a review read and the worst it found (log.marks: `sessions`, retention)."""
+    worst = max((f.level for f in found), default=None)
+    when = datetime.now(timezone.utc).isoformat()
+    marks.note_review(loc, refs, session, worst.label if worst else "none", len(found), when)

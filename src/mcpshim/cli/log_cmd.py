@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import dumps, escape
-from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.common import location_options, locations, session_option
+from mcpshim.cli.common import session as resolve
 from mcpshim.cli.seal_cmd import SUBCOMMANDS
 from mcpshim.log import execlog, logview, rotation
 
@@ -16,7 +17,7 @@ __all__ = ["COMMANDS"]
 
 @click.group(invoke_without_command=True)
 @location_options
-@click.option("--session", help="Only records of this session id.")
+@session_option("Only records of this session.")
 @click.option("--since", help="Only records at or after TIME (ISO 8601 UTC, or 30s/10m/2h/7d).")
 @click.option("--pid", type=int, help="Only records of this pid.")
 @click.option(
@@ -47,7 +48,7 @@ def log(
         ctx.obj = (shim_dir, log_dir)
         return
     loc = locations(shim_dir, log_dir)
-    flt = logview.Filter(session, logview.parse_since(since) if since else None, pid)
+    flt = logview.Filter(resolve(loc, session), logview.parse_since(since) if since else None, pid)
     problems: list[execlog.LogProblem] = []
     uid = loc.log_dir.stat().st_uid if loc.log_dir.exists() else None
     records = logview.select(execlog.iter_records(loc, problems), flt)

@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,17 +18,21 @@ from mcpshim.cli.approve_cmd import lock_departures, lock_option, resolve_lock
 from mcpshim.cli.common import (
     fail_on_option,
     findings_exit,
+    format_option,
     load_policy,
     location_options,
     locations,
+    mark_reviewed,
+    session_option,
 )
+from mcpshim.cli.common import session as resolve
 from mcpshim.cli.sealnote import seal_note
 from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
 from mcpshim.family.view import session_parents
-from mcpshim.log import execlog
+from mcpshim.log import execlog, marks
 from mcpshim.paths import Locations
 from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
 from mcpshim.render.md import render_calls_text
@@ -84,17 +89,10 @@ def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[ex
 
 @click.command("tree")
 @location_options
-@click.option(
-    "--session",
-    help="Only records of this session id (MCPSHIM_SESSION); an id with none is an error.",
-)
+@session_option("Only records of this session (MCPSHIM_SESSION); an unknown one is an error.")
 @click.option("--root", "root_pid", type=int, help="Only the subtrees of processes with this pid.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "dot"]),
-    default="text",
-    show_default=True,
+@format_option(
+    *TREE_RENDERERS,
     help="text: pstree-like; json: nested, versioned (mcpshim.tree/1); dot: Graphviz.",
 )
 def tree_(
@@ -111,6 +109,7 @@ def tree_(
     Times are UTC; cwd shows where it changes; argv is escaped.
     """
     loc = locations(shim_dir, log_dir)
+    session = resolve(loc, session)
     supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
 
     def note(recs: Iterator[execlog.Record]) -> Iterator[execlog.Record]:
@@ -153,10 +152,7 @@ def _evidence_limit(value: str) -> str:
 
 @click.command()
 @location_options
-@click.option(
-    "--session",
-    help="Only records of this session id (MCPSHIM_SESSION); an id with none is an error.",
-)
+@session_option("Only records of this session (MCPSHIM_SESSION); an unknown one is an error.")
 @click.option(
     "--policy",
     "policy_file",
@@ -169,12 +165,8 @@ def _evidence_limit(value: str) -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Report drift against this baseline (`mcpshim baseline save`).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "sarif"]),
-    default="text",
-    show_default=True,
+@format_option(
+    *RENDERERS,
     help="text: by tool call (sessions run with --mcp) or family, with evidence; json: "
     "versioned envelope (mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
 )
@@ -225,11 +217,13 @@ def review(
     subcommands, cwd roots, destinations, credential names, processes that outlived a call.
     """
     loc = locations(shim_dir, log_dir)
+    session = resolve(loc, session)
     pol = load_policy(policy_file)
     lock_path = resolve_lock(lock_file)
     limit = None if evidence == "all" else int(evidence)
+    refs = marks.segment_refs(loc)
     if lock_path is not None:
-        return _review_lock(loc, session, lock_path, pol, fmt, fail_on, limit)
+        return _review_lock(loc, session, lock_path, pol, fmt, fail_on, limit, refs)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
     manifest = load_manifest(loc.shim_dir)
     problems: list[execlog.LogProblem] = []
@@ -251,6 +245,7 @@ def review(
     tool_calls, atts = tool_call_review(loc, session, result.findings, pol)
     sealed = seal_note(loc)
     result = dataclasses.replace(result, findings=sealed.findings(tool_calls))
+    mark_reviewed(loc, refs, session, result.findings)
     calls = call_verdicts(atts, result.findings)
     subject = {
         "log": str(loc.log_file),
@@ -276,12 +271,14 @@ def _review_lock(
     fmt: str,
     fail_on: str,
     limit: int | None,
+    refs: list[dict[str, Any]],
 ) -> int:
     problems: list[execlog.LogProblem] = []
     found, sessions = lock_departures(loc, session, load_lock(path), problems)
     _problems_to_stderr(problems)
     sealed = seal_note(loc)
     findings = sealed.findings(policy.apply_policy(found, pol))
+    mark_reviewed(loc, refs, session, findings)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all relayed)",
@@ -297,9 +294,7 @@ def _review_lock(
 
 
 @click.command("rules")
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@format_option("text", "json", help="text for reading; json (mcpshim.rules/1) for tools.")
 def rules_(fmt: str) -> None:
     """List every rule: stable id, default severity, summary and remediation."""
     with contextlib.suppress(ImportError):
@@ -361,10 +356,7 @@ def baseline_group() -> None:
 
 @baseline_group.command("save")
 @location_options
-@click.option(
-    "--session",
-    help="Only records of this session id (MCPSHIM_SESSION); an id with none is an error.",
-)
+@session_option("Only records of this session (MCPSHIM_SESSION); an unknown one is an error.")
 @click.option(
     "-o",
     "--output",
@@ -377,6 +369,7 @@ def baseline_save(
 ) -> None:
     """Save the executables, subcommands/argument shapes and cwd roots a session used."""
     loc = locations(shim_dir, log_dir)
+    session = resolve(loc, session)
     with _records(loc) as (records, _problems):
         base = baseline_mod.collect(tree.images(records, session), session or "")
     if base.records == 0:

@@ -13,7 +13,8 @@ from mcpshim.cli.approve_cmd import lock_option, resolve_lock
 from mcpshim.cli.common import location_options, locations
 from mcpshim.cli.export_cmd import start_follower
 from mcpshim.contract.lockfile import load_lock, select_server
-from mcpshim.errors import UsageError
+from mcpshim.errors import McpshimError, UsageError
+from mcpshim.log import sessionindex
 from mcpshim.otel import sdk
 from mcpshim.relay.gate import Gate
 from mcpshim.seal.follow import following
@@ -183,7 +184,7 @@ def run(
         if sealer is not None:
             sup.add_helper(sealer.pid)
         try:
-            return run_relayed(sup, gate) if mcp else sup.run()
+            status = run_relayed(sup, gate) if mcp else sup.run()
         except OSError as exc:
             if sup.status is None:
                 raise
@@ -192,6 +193,11 @@ def run(
             what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
             click.echo(f"mcpshim: warning: after the command ended: {escape(what)}", err=True)
             return sup.status
+    try:  # `sessions` finds the index up to date; never waits long for another updater
+        sessionindex.update(loc, budget=64 << 20, wait=1.0)
+    except (OSError, McpshimError) as exc:
+        click.echo(f"mcpshim: warning: session index: {escape(str(exc))}", err=True)
+    return status
 
 
 def _hold_to_lock(
