@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from mcpshim.base.display import dumps, escape
-from mcpshim.cli.common import location_options, locations, session_option
+from mcpshim.cli.common import format_option, location_options, locations, session_option
 from mcpshim.cli.common import session as resolve
 from mcpshim.cli.seal_cmd import SUBCOMMANDS
 from mcpshim.log import execlog, logview, rotation
+from mcpshim.log.follow import Follower
 
 __all__ = ["COMMANDS"]
 
@@ -20,13 +28,19 @@ __all__ = ["COMMANDS"]
 @session_option("Only records of this session.")
 @click.option("--since", help="Only records at or after TIME (ISO 8601 UTC, or 30s/10m/2h/7d).")
 @click.option("--pid", type=int, help="Only records of this pid.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "ecs"]),
-    default="text",
-    show_default=True,
+@format_option(
+    "text",
+    "json",
+    "ecs",
     help="text: a table; json: one object per line; ecs: Elastic Common Schema.",
+)
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Keep printing records as they are written, in time order across writers (about "
+    "1 s behind), through rotations, until interrupted. Starts at the end of the log, or "
+    "at --since.",
 )
 @click.pass_context
 def log(
@@ -37,12 +51,15 @@ def log(
     since: str | None,
     pid: int | None,
     fmt: str,
+    follow: bool,
 ) -> None:
     """Print the exec log (all segments, oldest first), streaming.
 
     Times are UTC; control characters in arguments and paths are escaped in text. In json,
     bytes that are not UTF-8 are kept exactly in `<field>_b64` siblings. A torn record (a
-    crash mid-write) is reported on stderr and skipped.
+    crash mid-write) is reported on stderr and skipped. With --follow, every record is
+    printed once, whatever rotation does meanwhile; SIGINT or SIGTERM stop it after
+    printing what it has read, and so does a closed pipe (`| head`).
     """
     if ctx.invoked_subcommand is not None:
         ctx.obj = (shim_dir, log_dir)
@@ -51,18 +68,78 @@ def log(
     flt = logview.Filter(resolve(loc, session), logview.parse_since(since) if since else None, pid)
     problems: list[execlog.LogProblem] = []
     uid = loc.log_dir.stat().st_uid if loc.log_dir.exists() else None
+    show = _printer(fmt, uid)
+    if follow:
+        _follow(Follower(loc, problems), flt, show, fmt, history=since is not None)
+        return
     records = logview.select(execlog.iter_records(loc, problems), flt)
     if fmt == "text":
         click.echo(logview.TEXT_HEADER)
     for rec in records:
+        show(rec)
+    _problems(problems)
+
+
+def _problems(problems: Iterable[execlog.LogProblem]) -> None:
+    for p in problems:
+        click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
+
+
+def _printer(fmt: str, uid: int | None) -> Callable[[execlog.Record], None]:
+    def show(rec: execlog.Record) -> None:
         if fmt == "text":
             click.echo(logview.record_text(rec))
         elif fmt == "json":
             click.echo(dumps(logview.record_json(rec)))
         elif isinstance(rec, execlog.ExecRecord):
             click.echo(dumps(logview.record_ecs(rec, uid)))
-    for p in problems:
-        click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
+
+    return show
+
+
+def _reader_gone() -> bool:
+    """stdout is a pipe whose reader closed it (`log -f | head`): no record has to break
+    the pipe first for us to notice."""
+    p = select.poll()
+    p.register(sys.stdout.fileno(), 0)  # error events only
+    return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in p.poll(0))
+
+
+def _follow(
+    fol: Follower,
+    flt: logview.Filter,
+    show: Callable[[execlog.Record], None],
+    fmt: str,
+    history: bool,
+) -> None:
+    """Poll until SIGINT/SIGTERM (a flag, so no record is lost between read and print)."""
+    stop: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.append(signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if fmt == "text":
+            click.echo(logview.TEXT_HEADER)
+        batch, done = fol.start(history), False
+        while True:
+            for rec in logview.select(batch, flt):
+                show(rec)
+            _problems(fol.problems)
+            fol.problems.clear()
+            sys.stdout.flush()
+            if done or _reader_gone():
+                break
+            if not stop:
+                time.sleep(0.2)
+            batch, done = (fol.flush(), True) if stop else (fol.poll(), False)
+    except BrokenPipeError:  # the reader went away: nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        fol.close()
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 @log.command()

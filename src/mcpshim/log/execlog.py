@@ -308,12 +308,13 @@ def _parse_one(
         return None, str(exc)
 
 
-def _bodies(stream: BinaryIO, name: str, problems: list[LogProblem]) -> Iterator[tuple[int, bytes]]:
+def _bodies(
+    stream: BinaryIO, name: str, problems: list[LogProblem], base: int = 0
+) -> Iterator[tuple[int, bytes]]:
     """The framing: (offset, body) for each record or pointer, `\\0R...`/`\\0P...` without
-    its end marker; what is not a whole record goes to `problems`. Memory holds one chunk
-    plus the largest record."""
-    carry = b""
-    base = 0  # file offset of carry[0]
+    its end marker; what is not a whole record goes to `problems`. `base`: the stream's
+    offset in its file. Memory holds one chunk plus the largest record."""
+    carry = b""  # base: the file offset of carry[0]
     while True:
         chunk = stream.read(_CHUNK)
         buf = carry + chunk if carry else chunk
@@ -356,9 +357,11 @@ def read_stream(
     spill_dir: Path | None,
     problems: list[LogProblem],
     anchors: Anchors = _NO_ANCHORS,
+    base: int = 0,
 ) -> Iterator[Record]:
-    """Stream records from one log file; memory holds one chunk plus the largest record."""
-    for pos, body in _bodies(stream, name, problems):
+    """Stream records from one log file (read from offset `base` on); memory holds one
+    chunk plus the largest record."""
+    for pos, body in _bodies(stream, name, problems, base):
         rec, problem = _parse_one(body, f"{name}@{pos}", spill_dir, anchors)
         if rec is not None:
             yield rec
