@@ -17,8 +17,10 @@ from mcpshim.base.display import dumps, escape
 from mcpshim.cli.common import format_option, location_options, locations, session_option
 from mcpshim.cli.common import session as resolve
 from mcpshim.cli.seal_cmd import SUBCOMMANDS
-from mcpshim.log import execlog, logview, rotation
+from mcpshim.errors import UsageError
+from mcpshim.log import execlog, logview, retention, rotation, sessionindex
 from mcpshim.log.follow import Follower
+from mcpshim.seal.state import unsealed_check
 
 __all__ = ["COMMANDS"]
 
@@ -149,15 +151,50 @@ def _follow(
     default=None,
     help="Keep only the newest N rotated segments (and their spill files).",
 )
+@click.option(
+    "--auto",
+    is_flag=True,
+    help="Apply the [log] limits of the config file (max_size, keep, max_total): rotate "
+    "only once the live log reached max_size, then drop the oldest segments over the "
+    "limits. For cron or a systemd timer.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --auto: this config file instead of config.toml in the user config dir.",
+)
 @click.pass_context
-def rotate(ctx: click.Context, keep: int | None) -> None:
-    """Rotate the live log under its lock (rename, never copy or truncate)."""
+def rotate(ctx: click.Context, keep: int | None, auto: bool, config_file: Path | None) -> None:
+    """Rotate the live log under its lock (rename, never copy or truncate).
+
+    Every segment dropped is first said in a `log-dropped` record in the live log: what it
+    held (sessions, records, times), whether a review had read it and, in a sealed log,
+    whether seals covered it.
+    """
     shim_dir, log_dir = ctx.obj
     loc = locations(shim_dir, log_dir)
-    new, removed = rotation.rotate(loc, keep)
-    click.echo(f"rotated to {escape(str(new))}" if new else "live log empty; nothing to rotate")
+    if auto and keep is not None:
+        raise UsageError("give --keep or --auto (the config file's [log] keep), not both")
+    if config_file is not None and not auto:
+        raise UsageError("--config goes with --auto")
+    if auto:
+        settings = retention.load_settings(config_file)
+        out = retention.apply(loc, settings, sessionindex.update(loc), unsealed_check(loc.log_dir))
+        new, removed = out.rotated, out.dropped
+        if new is None:
+            click.echo(f"live log under max_size ({settings.source}); not rotated")
+        for p, why in out.kept:
+            click.echo(f"kept {escape(str(p))} over the limits: {', '.join(why)}")
+    else:
+        index = sessionindex.update(loc) if keep is not None else None
+        describe = retention.describer(loc, index, unsealed_check(loc.log_dir))
+        new, removed = rotation.rotate(loc, keep, describe)
+        click.echo(f"rotated to {escape(str(new))}" if new else "live log empty; nothing to rotate")
+    if new is not None and auto:
+        click.echo(f"rotated to {escape(str(new))}")
     for p in removed:
-        click.echo(f"removed {escape(str(p))}")
+        click.echo(f"removed {escape(str(p))} (said in a log-dropped record)")
 
 
 for _sub in SUBCOMMANDS:

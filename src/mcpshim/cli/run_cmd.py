@@ -14,10 +14,11 @@ from mcpshim.cli.common import location_options, locations
 from mcpshim.cli.export_cmd import start_follower
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
-from mcpshim.log import sessionindex
+from mcpshim.log import retention
 from mcpshim.otel import sdk
 from mcpshim.relay.gate import Gate
 from mcpshim.seal.follow import following
+from mcpshim.seal.state import unsealed_check
 from mcpshim.supervise import snapshot as snapshot_mod
 from mcpshim.supervise.departwatch import DepartureWatch
 from mcpshim.supervise.relayed import run_relayed
@@ -178,6 +179,9 @@ def run(
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
     if otlp is not None:
         sup.add_helper(start_follower(loc.shim_dir, loc.log_dir, sup.session, otlp))
+    settings = _log_settings()
+    if settings.max_size is not None:
+        sup.on_tick(retention.SizeWatch(loc, settings.max_size))
     # A sealed log is sealed as the session goes (at most 1 s behind) and at its end, by a
     # process of its own: nothing on the supervisor's loop, no key in its memory.
     with following(loc) as sealer:
@@ -193,11 +197,23 @@ def run(
             what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
             click.echo(f"mcpshim: warning: after the command ended: {escape(what)}", err=True)
             return sup.status
-    try:  # `sessions` finds the index up to date; never waits long for another updater
-        sessionindex.update(loc, budget=64 << 20, wait=1.0)
-    except (OSError, McpshimError) as exc:
-        click.echo(f"mcpshim: warning: session index: {escape(str(exc))}", err=True)
+    # then the session index brought up to date and the [log] limits applied (sealed first)
+    try:
+        warning = retention.after_session(loc, settings, unsealed_check(loc.log_dir))
+    except McpshimError as exc:
+        warning = f"log retention: {exc}"
+    if warning:
+        click.echo(f"mcpshim: warning: {escape(warning)}", err=True)
     return status
+
+
+def _log_settings() -> retention.LogSettings:
+    """The [log] settings; a broken config file is said, never a reason not to run."""
+    try:
+        return retention.load_settings()
+    except McpshimError as exc:
+        click.echo(f"mcpshim: warning: {escape(str(exc))}; log limits: the defaults", err=True)
+        return retention.LogSettings()
 
 
 def _hold_to_lock(

@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,16 @@ from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError
 from mcpshim.paths import default_state_dir
 
-__all__ = ["AnchorConfig", "SealerLock", "State", "Tracked", "default_state_path", "load", "save"]
+__all__ = [
+    "AnchorConfig",
+    "SealerLock",
+    "State",
+    "Tracked",
+    "default_state_path",
+    "load",
+    "save",
+    "unsealed_check",
+]
 
 SCHEMA = "mcpshim.seal-state/1"
 
@@ -104,6 +114,22 @@ class State:
 def default_state_path(log_dir: Path) -> Path:
     digest = hashlib.sha256(os.fsencode(os.path.abspath(log_dir))).hexdigest()[:16]
     return default_state_dir() / "seal" / f"{digest}.json"
+
+
+def unsealed_check(log_dir: Path) -> Callable[[Path], bool] | None:
+    """For retention: whether a segment holds bytes no seal covers yet (the sealer's state
+    says how far each segment it knows is sealed); None when this log is not sealed."""
+    state = load(default_state_path(log_dir))
+    if state is None:
+        return None
+    known = {(t.dev, t.ino): t for t in state.segments}
+
+    def unsealed(path: Path) -> bool:
+        st = os.stat(path)
+        t = known.get((st.st_dev, st.st_ino))
+        return t is None or t.grew(st.st_size)  # its own last seal needs no other
+
+    return unsealed
 
 
 def load(path: Path) -> State | None:
