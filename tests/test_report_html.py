@@ -3,6 +3,7 @@ and as markdown, from a real session with hostile process text."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -64,7 +65,9 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Home]:
     html_file, md_file = tmp / "out" / "report.html", tmp / "report.md"
     done = _report(home, "-o", str(html_file))  # default: the last --mcp session
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"wrote {html_file}\n"
+    # it says which session it wrote
+    said = r": session S-report: 4 tool call\(s\), \d+ finding\(s\)\n"
+    assert re.fullmatch(f"wrote {re.escape(str(html_file))}{said}", done.stdout)
     done = _report(home, "--session", session, "--format", "md", "-o", str(md_file))
     assert done.returncode == 0, done.stderr
     return html_file.read_text(), md_file.read_text(), home
@@ -111,8 +114,71 @@ def test_report_errors_name_the_session(reports: tuple[str, str, Home], tmp_path
     _, _, home = reports
     done = _report(home, "--session", "nope", "-o", str(tmp_path / "x.html"))
     assert done.returncode == 2
-    assert "session nope was not run with --mcp" in done.stderr
+    assert done.stderr.startswith("mcpshim: error: no such session 'nope'")
+    env = {**home.env, "MCPSHIM_SESSION": "S-plain"}
+    subprocess.run([str(home.loc.shim_dir / "git"), "--version"], env=env, capture_output=True)
+    done = _report(home, "--session", "S-plain", "-o", str(tmp_path / "x.html"))
+    assert done.returncode == 2 and "session S-plain was not run with --mcp" in done.stderr
+    done = _report(home)  # html needs a file
+    assert done.returncode == 2 and "--format html needs -o" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_md_goes_to_stdout_and_says_which_session(reports: tuple[str, str, Home]) -> None:
+    _, md, home = reports
+    done = _report(home, "--session", "S-rep", "--format", "md")  # a unique prefix
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# mcpshim session S-report")
+    assert done.stdout.split("\n", 3)[3] == md.split("\n", 3)[3]  # the same report as -o
+    assert re.fullmatch(
+        r"mcpshim: report of session S-report: 4 tool call\(s\), \d+ finding\(s\)\n", done.stderr
+    )
+
+
+def test_arguments_response_and_server_are_shown(reports: tuple[str, str, Home]) -> None:
+    html, md, _ = reports
+    # arguments are indented JSON on lines of their own, never a literal \n
+    assert "<pre>{\n &quot;line&quot;: " in html and "{\\n" not in html
+    # "redacted" only on the call whose arguments lost a credential
+    labels = re.findall(r"<summary>(arguments[^<]*)</summary>", html)
+    assert len(labels) == 4 and labels.count("arguments") == 3
+    [redacted] = [x for x in labels if x != "arguments"]
+    assert redacted.startswith("arguments (redacted: ")
+    assert md.count("(redacted: ") == 1
+    # each response's size and hash; the server's initialize exchange
+    assert len(re.findall(r"response [\d,]+ B sha256 [0-9a-f]{16}", html)) == 4
+    assert "| response |" in md and len(re.findall(r"\| [\d,]+ B sha256 [0-9a-f]{16}", md)) == 4
+    assert '<section id="server">' in html and "mcpshim-tools-fixture" in html
+    assert "## Server (initialize)" in md and "mcpshim-tools-fixture" in md
+
+
+def test_all_sessions_on_a_link_free_index(reports: tuple[str, str, Home], tmp_path: Path) -> None:
+    _, _, home = reports
+    out = tmp_path / "all"
+    done = _report(home, "--all", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {out / 'S-report.html'}: session S-report" in done.stdout
+    assert f"wrote {out / 'index.html'}: 1 relayed session(s)" in done.stdout
+    index = (out / "index.html").read_text()
+    assert "S-report" in index and "S-report.html" in index and "MCS501" in index
+    assert "<a" not in index and "href" not in index and "<script" not in index
+    assert "default-src 'none'" in index
+    assert (out / "S-report.html").read_text().startswith("<!doctype html>")
+    done = _report(home, "--all", "--format", "md", "-o", str(out))
+    assert (out / "index.md").read_text().startswith("# mcpshim sessions (1)")
+    done = _report(home, "--all")
+    assert done.returncode == 2 and "-o DIR" in done.stderr
+
+
+def test_sessions_lists_the_relayed_session(reports: tuple[str, str, Home]) -> None:
+    _, _, home = reports
+    argv = [sys.executable, "-m", "mcpshim", "sessions", "--format", "json"]
+    done = subprocess.run(argv, env=home.env, capture_output=True, text=True, timeout=120)
+    [s] = [s for s in json.loads(done.stdout)["sessions"] if s["id"] == "S-report"]
+    assert s["relayed"] and s["tool_calls"] == 3  # tools/call only (not resources/read)
+    assert s["name"] == "relayhost"  # the session's own name (run --name) comes first
+    assert str(s["server"]).startswith("mcpshim-tools-fixture")  # what initialize said
+    assert s["severity"] in ("medium", "high")  # report reviewed it
 
 
 def test_html_renders_in_headless_chromium(reports: tuple[str, str, Home], tmp_path: Path) -> None:

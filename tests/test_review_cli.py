@@ -61,7 +61,7 @@ def test_a_session_that_is_not_in_the_log_is_an_error(
 ) -> None:
     composed.run(["git", "--version"], session="S-real", check=True)
     eventlog.append_event(composed.home.loc, "session-start", {"session": "S-events"})
-    for command in ("review", "tree", "log", "approve"):
+    for command in ("review", "tree", "log", "report", "approve"):
         # A typo in a session id: said so, never an empty session that reviews clean.
         code, out, err = _run(capsys, command, "--session", "S-typo")
         assert (code, out) == (2, "") and "no such session 'S-typo'" in err, (command, err)

@@ -171,3 +171,18 @@ def test_run_keeps_the_index(home: Home) -> None:
     doc = json.loads(index.read_bytes())
     [entry] = doc["segments"]
     assert entry["offset"] == home.loc.log_file.stat().st_size  # run brought it up to date
+
+
+def test_name_is_run_name_else_what_initialize_said(home: Home) -> None:
+    home.loc.log_dir.mkdir(parents=True)
+    for sid, name in (("S-named", "mine"), ("S-told", "")):
+        start = {"session": sid, "time": "2026-01-01T00:00:00Z", "name": name, "command": ["x"]}
+        eventlog.append_event(home.loc, "session-start", start)
+        told = {"session": sid, "time": "2026-01-01T00:00:01Z", "server_name": "git-server",
+                "server_version": "1.2"}  # fmt: skip
+        eventlog.append_event(home.loc, "mcp-initialize", told)
+    got = {s.id: s for s in list_sessions(home.loc)}
+    assert (got["S-named"].name, got["S-named"].server) == ("mine", "git-server 1.2")
+    assert (got["S-told"].name, got["S-told"].server) == ("git-server", "git-server 1.2")
+    assert _listed(home, "--server", "git-*")[0]["id"] in ("S-named", "S-told")
+    assert len(_listed(home, "--server", "git-*")) == 2

@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
-from mcpshim.base.display import escape
+from mcpshim.base.display import escape, quote_argv
 from mcpshim.cli.approve_cmd import lock_option, resolve_lock, session_evidence
-from mcpshim.cli.common import load_policy, location_options, locations
+from mcpshim.cli.common import (
+    format_option,
+    load_policy,
+    location_options,
+    locations,
+    mark_reviewed,
+    session_option,
+)
+from mcpshim.cli.common import session as resolve
 from mcpshim.cli.sealnote import seal_note
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, select_server
 from mcpshim.errors import InputError, UsageError
 from mcpshim.family import attribution
-from mcpshim.log import execlog
+from mcpshim.log import execlog, marks
+from mcpshim.log.sessions import list_sessions
 from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
-from mcpshim.render.md import SessionReport, render_md, session_report
+from mcpshim.render.index_page import IndexRow, render_index_html
+from mcpshim.render.md import SessionReport, md_text, render_md, session_report
+from mcpshim.review import policy
 from mcpshim.review.cards import server_card
 from mcpshim.review.departures import departures
 from mcpshim.review.policy import apply_policy
@@ -26,63 +41,18 @@ from mcpshim.shim.manifest import load_manifest
 __all__ = ["COMMANDS"]
 
 
-@click.command("report")
-@location_options
-@click.option("--session", help="The session id (default: the last session run with --mcp).")
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path, allow_dash=True),
-    help="The file to write ('-' for stdout).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["html", "md"]),
-    default="html",
-    show_default=True,
-    help="html: one self-contained page (no scripts, no network); md: for a code review.",
-)
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML policy ([tools] maps tool names to the commands they may start).",
-)
-@lock_option(
-    "Findings are only the departures from this approval (`mcpshim approve`); --lock alone "
-    "looks for mcpshim.lock next to the client config, then in the user config dir."
-)
-def report(
-    shim_dir: Path | None,
-    log_dir: Path | None,
-    session: str | None,
-    output: Path,
-    fmt: str,
-    policy_file: Path | None,
-    lock_file: str | None,
-) -> int:
-    """Write a report of one session relayed by `mcpshim run --mcp`.
+@dataclass(frozen=True)
+class _Built:
+    rep: SessionReport
+    subject: dict[str, str]
+    card: Any
+    init: Mapping[str, Any] | None
 
-    It holds a timeline of the MCP tool calls (and resources/read, prompts/get) with the
-    processes each one started, the session's process family, and the review findings with
-    their evidence, including the tool-call rules: processes that outlived their call
-    (MCS501), executables a tool's name does not explain (MCS502), processes of overlapping
-    calls that cannot be told apart (MCS503) and messages that were not JSON-RPC (MCS504).
-    Arguments are shown as recorded, credentials redacted; process text is escaped.
 
-    Each tool also gets its approval card (what `mcpshim approve` shows: executables and
-    who vouches for them, cwd, network, credential names, what outlived a call). With
-    --lock the findings are only the departures from that approval.
-    """
-    loc = locations(shim_dir, log_dir)
-    pol = load_policy(policy_file)
+def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -> _Built:
+    """One relayed session reviewed and attributed, with its approval card."""
     problems: list[execlog.LogProblem] = []
-    if session is None:
-        session = attribution.latest_session(execlog.iter_records(loc, problems))
-        if session is None:
-            raise InputError(f"no session run with --mcp in the log at {loc.log_dir}")
+    refs = marks.segment_refs(loc)
     rep = session_report(
         execlog.iter_records(loc, problems),
         session,
@@ -109,7 +79,6 @@ def report(
     sealed = seal_note(loc)
     subject["sealed"] = sealed.line
     start = att.start or {}
-    lock_path = resolve_lock(lock_file)
     lock = load_lock(lock_path) if lock_path is not None else Lock()
     told = str((ev.initialize or {}).get("server_name", ""))
     command = [str(a) for a in start.get("command", ())]
@@ -121,19 +90,165 @@ def report(
         found = departures(att, ev, approved, ids, lock.source)
         rep = SessionReport(rep.att, apply_policy(found, pol))
     rep = SessionReport(rep.att, sealed.findings(rep.findings))
+    mark_reviewed(loc, refs, session, rep.findings)
+    return _Built(rep, subject, card, ev.initialize)
+
+
+def _render(b: _Built, fmt: str) -> str:
     if fmt == "html":
-        text = render_html(rep, subject, cards_html(card))
-    else:
-        text = render_md(rep, subject, cards_md(card))
-    if str(output) == "-":
-        click.echo(text, nl=False)
-        return 0
+        return render_html(b.rep, b.subject, cards_html(b.card), b.init)
+    return render_md(b.rep, b.subject, cards_md(b.card), b.init)
+
+
+def _write(path: Path, text: str) -> None:
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"{output}: cannot write: {exc.strerror}") from None
-    click.echo(f"wrote {escape(str(output))}")
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def _summary(b: _Built) -> str:
+    return f"session {escape(b.rep.att.session)}: {len(b.rep.att.calls)} tool call(s), " + (
+        f"{len(b.rep.findings)} finding(s)"
+    )
+
+
+def _file_name(session: str, ext: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", session).lstrip(".") or "session"
+    name, n = f"{base}.{ext}", 1
+    while name in taken or name in ("index.html", "index.md"):
+        n += 1
+        name = f"{base}-{n}.{ext}"
+    taken.add(name)
+    return name
+
+
+def _all(loc: Any, out_dir: Path, fmt: str, pol: policy.Policy, lock_path: Path | None) -> None:
+    relayed = [s for s in list_sessions(loc) if s.relayed]
+    rows: list[IndexRow] = []
+    taken: set[str] = set()
+    for s in relayed:
+        b = _build(loc, s.id, pol, lock_path)
+        name = _file_name(s.id, fmt, taken)
+        _write(out_dir / name, _render(b, fmt))
+        click.echo(f"wrote {escape(str(out_dir / name))}: {_summary(b)}")
+        rows.append(
+            IndexRow(
+                s.id,
+                s.name,
+                s.start.strftime("%Y-%m-%d %H:%M:%SZ") if s.start else "?",
+                quote_argv(s.command),
+                len(b.rep.att.calls),
+                name,
+                b.rep.findings,
+            )
+        )
+    subject = {"log": str(loc.log_file), "policy": pol.source or "(defaults)"}
+    index = out_dir / f"index.{fmt}"
+    _write(index, render_index_html(rows, subject) if fmt == "html" else _index_md(rows))
+    click.echo(f"wrote {escape(str(index))}: {len(rows)} relayed session(s)")
+
+
+def _index_md(rows: list[IndexRow]) -> str:
+    out = [f"# mcpshim sessions ({len(rows)})", ""]
+    for r in rows:
+        worst = max((f.level for f in r.findings), default=None)
+        out.append(
+            f"- **{md_text(r.session)}** {md_text(r.name)} — started {md_text(r.started)}, "
+            f"{r.tool_calls} tool call(s), {len(r.findings)} finding(s)"
+            f"{f' (highest {worst.label})' if worst else ''}; page {md_text(r.page)}"
+        )
+        for f in sorted(r.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
+            out.append(f"  - **{f.level.label.upper()}** {f.rule.id} — {md_text(f.text)}")
+    return "\n".join(out) + "\n"
+
+
+@click.command("report")
+@location_options
+@session_option("The session (default: the last session run with --mcp).")
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every session run with --mcp: one page each in the directory -o names, and an "
+    "index page (index.html or index.md) listing them with their findings.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, allow_dash=True),
+    help="The file to write ('-' for stdout; with --all, a directory). Default for md: "
+    "stdout; html needs it.",
+)
+@format_option(
+    "html",
+    "md",
+    default="html",
+    help="html: one self-contained page (no scripts, no network); md: for a code review.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML policy ([tools] maps tool names to the commands they may start).",
+)
+@lock_option(
+    "Findings are only the departures from this approval (`mcpshim approve`); --lock alone "
+    "looks for mcpshim.lock next to the client config, then in the user config dir."
+)
+def report(
+    shim_dir: Path | None,
+    log_dir: Path | None,
+    session: str | None,
+    every: bool,
+    output: Path | None,
+    fmt: str,
+    policy_file: Path | None,
+    lock_file: str | None,
+) -> int:
+    """Write a report of one session relayed by `mcpshim run --mcp`, and say which.
+
+    It holds the server's initialize exchange (name, version, protocol, capabilities,
+    instructions), a timeline of the MCP tool calls (and resources/read, prompts/get) with
+    the processes each one started and each response's size and hash, the session's
+    process family, and the review findings with their evidence, including the tool-call
+    rules: processes that outlived their call (MCS501), executables a tool's name does not
+    explain (MCS502), processes of overlapping calls that cannot be told apart (MCS503) and
+    messages that were not JSON-RPC (MCS504). Arguments are shown as recorded, credentials
+    redacted (and said so); process text is escaped.
+
+    Each tool also gets its approval card (what `mcpshim approve` shows: executables and
+    who vouches for them, cwd, network, credential names, what outlived a call). With
+    --lock the findings are only the departures from that approval.
+    """
+    loc = locations(shim_dir, log_dir)
+    pol = load_policy(policy_file)
+    lock_path = resolve_lock(lock_file)
+    if every:
+        if session is not None:
+            raise UsageError("give --session or --all, not both")
+        if output is None or str(output) == "-":
+            raise UsageError("--all writes one page per session: give -o DIR")
+        _all(loc, output, fmt, pol, lock_path)
+        return 0
+    sid = resolve(loc, session)
+    if sid is None:
+        sid = attribution.latest_session(execlog.iter_records(loc, []))
+        if sid is None:
+            raise InputError(f"no session run with --mcp in the log at {loc.log_dir}")
+    if output is None and fmt == "html":
+        raise UsageError("--format html needs -o FILE ('-' for stdout); md goes to stdout")
+    built = _build(loc, sid, pol, lock_path)
+    text = _render(built, fmt)
+    if output is None or str(output) == "-":
+        click.echo(text, nl=False)
+        click.echo(f"mcpshim: report of {_summary(built)}", err=True)
+        return 0
+    if output.is_dir():
+        raise UsageError(f"{output} is a directory (a directory is for --all)")
+    _write(output, text)
+    click.echo(f"wrote {escape(str(output))}: {_summary(built)}")
     return 0
 
 

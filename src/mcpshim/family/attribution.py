@@ -19,7 +19,6 @@ sessions without tool calls.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
+from mcpshim.family.calls import Call, parse_calls
 from mcpshim.family.images import parse_time
 from mcpshim.family.tree import Forest, Image, Node, build_forest, image_of
 from mcpshim.log import execlog
@@ -64,43 +64,6 @@ def anchors_for(loc: Locations) -> Anchor:
         return got if got is not None or boot != here else execlog.now_anchor()
 
     return get
-
-
-@dataclass(frozen=True)
-class Call:
-    index: int
-    id: Any
-    method: str
-    name: str  # tool, prompt or uri
-    arguments: Any
-    request: datetime
-    response: datetime | None
-    is_error: bool | None
-    error_code: int | None
-    where: str
-    alive: frozenset[tuple[int, int | None]] = frozenset()
-    alive_time: datetime | None = None
-    #: the kernel's pid counter as the request went to the server and as its response came
-    #: back (relay.core.PidMark): the pids forked inside the call are in (pid_lo, pid_hi]
-    pid_lo: int | None = None
-    pid_hi: int | None = None
-
-    def forked_inside(self, pid: int) -> bool | None:
-        """Whether a process with this pid was forked while the call ran (None: unknown).
-        Pids wrap at pid_max; a call spans far fewer forks than that."""
-        lo, hi = self.pid_lo, self.pid_hi
-        if lo is None or hi is None:
-            return None
-        return lo < pid <= hi if lo <= hi else (pid > lo or pid <= hi)
-
-    @property
-    def label(self) -> str:
-        return f"{self.method} {self.name} (id {self.id})"
-
-    def duration_ms(self) -> float | None:
-        if self.response is None:
-            return None
-        return (self.response - self.request).total_seconds() * 1000
 
 
 @dataclass
@@ -230,66 +193,6 @@ def latest_session(records: Iterable[Record]) -> str | None:
 # ---- attributing -------------------------------------------------------------------------
 
 
-@dataclass
-class _Req:
-    d: Mapping[str, Any]
-    t: datetime
-    where: str
-    resp: Mapping[str, Any] | None = None
-
-
-def _calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str, Any]]]:
-    pending: dict[tuple[str, str], _Req] = {}
-    order: list[_Req] = []
-    unparsed: list[Mapping[str, Any]] = []
-    for ev in events:
-        d = ev.data
-        if ev.kind == "mcp-request":
-            t = parse_time(d.get("time"))
-            if t is None:
-                continue
-            item = _Req(d, t, ev.where)
-            pending[(str(d.get("direction")), repr(d.get("id")))] = item
-            order.append(item)
-        elif ev.kind == "mcp-response":
-            other = "client->server" if d.get("direction") == "server->client" else "server->client"
-            req = pending.pop((other, repr(d.get("id"))), None)
-            if req is not None:
-                req.resp = d
-        elif ev.kind == "mcp-unparsed":
-            unparsed.append({**d, "where": ev.where})
-    calls = []
-    for i, item in enumerate(order):
-        d, r = item.d, item.resp or {}
-        label = next((k for k in ("tool", "prompt", "uri") if k in d), "tool")
-        alive = frozenset(
-            (p[0], p[1])
-            for p in r.get("alive", [])
-            if isinstance(p, list) and len(p) == 2 and isinstance(p[0], int)
-        )
-        code = r.get("error_code")
-        lo, hi = d.get("last_pid"), r.get("last_pid")
-        calls.append(
-            Call(
-                index=i,
-                id=_call_id(d.get("id")),
-                method=str(d.get("method")),
-                name=str(d.get(label) or "?"),
-                arguments=d.get("arguments"),
-                request=item.t,
-                response=parse_time(r.get("time")),
-                is_error=bool(r["is_error"]) if "is_error" in r else None,
-                error_code=code if isinstance(code, int) else None,
-                where=item.where,
-                alive=alive,
-                alive_time=parse_time(r.get("alive_time")),
-                pid_lo=lo if isinstance(lo, int) and not isinstance(lo, bool) else None,
-                pid_hi=hi if isinstance(hi, int) and not isinstance(hi, bool) else None,
-            )
-        )
-    return calls, unparsed
-
-
 def _start_interval(node: Node, anchor: Anchor) -> tuple[float, float] | None:
     """When the process may have started (UTC seconds): one clock tick wide."""
     if node.start is not None:
@@ -366,7 +269,7 @@ class _Windows:
 def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
     start = next((e.data for e in s.events if e.kind == "session-start"), None)
     end = next((e.data for e in s.events if e.kind == "session-end"), None)
-    calls, unparsed = _calls(s.events)
+    calls, unparsed = parse_calls(s.events)
     forest = build_forest(s.images)
     att = Attribution(session, start, end, calls, forest, _find_server(forest, start))
     att.unparsed = unparsed
@@ -441,10 +344,3 @@ def _outlived(
         late = [(t, text) for t, text in seen.get(ident, ()) if t > resp + _LATE]
         if late:
             att.outlived[node.id] = ("", f"{late[-1][1]} (the call returned at {when})")
-
-
-def _call_id(value: Any) -> Any:
-    """A list or object id (damaged log, refused hostile call) as JSON text: a call keys maps."""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return value

@@ -22,8 +22,11 @@ from mcpshim.render.md import (
     _groups,
     _node_note,
     _owned_tree,
+    args_label,
     call_status,
     image_line,
+    response_text,
+    server_rows,
 )
 from mcpshim.review.findings import Severity
 
@@ -65,6 +68,11 @@ dl.card dt{color:#6b7386}dl.card dd{margin:0}
 def h(text: str | bytes) -> str:
     """Terminal-escaped, then HTML-escaped: inert in the page and when copied out of it."""
     return _html(escape(text), quote=True)
+
+
+def hlines(text: str) -> str:
+    """h() per line, for a <pre>: its newlines stay newlines (h() would show them as \\n)."""
+    return "\n".join(h(line) for line in text.split("\n"))
 
 
 def hq(text: str) -> str:
@@ -139,9 +147,10 @@ def _timeline(att: Attribution) -> str:
                 f'<span class="muted">{h(c.method)}</span> <span class="tool">{h(c.name)}</span> '
                 f'<span class="muted">id {h(str(c.id))} · {_ts(c.request)} → '
                 f"{_ts(c.response)}{f' · {ms:.1f} ms' if ms is not None else ''}</span> "
-                f'<span class="{"error" if c.is_error else "ok"}">{h(status)}</span></div>'
-                f"{_bar(att, c)}<details><summary>arguments (redacted)</summary>"
-                f"<pre>{h(args)}</pre></details>{_proc_items(att, owner)}</div>"
+                f'<span class="{"error" if c.is_error else "ok"}">{h(status)}</span> '
+                f'<span class="muted">response {h(response_text(c))}</span></div>'
+                f"{_bar(att, c)}<details><summary>{h(args_label(c))}</summary>"
+                f"<pre>{hlines(args)}</pre></details>{_proc_items(att, owner)}</div>"
             )
         else:
             names = " or ".join(f"#{i + 1} {h(att.calls[i].name)}" for i in owner or ())
@@ -151,6 +160,17 @@ def _timeline(att: Attribution) -> str:
             )
     out.append("</section>")
     return "".join(out)
+
+
+def _server(init: Mapping[str, Any] | None) -> str:
+    rows = server_rows(init)
+    if not rows:
+        return ""
+    dl = "".join(
+        f"<dt>{h(k)}</dt><dd>{f'<pre>{hlines(v)}</pre>' if chr(10) in v else h(v)}</dd>"
+        for k, v in rows
+    )
+    return f'<section id="server"><h2>Server (initialize)</h2><dl class="card">{dl}</dl></section>'
 
 
 def _tag(att: Attribution, node: Node) -> str:
@@ -206,8 +226,14 @@ def _findings(rep: SessionReport) -> str:
     return "".join(out)
 
 
-def render_html(rep: SessionReport, subject: Mapping[str, Any], cards: str = "") -> str:
-    """The page; `cards`: the approval cards' section (render.cards), after the timeline."""
+def render_html(
+    rep: SessionReport,
+    subject: Mapping[str, Any],
+    cards: str = "",
+    server: Mapping[str, Any] | None = None,
+) -> str:
+    """The page; `cards`: the approval cards' section (render.cards), after the timeline;
+    `server`: the session's mcp-initialize record."""
     att = rep.att
     counts = {s: sum(1 for f in rep.findings if f.level == s) for s in Severity}
     meta = dict(subject)
@@ -223,7 +249,7 @@ def render_html(rep: SessionReport, subject: Mapping[str, Any], cards: str = "")
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>mcpshim report: session {h(att.session)}</title><style>{_CSS}</style></head>"
         f'<body><header><h1>mcpshim session report</h1><dl class="meta">{dl}</dl></header>'
-        f"{_timeline(att)}{cards}{_tree(att)}{_findings(rep)}"
+        f"{_server(server)}{_timeline(att)}{cards}{_tree(att)}{_findings(rep)}"
         f'<footer class="muted">mcpshim {h(__version__)} · generated {made} · '
         "self-contained: no scripts, no external resources</footer></body></html>\n"
     )

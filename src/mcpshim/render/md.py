@@ -29,10 +29,13 @@ from mcpshim.shim.manifest import Manifest
 
 __all__ = [
     "SessionReport",
+    "args_label",
     "call_status",
     "image_line",
     "render_calls_text",
     "render_md",
+    "response_text",
+    "server_rows",
     "session_report",
 ]
 
@@ -87,6 +90,43 @@ def image_line(img: Image) -> str:
     """One image as terminal-safe text: argv quoted and escaped, target escaped."""
     target = escape(img.target) if img.target else "?"
     return f"{quote_argv(argv_of(img))}  -> {target}"
+
+
+def response_text(call: Call) -> str:
+    """The response's size and hash (the relay records no content): `1,234 B sha256 0a1b…`."""
+    if call.response_size is None:
+        return "-"
+    sha = f" sha256 {call.response_sha256[:16]}…" if call.response_sha256 else ""
+    return f"{call.response_size:,} B{sha}"
+
+
+def args_label(call: Call) -> str:
+    """ "arguments", and which credentials were redacted from them when any was."""
+    return f"arguments (redacted: {', '.join(call.redacted)})" if call.redacted else "arguments"
+
+
+def server_rows(init: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The server's initialize exchange as (label, text) rows; [] when none was recorded."""
+    if not init:
+        return []
+
+    def pair(name: str, version: str) -> str:
+        return " ".join(str(init.get(k) or "") for k in (name, version)).strip() or "?"
+
+    rows = [
+        ("server", pair("server_name", "server_version")),
+        ("protocol", str(init.get("protocol_version") or "?")),
+        ("client", pair("client_name", "client_version")),
+        ("capabilities", json.dumps(init.get("capabilities") or {}, sort_keys=True, indent=1)),
+    ]
+    if init.get("instructions"):
+        rows.append(("instructions", str(init["instructions"])))
+    rows.append(("definition sha256", str(init.get("server_sha256") or "?")))
+    if isinstance(init.get("size"), int):
+        rows.append(("initialize response", f"{init['size']:,} B sha256 {init.get('sha256', '?')}"))
+    if init.get("redacted"):
+        rows.append(("redacted", ", ".join(str(r) for r in init["redacted"])))
+    return rows
 
 
 def args_text(value: Any) -> str:
@@ -171,24 +211,35 @@ def md_code(text: str, escaped: bool = False) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
-def render_md(rep: SessionReport, subject: Mapping[str, Any], cards: str = "") -> str:
-    """The session as Markdown; `cards`: the approval cards' Markdown, before the findings."""
+def render_md(
+    rep: SessionReport,
+    subject: Mapping[str, Any],
+    cards: str = "",
+    server: Mapping[str, Any] | None = None,
+) -> str:
+    """The session as Markdown; `cards`: the approval cards' Markdown, before the findings;
+    `server`: its mcp-initialize record."""
     att = rep.att
     out = [f"# mcpshim session {md_text(att.session)}", ""]
     for k, v in subject.items():
         out.append(f"- **{md_text(str(k))}**: {md_text(str(v))}")
+    rows = server_rows(server)
+    if rows:
+        out += ["", "## Server (initialize)", ""]
+        out += [f"- **{md_text(k)}**: {md_code(' '.join(v.split()))}" for k, v in rows]
     out += [
         "",
         "## Tool calls",
         "",
-        "| # | time (UTC) | call | arguments | duration | result |",
-        "|---|---|---|---|---|---|",
+        "| # | time (UTC) | call | arguments | duration | result | response |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in att.calls:
+        red = f" (redacted: {md_text(', '.join(c.redacted))})" if c.redacted else ""
         out.append(
             f"| {c.index + 1} | {_time(c)} | {md_text(c.method)} {md_code(c.name)} "
-            f"| {md_code(json.dumps(c.arguments, ensure_ascii=False, sort_keys=True))} "
-            f"| {_duration(c)} | {call_status(c)} |"
+            f"| {md_code(json.dumps(c.arguments, ensure_ascii=False, sort_keys=True))}{red} "
+            f"| {_duration(c)} | {call_status(c)} | {md_text(response_text(c))} |"
         )
     for tag, owner in _groups(att):
         procs = _owned_tree(att, owner)
