@@ -12,9 +12,9 @@ import click
 from mcpshim.base.display import escape
 from mcpshim.cli.common import fail_on_option, findings_exit, load_policy
 from mcpshim.errors import UsageError
+from mcpshim.pathcheck import clientpath, wrapfile
 from mcpshim.pathcheck import facts as pathfacts
 from mcpshim.pathcheck import wrap as wrapconfig
-from mcpshim.pathcheck import wrapfile
 from mcpshim.pathcheck.clientconfig import McpConfig, load_config
 from mcpshim.pathcheck.launch import launch_line, lint_config
 from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
@@ -169,6 +169,14 @@ def _mcpshim_exe() -> str:
     show_default=True,
     help="Relay and record each server's tool calls (`run --mcp`), or only its execs.",
 )
+@click.option(
+    "--path",
+    "path_value",
+    metavar="PATH",
+    help="The PATH to write after the shim dir for servers without env.PATH (default: the "
+    "one their client would pass: launchd's for Claude Desktop on macOS, else this shell's "
+    "absolute entries, plus the directories of their bare commands).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
 @click.option("--undo", is_flag=True, help="Restore the exact original bytes from the backup.")
 def wrap_config(
@@ -177,6 +185,7 @@ def wrap_config(
     everything: bool,
     shim_dir: Path | None,
     mcp: bool,
+    path_value: str | None,
     dry_run: bool,
     undo: bool,
 ) -> None:
@@ -185,8 +194,11 @@ def wrap_config(
     Each chosen server's command becomes this mcpshim executable and its args
     `run --mcp -- <old command> <old args>` (`run --mcp --dir DIR --` when --dir is given;
     no --mcp with --no-mcp), so review, tree and report file its processes under the tool
-    calls that started them. Its env.PATH becomes `<shim dir>:<its PATH>` (its own
-    env.PATH if set, else this process's PATH, which the client is assumed to pass on).
+    calls that started them. Its env.PATH becomes `<shim dir>:<its PATH>`, deduplicated:
+    its own env.PATH if set, else --path, else the PATH its client would pass (launchd's
+    `/usr/bin:/bin:/usr/sbin:/sbin` for Claude Desktop on macOS; for the others this
+    shell's PATH without relative or empty entries), plus the directory of its bare command
+    when that PATH would not find it. Entries lint-path would flag are warned about.
     Remote (url) servers are skipped; an entry already wrapped is left as it is (--undo,
     then wrap again, to change how). Every other key, value, comment and indentation is
     kept: the file is edited only at those values and the result is re-parsed and
@@ -213,14 +225,17 @@ def wrap_config(
         raise UsageError("name the servers to wrap with --server NAME, or pass --all")
     shim, shim_source = _shim_dir(shim_dir)
     exe = _mcpshim_exe()
+    written: list[clientpath.ClientPath] = []
 
     def plan_for(current: McpConfig) -> wrapconfig.WrapPlan:
+        cp = _client_path(current, servers, shim, path_value)
+        written[:] = [cp]
         return wrapconfig.plan_wrap(
             current,
             servers or None,
             shim,
             exe,
-            os.environ.get("PATH", ""),
+            cp.value.split(":", 1)[1] if ":" in cp.value else "",
             explicit_dir=shim_dir is not None,
             mcp=mcp,
         )
@@ -238,6 +253,42 @@ def wrap_config(
             plan = plan_for(config)
             wrote = wrapfile.apply_plan(plan, config)
     click.echo("\n".join(_wrap_report(plan, dry_run, mcp, shim, shim_source, wrote)))
+    if plan.wrapped and written:
+        for line in _path_report(written[0], shim, shim_source):
+            click.echo(line, err=line.startswith("mcpshim: warning"))
+
+
+def _client_path(
+    config: McpConfig, servers: tuple[str, ...], shim: str, given: str | None
+) -> clientpath.ClientPath:
+    env_path = os.environ.get("PATH", "")
+    if given is not None:
+        base, source = given, "--path"
+    else:
+        base, source = clientpath.client_base(config.client, env_path)
+    chosen = [config.server(n) for n in servers] if servers else list(config.servers)
+    bare = [s.command or "" for s in chosen if s.stdio and "PATH" not in s.env]
+    return clientpath.compose(shim, base, source, bare if given is None else [], env_path)
+
+
+def _path_report(cp: clientpath.ClientPath, shim: str, shim_source: str) -> list[str]:
+    """The PATH written to entries without env.PATH, and what lint-path would say of it."""
+    out = [f"PATH for entries without env.PATH: {escape(cp.value)} (from {cp.source})"]
+    if cp.added:
+        out.append(f"note: added for bare commands: {escape(', '.join(cp.added))}")
+    pol = load_policy(None)
+    settings = LintSettings(
+        trusted_dirs=pol.trusted_dirs,
+        temp_dirs=pol.temp_dirs,
+        sensitive_commands=pol.sensitive_commands,
+        shim_dir=shim,
+        shim_source=shim_source,
+        owners=frozenset({0, os.geteuid()}),
+    )
+    found, _ = lint_path(cp.value, settings, Scope("wrap-config PATH"), "/")
+    for f in sorted(found, key=lambda f: -f.level):
+        out.append(f"mcpshim: warning: {f.level.label} {f.rule.id}: {escape(f.text)}")
+    return out
 
 
 def _wrap_report(
@@ -264,11 +315,6 @@ def _wrap_report(
     for name, why in plan.skipped.items():
         out.append(f"skipped {escape(name)}: {escape(why)}")
     out.append(f"shim dir: {escape(shim)} ({shim_source})")
-    if plan.wrapped:
-        out.append(
-            "note: an entry without env.PATH gets this process's PATH after the shim dir "
-            "(the PATH its client is assumed to pass on)"
-        )
     if load_manifest(Path(shim)) is None:
         out.append(f"note: no shims installed in {escape(shim)} yet; run `mcpshim install`")
     if wrote is not None:

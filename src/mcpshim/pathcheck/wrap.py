@@ -193,7 +193,12 @@ def _new_path(server: ServerEntry, shim_dir: str, inherited: str) -> str | None:
     base = inherited if current is None else current
     if base == shim_dir or base.startswith(shim_dir + ":"):
         return None
-    return f"{shim_dir}:{base}" if base else shim_dir
+    if not base:
+        return shim_dir
+    # deduplicated, the shim dir moved first; what else the entry said (even an empty
+    # entry) is the user's to keep, and lint-path's to flag
+    rest = [e for e in base.split(":") if e.rstrip("/") != shim_dir.rstrip("/")]
+    return ":".join([shim_dir, *dict.fromkeys(rest)])
 
 
 def _wrap_entry(
