@@ -20,6 +20,7 @@ from mcpshim import __version__
 from mcpshim.base.display import escape
 from mcpshim.cli import (
     approve_cmd,
+    completion_cmd,
     export_cmd,
     log_cmd,
     pathlint_cmd,
@@ -31,7 +32,7 @@ from mcpshim.cli import (
 )
 from mcpshim.errors import EXIT_USAGE, McpshimError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "click_message", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -55,6 +56,7 @@ _MODULES = (
     report_cmd,
     approve_cmd,
     export_cmd,
+    completion_cmd,
 )
 for _module in _MODULES:
     for _command in _module.COMMANDS:
@@ -68,9 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     except McpshimError as exc:
         click.echo(f"mcpshim: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # click's usage errors speak as ours do
+        click.echo(f"mcpshim: error: {click_message(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
@@ -82,6 +84,15 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"mcpshim: error: {describe(exc)}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def click_message(exc: click.ClickException) -> str:
+    """One line: what click said, and where to look (`mcpshim review --help`)."""
+    text = escape(" ".join(exc.format_message().split()))
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        text += f" (see `{ctx.command_path} --help`)"
+    return text
 
 
 def describe(exc: OSError) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import fail_on_option, findings_exit, load_policy
+from mcpshim.cli.common import fail_on_option, findings_exit, format_option, load_policy
 from mcpshim.errors import UsageError
 from mcpshim.pathcheck import clientpath, wrapfile
 from mcpshim.pathcheck import facts as pathfacts
@@ -55,8 +55,9 @@ def _shim_dir(shim_dir: Path | None) -> tuple[str, str]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="TOML policy: trusted_dirs, temp_dirs, sensitive_commands, severity, ignore.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True
+@format_option(
+    *RENDERERS,
+    help="text for reading; json: versioned envelope; sarif: SARIF 2.1.0 for code scanning.",
 )
 @fail_on_option
 def lint_path_cmd(

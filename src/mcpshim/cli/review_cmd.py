@@ -157,7 +157,7 @@ def _evidence_limit(value: str) -> str:
     "--policy",
     "policy_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML policy (see policy.example.toml; `mcpshim policy init` writes a starter).",
+    help="TOML policy (`mcpshim policy init` writes a starter with every key explained).",
 )
 @click.option(
     "--baseline",
@@ -323,7 +323,7 @@ def rules_(fmt: str) -> None:
 
 @click.group("policy")
 def policy_group() -> None:
-    """Review policies (TOML; every key is documented in policy.example.toml)."""
+    """Review policies (TOML; `policy init` writes one with every key explained)."""
 
 
 @policy_group.command("init")

@@ -10,7 +10,7 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.cli.approve_cmd import lock_option, resolve_lock
-from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.common import format_option, location_options, locations
 from mcpshim.cli.export_cmd import start_follower
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
@@ -252,14 +252,7 @@ def _hold_to_lock(
     type=click.Path(dir_okay=False, path_type=Path, allow_dash=True),
     help="Write here ('-' for stdout). Default: a new file under the state directory.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text for reading; json (schema mcpshim.snapshot/1) for tools.",
-)
+@format_option("text", "json", help="text for reading; json (schema mcpshim.snapshot/1) for tools.")
 def snapshot(pid: int, output: Path | None, fmt: str) -> int:
     """Save the process family of PID: the ps / pgrep -P / lsof procedure in one step.
 

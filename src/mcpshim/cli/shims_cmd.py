@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import location_options, locations
+from mcpshim.cli.common import DIR_HELP, format_option, location_options, locations
 from mcpshim.errors import InputError, UsageError
 from mcpshim.paths import default_shim_dir
 from mcpshim.shim import install as shim_install
@@ -103,7 +103,7 @@ def install(
 
 @click.command()
 @click.argument("commands", nargs=-1)
-@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path), help=DIR_HELP)
 @click.option("--all", "everything", is_flag=True, help="Remove every shim mcpshim installed.")
 def uninstall(commands: tuple[str, ...], shim_dir: Path | None, everything: bool) -> None:
     """Remove shims (only files mcpshim wrote; the log stays)."""
@@ -114,10 +114,8 @@ def uninstall(commands: tuple[str, ...], shim_dir: Path | None, everything: bool
 
 
 @click.command("list")
-@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path), help=DIR_HELP)
+@format_option("text", "json", help="text for reading; json for tools.")
 def list_(shim_dir: Path | None, fmt: str) -> int:
     """Each shim, its target, and whether the target still matches the manifest; then the
     shim library every shim sources.
@@ -155,7 +153,7 @@ def list_(shim_dir: Path | None, fmt: str) -> int:
 
 
 @click.command()
-@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dir", "shim_dir", type=click.Path(file_okay=False, path_type=Path), help=DIR_HELP)
 @click.option(
     "--shell",
     type=click.Choice(["sh", "fish"]),

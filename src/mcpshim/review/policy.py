@@ -319,9 +319,65 @@ def _tilde(path: str) -> str:
     return "~" + path[len(home) :] if path.startswith(home + "/") else path
 
 
+_STARTER_NOTES = {
+    "version": "Format version of this file. Only 1 exists.",
+    "trusted_dirs": "Directories whose executables are trusted; an executable run from anywhere "
+    "else is MCS119 (low). lint-path uses the same list. Giving the key replaces the default.",
+    "temp_dirs": "Temporary and download directories: an executable run from inside one is "
+    "MCS102 (high); a working directory inside one is MCS104 (low).",
+    "sensitive_commands": "Commands whose PATH lookup matters most: lint-path reports a "
+    "directory that would shadow one of these.",
+    "cwd_roots": "Working directories every command may run in (and below); empty allows any, "
+    "else a cwd outside them is MCS114 (medium).",
+    "strict_commands": "true: a command with no [commands.NAME] table is MCS118 (medium).",
+    "ignore": "Ignores: [[ignore]] tables, each dropping the findings that match every key "
+    "given: rule (an id), command, path (a glob), reason (free text). Example:\n"
+    '[[ignore]]\nrule = "MCS104"\npath = "/tmp/ci-workspace/*"\nreason = "CI checks out '
+    'there on purpose"',
+    "severity": "Severity overrides by rule id (`mcpshim rules` lists them): info, low, medium, "
+    'high, or off (drops the rule\'s findings). Example:\nMCS106 = "info"',
+    "network": "Network destinations any network-capable helper may contact (host or "
+    "host:port globs); one that matches none is MCS108 (medium).",
+    "commands": "One table per command (shim name or executable base name); every key is "
+    "optional, an empty or missing list means anything:\n  targets      absolute paths "
+    "(globs) it may resolve to, else MCS112\n  subcommands  allowed first operands, else "
+    "MCS113\n  args         ...unless the arguments, joined by spaces, match one of these "
+    "globs\n  cwd_roots    where it may run, else MCS114\n  destinations added to "
+    "[network] destinations for it",
+}
+
+
+def _comment(key: str) -> str:
+    """The note on a key as TOML comment lines of at most 92 characters."""
+    out: list[str] = []
+    for para in _STARTER_NOTES[key].split("\n"):
+        line = "#"
+        for word in para.split(" ") if not para.startswith("  ") else [para]:
+            if len(line) + 1 + len(word) > 92 and line != "#":
+                out.append(line)
+                line = "#"
+            line += " " + word
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def dumps_starter() -> str:
-    head = (
-        "# mcpshim review policy (starter written by `mcpshim policy init`).\n"
-        "# Every key is documented in policy.example.toml in the mcpshim sources.\n"
+    """The starter, each key with a comment saying what it does (nothing points at a file a
+    pip install does not have)."""
+    data = starter_dict()
+    out = [
+        "# mcpshim review policy, written by `mcpshim policy init`: today's defaults made\n"
+        "# explicit, nothing allowed yet. Use it with `mcpshim review --policy FILE`. Every key\n"
+        "# is optional (a key left out keeps the default); a malformed file is an error naming\n"
+        "# the line and the key. Paths may start with ~; globs are fnmatch-style.\n"
+    ]
+    for key in ("version", "trusted_dirs", "temp_dirs", "sensitive_commands", "cwd_roots",
+                "strict_commands"):  # fmt: skip
+        out.append("\n" + _comment(key) + tomli_w.dumps({key: data[key]}))
+    for key in ("severity", "network", "commands"):
+        out.append("\n" + _comment(key) + tomli_w.dumps({key: data[key]}).lstrip("\n"))
+    out.append(
+        "\n# MCP tool name -> the commands a call of it is expected to start (run --mcp):\n"
+        '# [tools]\n# run_tests = ["npm", "node", "sh"]\n\n' + _comment("ignore")
     )
-    return head + tomli_w.dumps(starter_dict())
+    return "".join(out)
