@@ -23,6 +23,7 @@ from mcpshim.render.formats import RENDERERS
 from mcpshim.render.report import Report
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import apply_policy
+from mcpshim.shim import registry
 from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
@@ -34,6 +35,13 @@ def _shim_dir(shim_dir: Path | None) -> tuple[str, str]:
     if shim_dir is not None:
         return os.path.abspath(shim_dir), "from --dir"
     return str(default_shim_dir()), "the default; pass --dir to name another"
+
+
+def _other_shim_dirs(shim_dir: Path | None, shim: str) -> tuple[str, ...]:
+    """Without --dir, every shim directory mcpshim installed counts as a shim directory."""
+    if shim_dir is not None:
+        return ()
+    return tuple(d for d in registry.installed() if os.path.realpath(d) != os.path.realpath(shim))
 
 
 @click.command("lint-path")
@@ -119,6 +127,7 @@ def lint_path_cmd(
         shim_dir=shim,
         shim_source=shim_source,
         owners=owners,
+        other_shim_dirs=_other_shim_dirs(shim_dir, shim),
     )
     findings: list[Finding]
     if config_file is not None:

@@ -116,10 +116,12 @@ class LintSettings:
     shim_dir: str
     shim_source: str  # how the shim dir was chosen, said in the finding
     owners: frozenset[int]  # uids whose directories are fine: root and the process's user
+    #: the other shim directories mcpshim installed (shim.registry), when --dir was not given
+    other_shim_dirs: tuple[str, ...] = ()
 
     def trusted(self, f: EntryFacts) -> bool:
         """A trusted directory from the policy, or the shim dir itself."""
-        return self.system(f) or _among(f, (self.shim_dir,))
+        return self.system(f) or _among(f, (self.shim_dir, *self.other_shim_dirs))
 
     def system(self, f: EntryFacts) -> bool:
         return _among(f, self.trusted_dirs)
@@ -219,14 +221,21 @@ def check_project(facts: Sequence[EntryFacts], s: LintSettings, sc: Scope) -> It
 
 
 def check_shim(facts: Sequence[EntryFacts], s: LintSettings, sc: Scope) -> Iterable[Finding]:
-    shim = os.path.realpath(s.shim_dir)
-    idx = next(
-        (f.index for f in facts if f.entry.startswith("/") and (f.real or f.absolute) == shim),
-        None,
+    shims = {os.path.realpath(d): d for d in (s.shim_dir, *s.other_shim_dirs)}
+    idx, found = next(
+        (
+            (f.index, shims[f.real or f.absolute])
+            for f in facts
+            if f.entry.startswith("/") and (f.real or f.absolute) in shims
+        ),
+        (None, s.shim_dir),
     )
     label = f"the shim directory {s.shim_dir} ({s.shim_source})"
+    if found != s.shim_dir:
+        label = f"the shim directory {found} (installed by mcpshim)"
     if idx is None:
-        yield _finding(SHIM, sc, None, f"{label} is not on PATH")
+        also = " nor is any other shim directory mcpshim installed" if s.other_shim_dirs else ""
+        yield _finding(SHIM, sc, None, f"{label} is not on PATH{also}")
     elif idx != 0:
         before = ", ".join(f.entry or "(empty)" for f in facts[:idx])
         yield _finding(SHIM, sc, facts[idx], f"{label} is PATH[{idx}], after {before}")

@@ -22,6 +22,7 @@ from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.execpaths import UNTRUSTED_DIR
 from mcpshim.review.rules.registry import Context, Hit, run_checks
 from mcpshim.review.rules.session_rules import SessionEvidence
+from mcpshim.shim import registry
 from mcpshim.shim.manifest import Manifest
 
 __all__ = [
@@ -107,10 +108,19 @@ def make_context(
     manifest: Manifest | None = None,
     baseline: Baseline | None = None,
 ) -> Context:
+    """With a shim dir (the commands' case), every other shim directory mcpshim installed
+    counts too: its records are recognised by their own manifest (shim.registry)."""
     shim_dirs: tuple[str, ...] = ()
+    others: dict[str, Manifest] = {}
     if shim_dir:
-        shim_dirs = tuple(dict.fromkeys([shim_dir, os.path.realpath(shim_dir)]))
-    return Context(policy, shim_dirs, manifest, baseline)
+        for d, m in registry.installed().items():
+            if os.path.realpath(d) != os.path.realpath(shim_dir):
+                others[d] = others[os.path.realpath(d)] = m
+        dirs = [shim_dir, os.path.realpath(shim_dir), *others]
+        shim_dirs = tuple(dict.fromkeys(dirs))
+        if manifest is not None:
+            others = {shim_dir: manifest, os.path.realpath(shim_dir): manifest, **others}
+    return Context(policy, shim_dirs, manifest, baseline, manifests=others)
 
 
 class _Sessions:
@@ -330,7 +340,7 @@ def review(
     every: int = 50_000,
 ) -> ReviewResult:
     ctx = make_context(policy, shim_dir, manifest, baseline)
-    session_ev = SessionEvidence(policy, manifest.shims if manifest else (), session)
+    session_ev = SessionEvidence(policy, ctx.shim_names(), session)
     result = scan(records, ctx, session, progress, every, session_ev=session_ev)
     if progress is not None:
         progress(result.records, "")

@@ -169,7 +169,7 @@ def review_log(
 ) -> ReviewResult:
     """Review every segment of the log at `loc`, in two processes when it pays."""
     ctx = make_context(policy, shim_dir, manifest, baseline)
-    session_ev = SessionEvidence(policy, manifest.shims if manifest else (), session)
+    session_ev = SessionEvidence(policy, ctx.shim_names(), session)
     can_fork = "fork" in multiprocessing.get_all_start_methods()
     parallel = (workers or os.cpu_count() or 1) > 1 and can_fork
     if not loc.log_dir.is_dir():

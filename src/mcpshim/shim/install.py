@@ -21,6 +21,7 @@ from pathlib import Path
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError, UsageError
 from mcpshim.paths import Locations
+from mcpshim.shim import registry
 from mcpshim.shim.logdir import dir_problem, log_dir_problem, write_boot_anchor
 from mcpshim.shim.manifest import (
     Manifest,
@@ -208,6 +209,7 @@ def install(
     write_manifest(
         loc.shim_dir, Manifest(str(loc.log_dir), on_failure, interp, entries, lib_digest)
     )
+    registry.register(loc.shim_dir)
     return InstallResult(tuple(done), tuple(unchanged), skipped)
 
 

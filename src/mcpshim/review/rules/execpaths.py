@@ -181,9 +181,7 @@ def _writable_reason(ctx: Context, path: str) -> str | None:
 
 
 def _pins(ctx: Context, name: str) -> tuple[str, ...]:
-    pins: list[str] = []
-    if ctx.manifest is not None and name in ctx.manifest.shims:
-        pins.append(ctx.manifest.shims[name].target)
+    pins = ctx.pinned(name)
     cp = ctx.policy.command(name)
     if cp is not None:
         pins += cp.targets
@@ -288,9 +286,10 @@ def _sha256(path: str) -> str | None:
 
 @check(HASH_CHANGED)
 def target_changed(ctx: Context, img: Image) -> Iterator[Hit]:
-    if img.source != "shim" or ctx.manifest is None:
+    manifest = ctx.manifest_for(img) if img.source == "shim" else None
+    if manifest is None:
         return
-    entry = ctx.manifest.shims.get(img.command)
+    entry = manifest.shims.get(img.command)
     if entry is None:
         return
     target = _text(img.target)

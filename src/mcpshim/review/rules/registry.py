@@ -7,6 +7,7 @@ findings grouped by family, with the record that proves each one as evidence. Ev
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,30 @@ class Context:
     manifest: Manifest | None = None
     baseline: Baseline | None = None
     cache: dict[tuple[str, str], Any] = field(default_factory=dict)
+    #: every installed shim directory's manifest (shim.registry), the primary one first
+    manifests: Mapping[str, Manifest] = field(default_factory=dict)
+
+    def manifest_for(self, img: Image) -> Manifest | None:
+        """The manifest of the shim directory a shim record came through."""
+        d = os.path.dirname(img.argv0.decode("utf-8", "surrogateescape"))
+        got = self.manifests.get(d)
+        if got is None and d:
+            got = self.manifests.get(os.path.realpath(d))
+        return got or self.manifest
+
+    def shim_names(self) -> set[str]:
+        """The commands any installed shim directory shims."""
+        names = set(self.manifest.shims) if self.manifest is not None else set()
+        for m in self.manifests.values():
+            names |= set(m.shims)
+        return names
+
+    def pinned(self, name: str) -> list[str]:
+        """What each installed shim directory pins `name` to."""
+        found = [m.shims[name].target for m in self.manifests.values() if name in m.shims]
+        if self.manifest is not None and name in self.manifest.shims:
+            found.insert(0, self.manifest.shims[name].target)
+        return list(dict.fromkeys(found))
 
     def cached(self, kind: str, key: str, compute: Callable[[], Any]) -> Any:
         k = (kind, key)
