@@ -1,11 +1,11 @@
-"""Fuzz: damaged logs through log, tree, review, report and log verify never end in a
-traceback.
+"""Fuzz: damaged logs through log, tree, review, report, log verify and sessions never end
+in a traceback.
 
 2,000 seeded cases (tests/fixtures/logfuzz.py builds each log directory: torn records, bad
 tags, spill pointers to nowhere, huge or non-numeric fields, event records with JSON that
 is not an object, not finite, too deep, or has fields of the wrong type; seal records among
 them). Every case goes through the reader and every view of a record `log` prints, then
-through one of the five commands in turn (one in ten through all five; `log verify` with
+through one of the six commands in turn (one in ten through all six; `log verify` with
 the key the fuzz's seals are signed with), in this process, by the CLI's own entry
 point (`main`, the one place errors become exit codes) with a strict UTF-8 stdout as a
 terminal has; a sample also runs as real `mcpshim` processes. Each command must exit 0,
@@ -48,6 +48,7 @@ def _argvs(seed: int, log_dir: Path, shim_dir: Path) -> list[list[str]]:
         ["review", *where, "--format", rng.choice(["text", "json", "sarif"]), *session],
         ["report", *where, "-o", "-", "--format", rng.choice(["html", "md"]), *session],
         ["log", *where, "verify", "--key", key, "--format", rng.choice(["text", "json"])],
+        ["sessions", *where, "--format", rng.choice(["text", "json"])],
     ]
 
 

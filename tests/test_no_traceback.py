@@ -68,7 +68,7 @@ def test_unexpected_json_in_an_event_record_is_skipped_and_said(home: Home, body
 
 def test_exec_log_that_is_a_directory_is_an_input_error(home: Home) -> None:
     home.loc.log_file.mkdir(parents=True)  # as root, mode 000 stops nothing: a directory does
-    for args in (["log"], ["tree"], ["review"], ["report", "-o", "-"]):
+    for args in (["log"], ["tree"], ["review"], ["report", "-o", "-"], ["sessions"]):
         out = cli(home, *args, "--log-dir", str(home.loc.log_dir))
         one_error_line(out, "exec.log", "not a regular file")
 

@@ -23,6 +23,7 @@ import hashlib
 import heapq
 import io
 import itertools
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -88,7 +89,7 @@ def record_time(rec: Record, arrival: float) -> float:
         t = iso_epoch(rec.data.get("time"))
     else:
         t = rec.btime + rec.uptime if rec.btime is not None and rec.uptime is not None else None
-    return arrival if t is None else t
+    return arrival if t is None or not math.isfinite(t) else t
 
 
 @dataclass

@@ -134,7 +134,10 @@ def drop_reasons(
 
 
 def _iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
+    try:
+        return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 @dataclass

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import math
 import os
 import re
 import sys
@@ -62,9 +63,9 @@ def iso_epoch(value: Any) -> float | None:
         return None
     try:
         t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+    except (ValueError, OverflowError, OSError):
         return None
-    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _partial() -> dict[str, Any]:
@@ -134,9 +135,10 @@ class _Scan:
     def _when(self, bt: bytes, up: bytes, boot: bytes) -> float | None:
         try:
             base = float(bt) if bt else self.anchors.get(boot.decode("ascii", "replace"))
-            return None if base is None else base + float(up)
+            t = None if base is None else base + float(up)
         except ValueError:
             return None
+        return t if t is not None and math.isfinite(t) else None
 
     def _spill(self, name: bytes) -> None:
         text = name.decode("ascii", "replace")
@@ -308,8 +310,8 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
         for seg in segments(loc):
             try:
                 fh = open_regular(seg)
-            except (OSError, InputError):
-                continue
+            except FileNotFoundError:
+                continue  # rotated away meanwhile
             with fh:
                 st = os.fstat(fh.fileno())
                 entry = old.pop((st.st_dev, st.st_ino), None)

@@ -29,7 +29,11 @@ def _int(v: Any) -> int | None:
 
 
 def _utc(t: float | None) -> datetime | None:
-    return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc)
+    """A time from the index; None when a damaged record made it one no clock shows."""
+    try:
+        return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
