@@ -115,9 +115,11 @@ def otlp(
 
 @export.command("otlp-follow", hidden=True)
 @location_options
-@click.option("--session", required=True)
-@click.option("--offset", type=click.IntRange(min=0), required=True)
-@click.option("--endpoint", required=True)
+@click.option("--session", required=True, help="The session to stream.")
+@click.option(
+    "--offset", type=click.IntRange(min=0), required=True, help="Where in exec.log it begins."
+)
+@click.option("--endpoint", required=True, help="The OTLP/HTTP endpoint.")
 @click.option("--parent", type=int, required=True, help="The `run` that started this.")
 def otlp_follow(
     shim_dir: Path | None, log_dir: Path | None, session: str, offset: int, endpoint: str,

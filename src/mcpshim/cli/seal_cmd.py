@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import dumps, escape
-from mcpshim.cli.common import locations
+from mcpshim.cli.common import format_option, locations
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, InputError, UsageError
 from mcpshim.paths import Locations
 from mcpshim.seal import anchors, follow, keys, state, view
@@ -207,9 +207,7 @@ def _verifiers(values: tuple[str, ...]) -> list[keys.Verifier]:
 @click.option(
     "--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), help=_STATE_HELP
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@format_option("text", "json", help="text for reading; json for tools.")
 @click.pass_context
 def verify(
     ctx: click.Context,
@@ -250,9 +248,7 @@ def verify(
     metavar="journald|FILE",
     help="Where to read anchors back from.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@format_option("text", "json", help="text for reading; json for tools.")
 def anchors_(source: str, fmt: str) -> None:
     """List the anchors that can be read back (to check `log verify --anchors` against)."""
     found = anchors.read_anchors(source)
