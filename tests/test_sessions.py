@@ -186,3 +186,15 @@ def test_name_is_run_name_else_what_initialize_said(home: Home) -> None:
     assert (got["S-told"].name, got["S-told"].server) == ("git-server", "git-server 1.2")
     assert _listed(home, "--server", "git-*")[0]["id"] in ("S-named", "S-told")
     assert len(_listed(home, "--server", "git-*")) == 2
+
+
+def test_a_log_whose_index_cannot_be_written_is_listed_all_the_same(three: Home) -> None:
+    before = _listed(three)
+    index = three.loc.index_dir
+    for p in index.iterdir():
+        p.unlink()
+    index.rmdir()
+    index.write_bytes(b"")  # a file where the index directory goes: nothing can be kept
+    assert _listed(three) == before
+    done = _cli(three, "log", "--session", "last", "--format", "json")
+    assert done.returncode == 0 and "by-hand-1" in done.stdout

@@ -8,7 +8,9 @@ up to date reads only what was appended since, with a byte scan over the NUL fra
 records are not decoded: about ten times faster than the reader). `run` brings it up to
 date when a session ends, `sessions` and the session resolver before they answer; a missing
 or damaged index is rebuilt from the segments, and a dropped segment's records drop out
-with it. Updaters take the index's own lock (flock), never the log's: writers never wait.
+with it; where it cannot be written (a log directory the user may only read) it is built in
+memory for the one answer. Updaters take the index's own lock (flock), never the log's:
+writers never wait.
 """
 
 from __future__ import annotations
@@ -265,9 +267,15 @@ def _load(path: Path) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _locked(loc: Locations, wait: float) -> Iterator[bool]:
-    make_private_dir(loc.index_dir)
-    fd = os.open(loc.index_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _locked(loc: Locations, wait: float) -> Iterator[bool | None]:
+    """True: locked; False: another updater held it for `wait` s; None: the index cannot
+    be written here (a read-only log directory): the caller builds it in memory."""
+    try:
+        make_private_dir(loc.index_dir)
+        fd = os.open(loc.index_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield None
+        return
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -300,9 +308,11 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
     if not loc.log_dir.is_dir():
         return None
     with _locked(loc, wait) as got:
-        if not got:
+        if got is False:
             return None
         path = index_path(loc)
+        if got is None:
+            budget = None  # nothing kept: read it all, this once
         old = {(e.get("dev"), e.get("ino")): e for e in _load(path) if isinstance(e, dict)}
         anchors = Anchors(loc.boot_dir)
         entries: list[dict[str, Any]] = []
@@ -332,6 +342,6 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
                 if entry["head_len"] < want:
                     entry["head"], entry["head_len"] = _head(fh, want), want
             entries.append(entry)
-        if changed or old:
+        if (changed or old) and got:
             _save(path, entries)
         return Index(tuple(entries))
