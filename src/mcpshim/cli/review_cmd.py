@@ -31,6 +31,7 @@ from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
+from mcpshim.family.compact import build_compact_forest
 from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
 from mcpshim.paths import Locations
@@ -120,7 +121,7 @@ def tree_(
 
     with _records(loc) as (records, _problems):
         seen = execlog.SessionSeen(note(records), session)
-        forest = tree.build_forest(tree.images(seen, session))
+        forest = build_compact_forest(seen, session)
     seen.check(loc)
     if root_pid is not None:
         forest = forest.select_pid(root_pid)

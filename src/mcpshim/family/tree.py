@@ -14,7 +14,7 @@ walk a million records; `build_forest` keeps the nodes for the views in `render.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -227,7 +227,7 @@ class Node:
 
 @dataclass
 class Forest:
-    roots: list[Node]
+    roots: Sequence[Node]  # a list, or family.compact's roots built on access
     count: int  # processes (known nodes)
     images: int
 

@@ -1,4 +1,5 @@
-"""The exec log: its record codec and streaming reader (execlog), what an event record may hold
+"""The exec log: its record codec and streaming reader (execlog) over its framing
+(framing), what an event record may hold
 (events), boot time anchors (boot), the event writer the supervisor and relay append with
 (eventlog), rename-based rotation and size-based retention, `log --follow` (follow), the
 session index and the sessions it lists (sessionindex, sessions), review marks, credential

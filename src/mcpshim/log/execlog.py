@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mcpshim.base.fdio import open_regular
+from mcpshim.base.frozen import positional
 from mcpshim.errors import InputError
 from mcpshim.log.boot import (
     MAX_SECONDS,
@@ -32,6 +33,8 @@ from mcpshim.log.boot import (
     now_anchor,
 )
 from mcpshim.log.events import event_data
+from mcpshim.log.framing import LogProblem, body_of, pieces
+from mcpshim.log.framing import bodies as _bodies
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -57,7 +60,6 @@ __all__ = [
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_CHUNK = 1 << 22
 _EXEC_FIELDS = 16  # positional fields before the arguments
 #: a spill file name as the shims write it (boot.pid.start.uptime.n): never a path, never hidden
 _SPILL_NAME = re.compile(rb"[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}")
@@ -156,14 +158,6 @@ def missing_session(loc: Locations, session: str) -> InputError:
     )
 
 
-@dataclass(frozen=True)
-class LogProblem:
-    """Something in the log that is not a whole record; reported, never fatal."""
-
-    where: str
-    message: str
-
-
 # ---- encoding ----------------------------------------------------------------------------
 
 
@@ -205,44 +199,57 @@ _NO_ANCHORS = Anchors(None)
 def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> Record:
     if len(fields) < 2 or fields[0] != b"1":
         raise ValueError("unknown record version")
-    kind = fields[1].decode("ascii", "replace")
-    if kind != "exec":
+    if fields[1] != b"exec":
+        kind = fields[1].decode("ascii", "replace")
         if len(fields) != 3:
             raise ValueError(f"{kind} record with {len(fields)} fields")
         return EventRecord(kind, event_data(fields[2]), where)
-    f = fields[2:]
-    if len(f) < _EXEC_FIELDS:
+    # The fields by index (2 + the position after version and kind): one record per exec,
+    # so no slices, and the common integers parsed without a call.
+    if len(fields) < _EXEC_FIELDS + 2:
         raise ValueError("exec record too short")
-    argc = _int(f[15])
-    args = tuple(f[16:])
+    argc = _int(fields[17])
+    args = tuple(fields[18:])
     if argc is None or argc != len(args):
         raise ValueError("exec record argument count does not match")
-    pid = _int(f[3])
+    pid, ppid, start, pstart = [
+        int(b) if b.isdigit() and len(b) <= 18 else _int(b) for b in fields[5:9]
+    ]
     if pid is None:
         raise ValueError("exec record without a pid")
-    red = f[13].decode("ascii", "replace")
-    boot_id = f[2].decode("ascii", "replace")
-    cwd, cwd_unknown = (f[7], "") if f[7].startswith(b"/") else (b"", _cwd_reason(f[7]))
-    return ExecRecord(
-        btime=clock_seconds(f[0]) if f[0] else anchors.get(boot_id),
-        uptime=clock_seconds(f[1]),
-        boot_id=boot_id,
-        pid=pid,
-        ppid=_int(f[4]),
-        start=_int(f[5]),
-        parent_start=_int(f[6]),
-        cwd=cwd,
-        cwd_unknown=cwd_unknown,
-        shim=f[8].decode("utf-8", "replace"),
-        target=f[9],
-        invoked_as=f[10],
-        session=f[11].decode("utf-8", "replace"),
-        path=f[12],
-        redactions=tuple(sorted(set(red.split(",")))) if red else (),
-        parent_cmdline=f[14],
-        args=args,
-        where=where,
+    red = fields[15]
+    boot_id = fields[4].decode("ascii", "replace")
+    cwd, cwd_unknown = fields[9], ""
+    if not cwd.startswith(b"/"):
+        cwd, cwd_unknown = b"", _cwd_reason(cwd)
+    return _make_exec(
+        clock_seconds(fields[2]) if fields[2] else anchors.get(boot_id),
+        clock_seconds(fields[3]),
+        boot_id,
+        pid,
+        ppid,
+        start,
+        pstart,
+        cwd,
+        fields[10].decode("utf-8", "replace"),
+        fields[11],
+        fields[12],
+        fields[13].decode("utf-8", "replace"),
+        fields[14],
+        _redactions(red) if red else (),
+        args,
+        where,
+        fields[16],
+        "exec",
+        cwd_unknown,
     )
+
+
+_make_exec = positional(ExecRecord)
+
+
+def _redactions(field: bytes) -> tuple[str, ...]:
+    return tuple(sorted(set(field.decode("ascii", "replace").split(","))))
 
 
 #: what a shim writes for a cwd it could not resolve (a path starts with /)
@@ -308,49 +315,6 @@ def _parse_one(
         return None, str(exc)
 
 
-def _bodies(
-    stream: BinaryIO, name: str, problems: list[LogProblem], base: int = 0
-) -> Iterator[tuple[int, bytes]]:
-    """The framing: (offset, body) for each record or pointer, `\\0R...`/`\\0P...` without
-    its end marker; what is not a whole record goes to `problems`. `base`: the stream's
-    offset in its file. Memory holds one chunk plus the largest record."""
-    carry = b""  # base: the file offset of carry[0]
-    while True:
-        chunk = stream.read(_CHUNK)
-        buf = carry + chunk if carry else chunk
-        end = buf.rfind(b"\0\n") if chunk else len(buf)
-        if end < 0:
-            carry = buf
-            continue
-        usable = buf[:end] if chunk else buf
-        pos = base
-        pieces = usable.split(b"\0\n")
-        last = len(pieces) - 1
-        for i, piece in enumerate(pieces):
-            plen = len(piece) + 2
-            if not piece:
-                pos += plen
-                continue
-            if not chunk and i == last:
-                problems.append(
-                    LogProblem(f"{name}@{pos}", "torn trailing record (cut short while written)")
-                )
-                break
-            start = max(piece.rfind(b"\0R"), piece.rfind(b"\0P"))
-            if start < 0:
-                problems.append(LogProblem(f"{name}@{pos}", "bytes outside any record"))
-                pos += plen
-                continue
-            if start > 0:
-                problems.append(LogProblem(f"{name}@{pos}", "torn record skipped"))
-            yield pos + start, piece[start:]
-            pos += plen
-        if not chunk:
-            return
-        carry = buf[end + 2 :]
-        base += end + 2
-
-
 def read_stream(
     stream: BinaryIO,
     name: str,
@@ -360,13 +324,32 @@ def read_stream(
     base: int = 0,
 ) -> Iterator[Record]:
     """Stream records from one log file (read from offset `base` on); memory holds one
-    chunk plus the largest record."""
-    for pos, body in _bodies(stream, name, problems, base):
-        rec, problem = _parse_one(body, f"{name}@{pos}", spill_dir, anchors)
+    chunk plus the largest record.
+
+    The common piece is one whole record, `\\0R` then fields and no other NUL: it is
+    split once and decoded here; anything else (a pointer, a torn record, stray bytes)
+    takes the general path (`framing.body_of`, `_parse_one`), which says what is wrong."""
+    for pos, piece in pieces(stream, name, problems, base):
+        if piece.startswith(b"\0R"):
+            parts = piece.split(b"\0=")
+            if parts[0] == b"\0R" and piece.count(b"\0") == len(parts):
+                where = f"{name}@{pos}"
+                try:
+                    rec: Record | None = _decode(parts[1:], where, anchors)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    rec = None
+                    problems.append(LogProblem(where, str(exc)))
+                if rec is not None:
+                    yield rec
+                continue
+        at, body = body_of(pos, piece, name, problems)
+        if at < 0:
+            continue
+        rec, problem = _parse_one(body, f"{name}@{at}", spill_dir, anchors)
         if rec is not None:
             yield rec
         else:
-            problems.append(LogProblem(f"{name}@{pos}", problem))
+            problems.append(LogProblem(f"{name}@{at}", problem))
 
 
 def bodies(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:

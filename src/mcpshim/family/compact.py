@@ -1,0 +1,310 @@
+"""The forest of a whole log in columns, for `tree` over a million records.
+
+`tree.build_forest` keeps a `Node` and an `Image` object per record: about 700 bytes each,
+700 MB for a million. Here a process is a row of integer arrays (its parent, its first
+child and next sibling, its first and last image) and a shim's image is a row too: its
+time as a float, its integers, its place in the log as (segment, offset), and an index
+into a table of the values images share (cwd, command, argv, target, session, PATH...),
+which a log repeats. Images of other sources (observed, traced) stay `Image` objects.
+
+Linking is `tree.Linker`'s, exactly as in `build_forest`, so the forest is the same; its
+roots are `Node` trees made one at a time as a renderer asks for them (`Forest.roots` is
+a sequence that builds each root's subtree on access), so the views need no change and
+memory holds the columns plus one family's objects.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+from mcpshim.base.frozen import positional
+from mcpshim.family.images import Image, image_of
+from mcpshim.family.tree import Forest, Linker, Node
+from mcpshim.log.execlog import ExecRecord, Record, _utc
+
+__all__ = ["build_compact_forest"]
+
+_NONE = -(1 << 63)  # None in an int column
+_make_image = positional(Image)
+
+
+def _int(v: int | None) -> int:
+    return _NONE if v is None else v
+
+
+def _opt(v: int) -> int | None:
+    return None if v == _NONE else v
+
+
+class _Columns:
+    """Nodes and images as arrays; indices are the Linker's node ids."""
+
+    def __init__(self) -> None:
+        self.linker = Linker()
+        self.count = self.total = 0
+        i, q = "i", "q"
+        # nodes
+        self.boot, self.pid, self.start = array(i), array(q), array(q)
+        self.known = array("b")
+        self.parent, self.kid, self.kid_last, self.sib = array(i), array(i), array(i), array(i)
+        self.img, self.img_last = array(i), array(i)
+        # images: the next image of the same node, and a shim row (>= 0) or -1 - an
+        # index into `others`
+        self.i_next, self.i_ref = array(i), array(i)
+        self.others: list[Image] = []
+        self.mixed: set[int] = set()  # nodes holding an image of another source
+        # shim rows
+        self.r_seg, self.r_off, self.r_time = array(i), array(q), array("d")
+        self.r_ppid, self.r_start, self.r_pstart, self.r_static = (
+            array(q),
+            array(q),
+            array(q),
+            array(i),
+        )
+        self.statics: list[tuple[object, ...]] = []
+        self._static_ids: dict[tuple[object, ...], int] = {}
+        self.boots: list[str] = []
+        self._boot_ids: dict[str, int] = {}
+        self.segs: list[str] = []
+        self._seg_ids: dict[str, int] = {}
+        self.wheres: dict[int, str] = {}  # rows whose place is not "segment@offset"
+
+    # ---- building --------------------------------------------------------------------
+
+    def _new_node(self, boot: str, pid: int, start: int | None, known: bool) -> int:
+        b = self._boot_ids.get(boot)
+        if b is None:
+            b = self._boot_ids[boot] = len(self.boots)
+            self.boots.append(boot)
+        self.boot.append(b)
+        self.pid.append(pid)
+        self.start.append(_int(start))
+        self.known.append(known)
+        for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
+            col.append(-1)
+        return len(self.pid) - 1
+
+    def _row(self, rec: ExecRecord) -> int:
+        static = (
+            rec.cwd,
+            rec.cwd_unknown,
+            rec.shim,
+            rec.target,
+            rec.invoked_as,
+            rec.args,
+            rec.session,
+            rec.redactions,
+            rec.parent_cmdline,
+            rec.path,
+        )
+        sid = self._static_ids.get(static)
+        if sid is None:
+            sid = self._static_ids[static] = len(self.statics)
+            self.statics.append(static)
+        row = len(self.r_static)
+        seg, sep, off = rec.where.rpartition("@")
+        if sep and off.isascii() and off.isdigit() and str(int(off)) == off:
+            s = self._seg_ids.get(seg)
+            if s is None:
+                s = self._seg_ids[seg] = len(self.segs)
+                self.segs.append(seg)
+            self.r_seg.append(s)
+            self.r_off.append(int(off))
+        else:
+            self.r_seg.append(-1)
+            self.r_off.append(0)
+            self.wheres[row] = rec.where
+        t = math.nan if rec.btime is None or rec.uptime is None else rec.btime + rec.uptime
+        self.r_time.append(t)
+        self.r_ppid.append(_int(rec.ppid))
+        self.r_start.append(_int(rec.start))
+        self.r_pstart.append(_int(rec.parent_start))
+        self.r_static.append(sid)
+        return row
+
+    def _append_image(self, node: int, ref: int) -> None:
+        k = len(self.i_ref)
+        self.i_ref.append(ref)
+        self.i_next.append(-1)
+        last = self.img_last[node]
+        if last < 0:
+            self.img[node] = k
+        else:
+            self.i_next[last] = k
+        self.img_last[node] = k
+
+    def _chain(self, node: int) -> Iterator[int]:
+        k = self.img[node]
+        while k >= 0:
+            yield k
+            k = self.i_next[k]
+
+    def _source_pid(self, k: int, node: int) -> tuple[str, int]:
+        ref = self.i_ref[k]
+        if ref >= 0:
+            return "shim", self.pid[node]
+        img = self.others[-1 - ref]
+        return img.source, img.pid
+
+    def _merged(self, node: int, source: str, pid: int) -> bool:
+        """tree._merged on columns: a traced shim exec is shown once, as the shim's image."""
+        if source == "trace-shim":
+            return any(self._source_pid(k, node) == ("shim", pid) for k in self._chain(node))
+        if source == "shim" and node in self.mixed:
+            keep = [
+                k for k in self._chain(node) if self._source_pid(k, node) != ("trace-shim", pid)
+            ]
+            self.img[node] = self.img_last[node] = -1
+            for k in keep:
+                last = self.img_last[node]
+                if last < 0:
+                    self.img[node] = k
+                else:
+                    self.i_next[last] = k
+                self.i_next[k] = -1
+                self.img_last[node] = k
+        return False
+
+    def _adopt_child(self, parent: int, child: int) -> None:
+        self.parent[child] = parent
+        last = self.kid_last[parent]
+        if last < 0:
+            self.kid[parent] = child
+        else:
+            self.sib[last] = child
+        self.kid_last[parent] = child
+
+    def add(self, rec: Record, session: str | None) -> None:
+        if isinstance(rec, ExecRecord):
+            if session is not None and rec.session != session:
+                return
+            source, boot, pid, sess = "shim", rec.boot_id, rec.pid, rec.session
+            ppid, start, pstart = rec.ppid, rec.start, rec.parent_start
+            ref = self._row(rec)
+        else:
+            img = image_of(rec)
+            if img is None or (session is not None and img.session != session):
+                return
+            source, boot, pid, sess = img.source, img.boot_id, img.pid, img.session
+            ppid, start, pstart = img.ppid, img.start, img.parent_start
+            ref = -1 - len(self.others)
+            self.others.append(img)
+        link = self.linker.add(boot, pid, ppid, start, pstart, sess)
+        self.total += 1
+        if not link.new:
+            if not self._merged(link.node, source, pid):
+                self._append_image(link.node, ref)
+                if ref < 0:
+                    self.mixed.add(link.node)
+            return
+        if link.unknown_parent and link.parent == len(self.pid):
+            assert link.parent is not None
+            self._new_node(boot, self.linker.unknown_pid[link.parent], None, False)
+        node = self._new_node(boot, pid, start, True)
+        self._append_image(node, ref)
+        if ref < 0:
+            self.mixed.add(node)
+        self.count += 1
+        if link.parent is not None:
+            self._adopt_child(link.parent, node)
+        if link.adopted is not None:
+            orphanage = link.adopted
+            c = self.kid[orphanage]
+            while c >= 0:
+                self.parent[c] = node
+                c = self.sib[c]
+            self.kid[node], self.kid_last[node] = self.kid[orphanage], self.kid_last[orphanage]
+            self.kid[orphanage] = self.kid_last[orphanage] = -1
+
+    # ---- reading back ----------------------------------------------------------------
+
+    def image(self, k: int, node: int) -> Image:
+        ref = self.i_ref[k]
+        if ref < 0:
+            return self.others[-1 - ref]
+        (cwd, cwd_unknown, shim, target, argv0, args, sess, red, pcmd, path) = self.statics[
+            self.r_static[ref]
+        ]
+        seg = self.r_seg[ref]
+        where = self.wheres[ref] if seg < 0 else f"{self.segs[seg]}@{self.r_off[ref]}"
+        t = self.r_time[ref]
+        return _make_image(
+            "shim",
+            where,
+            None if math.isnan(t) else _utc(t),
+            self.boots[self.boot[node]],
+            self.pid[node],
+            _opt(self.r_ppid[ref]),
+            _opt(self.r_start[ref]),
+            _opt(self.r_pstart[ref]),
+            cwd,
+            shim,
+            target,
+            argv0,
+            args,
+            sess,
+            red,
+            None,
+            cwd_unknown,
+            pcmd,
+            path,
+            False,
+        )
+
+    def node(self, i: int, parent: Node | None) -> Node:
+        imgs = [self.image(k, i) for k in self._chain(i)]
+        boot = self.boots[self.boot[i]]
+        return Node(
+            i, boot, self.pid[i], _opt(self.start[i]), bool(self.known[i]), imgs, [], parent
+        )
+
+    def subtree(self, root: int) -> Node:
+        top = self.node(root, None)
+        stack = [(root, top)]
+        while stack:
+            i, n = stack.pop()
+            c = self.kid[i]
+            while c >= 0:
+                child = self.node(c, n)
+                n.children.append(child)
+                stack.append((c, child))
+                c = self.sib[c]
+        return top
+
+
+class _Roots(Sequence[Node]):
+    """The roots in node order, each built (with its subtree) when asked for."""
+
+    def __init__(self, cols: _Columns, ids: array[int]) -> None:
+        self._cols, self._ids = cols, ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Node: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Node]: ...
+    def __getitem__(self, i: int | slice) -> Node | Sequence[Node]:
+        if isinstance(i, slice):
+            return [self._cols.subtree(r) for r in self._ids[i]]
+        return self._cols.subtree(self._ids[i])
+
+    def __iter__(self) -> Iterator[Node]:
+        for r in self._ids:
+            yield self._cols.subtree(r)
+
+
+def build_compact_forest(records: Iterable[Record], session: str | None = None) -> Forest:
+    """`build_forest(images(records, session))`, the same forest, kept in columns."""
+    cols = _Columns()
+    for rec in records:
+        cols.add(rec, session)
+    known, parent, kid = cols.known, cols.parent, cols.kid
+    ids = array(
+        "i", (n for n in range(len(cols.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))
+    )
+    return Forest(_Roots(cols, ids), cols.count, cols.total)
