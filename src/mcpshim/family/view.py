@@ -16,8 +16,20 @@ __all__ = ["argv_of", "evidence_line", "parent_line", "session_parents", "stamp"
 
 
 def stamp(img: Image) -> str:
-    """An image's time as every view shows it: UTC to the millisecond, '?' when unknown."""
-    return img.time.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" if img.time else "?"
+    """An image's time as every view shows it: UTC to the millisecond, '?' when unknown.
+
+    Formatted field by field, as strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] would (a tree
+    prints one per image; strftime costs three times as much); strftime itself below year
+    1000, where C libraries differ on padding."""
+    t = img.time
+    if t is None:
+        return "?"
+    if t.year < 1000:
+        return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return (
+        f"{t.year}-{t.month:02}-{t.day:02}T{t.hour:02}:{t.minute:02}:{t.second:02}"
+        f".{t.microsecond // 1000:03}Z"
+    )
 
 
 def parent_line(img: Image) -> str:

@@ -86,13 +86,23 @@ def render_findings_text(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: an image's text after its time stamp, by what it is made of: a log repeats its command
+#: lines, and quoting one costs more than the rest of its line (bounded, cleared when full)
+_REST: dict[tuple[object, ...], str] = {}
+
+
 def _image_text(img: Image) -> str:
-    parent = parent_line(img)
-    return (
-        f"[{img.source}] {stamp(img)} {quote_argv(argv_of(img))}"
-        f"  -> {escape(img.target) if img.target else '?'}"
-        + (f"  started by {parent}" if parent else "")
-    )
+    key = (img.source, img.command, img.argv0, img.args, img.target, img.parent_cmdline)
+    rest = _REST.get(key)
+    if rest is None:
+        if len(_REST) >= 1 << 16:
+            _REST.clear()
+        parent = parent_line(img)
+        rest = _REST[key] = (
+            f"{quote_argv(argv_of(img))}  -> {escape(img.target) if img.target else '?'}"
+            + (f"  started by {parent}" if parent else "")
+        )
+    return f"[{img.source}] {stamp(img)} {rest}"
 
 
 def _mark(mark: Callable[[str], str] | None, img: Image) -> str:

@@ -1,0 +1,169 @@
+"""tree's forest in columns (family.compact) against the object forest it replaces.
+
+The reference is `tree.build_forest(tree.images(records))`, the Node/Image forest that
+attribution still builds per session and that `tree` built for the whole log before
+issue 20: both are rendered by the same text, JSON and dot views and must agree byte for
+byte, on the seeded 50,000-record log of benchmarks/review_scale.py (the realistic shape:
+pids wrapping, two boots, exec images, unknown parents) and on a small log holding the
+rarer cases (pid reuse, a parent that turns up after its child, observed and traced
+images merged with a shim's, a session filter).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import Home
+from mcpshim.base.frozen import positional
+from mcpshim.family import trace_merge, tree
+from mcpshim.family.compact import build_compact_forest
+from mcpshim.family.view import stamp
+from mcpshim.log import eventlog, execlog
+from mcpshim.render.dot import render_tree_dot
+from mcpshim.render.json import render_tree_json
+from mcpshim.render.text import render_tree_text
+from test_review_kit import fake_exec
+
+_ = trace_merge  # registers the trace sources
+
+BOOT_A = "aaaaaaaa-0000-4000-8000-000000000001"
+BOOT_B = "bbbbbbbb-0000-4000-8000-000000000002"
+
+#: SHA-256 of render_tree_text(forest, {}) of the seeded 50,000-record log (its temporary
+#: directory written as TMP), computed with main d6f18bd's code (before issue 20) by
+#: tree.build_forest(tree.images(records)); the same figure the CLI's output gave then.
+MAIN_TEXT_SHA256 = "55b40f0821ccc8a3ef955501bdd4fd63cd81d14ee60a4f3e2d828a82dc2ce156"
+
+
+def _bench() -> object:
+    path = Path(__file__).parents[1] / "benchmarks" / "review_scale.py"
+    spec = importlib.util.spec_from_file_location("review_scale", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _views(forest: tree.Forest) -> tuple[str, str, str]:
+    return render_tree_text(forest, {}), render_tree_json(forest, {}), render_tree_dot(forest, {})
+
+
+def _records(log_dir: Path) -> list[execlog.Record]:
+    problems: list[execlog.LogProblem] = []
+    with open(log_dir / "exec.log", "rb") as fh:
+        recs = list(execlog.read_stream(fh, "exec.log", log_dir / "spill", problems))
+    assert problems == []
+    return recs
+
+
+def test_compact_forest_equals_the_object_forest_on_a_seeded_log(tmp_path: Path) -> None:
+    bench = _bench()
+    bench.generate(tmp_path / "log", tmp_path / "shims", 50_000)  # type: ignore[attr-defined]
+    recs = _records(tmp_path / "log")
+    assert len(recs) == 50_000
+    old = tree.build_forest(tree.images(recs))
+    new = build_compact_forest(recs)
+    assert (new.count, new.images, len(new.roots)) == (old.count, old.images, len(old.roots))
+    assert old.count > 40_000 and len(old.roots) > 1  # processes, exec images, unknown roots
+    text, js, dot = _views(new)
+    assert (text, js, dot) == _views(old)
+    digest = hashlib.sha256(text.replace(str(tmp_path), "TMP").encode()).hexdigest()
+    assert digest == MAIN_TEXT_SHA256
+    # one session, as `tree --session` reads it
+    sess = next(r.session for r in recs[len(recs) // 2 :] if isinstance(r, execlog.ExecRecord))
+    old_s = tree.build_forest(tree.images(recs, sess))
+    assert _views(build_compact_forest(recs, sess)) == _views(old_s)
+
+
+def _trace(home: Home, pid: int, ppid: int, start: int, argv: list[str], shim: bool) -> None:
+    data = {"session": "", "time": "2026-01-02T03:04:05.678+02:00", "boot_id": BOOT_A}
+    data |= {"pid": pid, "ppid": ppid, "start": start, "result": "ok", "cwd": "/w"}
+    data |= {"filename": "/usr/bin/" + argv[0], "argv": argv}
+    if shim:
+        data["via_shim"] = "/shims/" + argv[0]
+    eventlog.append_event(home.loc, "trace-exec", data)
+
+
+def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> None:
+    loc = home.loc
+    # pid reuse: 500 lived at 1000 with a child, then again at 5000; a late child of the first
+    fake_exec(loc, boot=BOOT_A, pid=500, ppid=1, start=1000, shim="sh", args=["-c", "a"])
+    fake_exec(loc, boot=BOOT_A, pid=501, ppid=500, start=1010, args=["status"], cwd="/x")
+    fake_exec(loc, boot=BOOT_A, pid=500, ppid=1, start=5000, shim="sh", args=["-c", "b"])
+    fake_exec(loc, boot=BOOT_A, pid=777, ppid=500, start=5050, args=["log"], session="s1")
+    fake_exec(loc, boot=BOOT_A, pid=778, ppid=500, start=1020, args=["diff"])
+    fake_exec(loc, boot=BOOT_B, pid=501, ppid=500, start=1010, args=["show"])
+    # a child logged before its parent: the parent adopts the unknown node's children
+    fake_exec(loc, boot=BOOT_A, pid=11, ppid=10, start=105, args=["status"], session="s1")
+    fake_exec(loc, boot=BOOT_A, pid=12, ppid=10, start=106, args=["log"], session="s1")
+    fake_exec(
+        loc, boot=BOOT_A, pid=10, ppid=1, start=100, shim="sh", args=["-c", "q"], session="s1"
+    )
+    # one process, several images: sh then exec git; traced halves merged into the shim's
+    fake_exec(loc, boot=BOOT_A, pid=900, ppid=10, start=110, shim="sh", args=["-c", "exec git"])
+    _trace(home, 900, 10, 110, ["git", "log"], shim=True)
+    fake_exec(loc, boot=BOOT_A, pid=900, ppid=10, start=110, args=["log"], cwd="/y")
+    _trace(home, 900, 10, 110, ["git", "log"], shim=True)  # after the shim's: not shown
+    _trace(home, 901, 900, 120, ["cat", "f"], shim=True)
+    _trace(home, 901, 900, 120, ["cat", "f"], shim=False)
+    fake_exec(loc, boot=BOOT_A, pid=901, ppid=900, start=120, shim="cat", target="/usr/bin/cat")
+    eventlog.append_event(
+        loc,
+        "observed",
+        {"session": "s1", "time": "2026-01-02T03:04:05Z", "boot_id": BOOT_A, "pid": 950},
+    )
+    eventlog.append_event(
+        loc,
+        "observed",
+        {
+            "session": "",
+            "time": "0999-01-02T03:04:05.5+00:00",
+            "boot_id": BOOT_A,
+            "pid": 951,
+            "ppid": 900,
+            "start": 130,
+            "exe": "/usr/bin/sleep",
+            "cmdline": ["sleep", "x"],
+            "cmdline_b64": {"1": "/w=="},
+        },
+    )
+    recs = list(home.records())
+    assert any(isinstance(r, execlog.EventRecord) for r in recs)
+    for session in (None, "s1", ""):
+        old = tree.build_forest(tree.images(recs, session))
+        new = build_compact_forest(recs, session)
+        assert _views(new) == _views(old), session
+        assert [n.pid for r in new.roots for n in r.walk()] == [
+            n.pid for r in old.roots for n in r.walk()
+        ]
+    assert "[trace" in render_tree_text(tree.build_forest(tree.images(recs)), {})
+    assert new.select_pid(900).count == old.select_pid(900).count > 0
+
+
+def test_stamp_formats_as_strftime_did() -> None:
+    rnd = random.Random(20)
+    zones = [timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-9, minutes=-30))]
+    for _ in range(20_000):
+        t = datetime(1, 1, 1, tzinfo=rnd.choice(zones)) + timedelta(
+            microseconds=rnd.randrange(0, 315_537_897_599_999_999)
+        )
+        img = tree.Image("shim", "", t, "", 1, None, None, None, b"/", "x", b"", b"", (), "")
+        assert stamp(img) == t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", t
+
+
+def test_positional_builds_the_same_frozen_instance() -> None:
+    make = positional(execlog.ExecRecord)
+    values = (1.5, 2.0, "b", 7, 1, 3, None, b"/", "git", b"/g", b"/s", "s", b"P", ("x",))
+    values += ((b"a",), "exec.log@0", b"", "exec", "")
+    rec = make(*values)
+    assert rec == execlog.ExecRecord(*values) and hash(rec) == hash(execlog.ExecRecord(*values))
+    with pytest.raises(AttributeError):
+        rec.pid = 8  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        positional(execlog.LogProblem)  # no slots
