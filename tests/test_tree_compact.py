@@ -82,7 +82,11 @@ def test_compact_forest_equals_the_object_forest_on_a_seeded_log(tmp_path: Path)
 
 
 def _trace(home: Home, pid: int, ppid: int, start: int, argv: list[str], shim: bool) -> None:
-    data = {"session": "", "time": "2026-01-02T03:04:05.678+02:00", "boot_id": BOOT_A}
+    data: dict[str, object] = {
+        "session": "",
+        "time": "2026-01-02T03:04:05.678+02:00",
+        "boot_id": BOOT_A,
+    }
     data |= {"pid": pid, "ppid": ppid, "start": start, "result": "ok", "cwd": "/w"}
     data |= {"filename": "/usr/bin/" + argv[0], "argv": argv}
     if shim:
@@ -159,10 +163,11 @@ def test_stamp_formats_as_strftime_did() -> None:
 
 def test_positional_builds_the_same_frozen_instance() -> None:
     make = positional(execlog.ExecRecord)
-    values = (1.5, 2.0, "b", 7, 1, 3, None, b"/", "git", b"/g", b"/s", "s", b"P", ("x",))
-    values += ((b"a",), "exec.log@0", b"", "exec", "")
+    values: tuple[object, ...] = (1.5, 2.0, "b", 7, 1, 3, None, b"/", "git", b"/g", b"/s")
+    values += ("s", b"P", ("x",), (b"a",), "exec.log@0", b"", "exec", "")
     rec = make(*values)
-    assert rec == execlog.ExecRecord(*values) and hash(rec) == hash(execlog.ExecRecord(*values))
+    same = execlog.ExecRecord(*values)  # type: ignore[arg-type]
+    assert rec == same and hash(rec) == hash(same)
     with pytest.raises(AttributeError):
         rec.pid = 8  # type: ignore[misc]
     with pytest.raises(TypeError):
