@@ -137,6 +137,10 @@ def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> No
             "cmdline_b64": {"1": "/w=="},
         },
     )
+    # pids and starts of up to 19 digits are read as numbers: wider than an array's int64
+    wide = 9_999_999_999_999_999_999
+    fake_exec(loc, boot=BOOT_A, pid=wide, ppid=wide - 1, start=wide, args=["w"])
+    fake_exec(loc, boot=BOOT_A, pid=wide - 2, ppid=wide, start=wide, args=["v"])
     recs = list(home.records())
     assert any(isinstance(r, execlog.EventRecord) for r in recs)
     for session in (None, "s1", ""):

@@ -28,15 +28,9 @@ from mcpshim.log.execlog import ExecRecord, Record, _utc
 __all__ = ["build_compact_forest"]
 
 _NONE = -(1 << 63)  # None in an int column
+_WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in _Columns.wide
+_MAX = (1 << 63) - 1
 _make_image = positional(Image)
-
-
-def _int(v: int | None) -> int:
-    return _NONE if v is None else v
-
-
-def _opt(v: int) -> int | None:
-    return None if v == _NONE else v
 
 
 class _Columns:
@@ -71,6 +65,27 @@ class _Columns:
         self.segs: list[str] = []
         self._seg_ids: dict[str, int] = {}
         self.wheres: dict[int, str] = {}  # rows whose place is not "segment@offset"
+        self.wide: dict[tuple[int, int], int] = {}  # (id of the column, row) -> value
+
+    def _put(self, col: array[int], v: int | None) -> None:
+        if v is None:
+            col.append(_NONE)
+        elif _WIDE < v <= _MAX:
+            col.append(v)
+        else:
+            self.wide[(id(col), len(col))] = v
+            col.append(_WIDE)
+
+    def _pid(self, node: int) -> int:
+        pid = self._get(self.pid, node)
+        assert pid is not None  # a node's pid (an unknown node's: the ppid it stands for)
+        return pid
+
+    def _get(self, col: array[int], i: int) -> int | None:
+        v = col[i]
+        if v == _NONE:
+            return None
+        return self.wide[(id(col), i)] if v == _WIDE else v
 
     # ---- building --------------------------------------------------------------------
 
@@ -80,8 +95,8 @@ class _Columns:
             b = self._boot_ids[boot] = len(self.boots)
             self.boots.append(boot)
         self.boot.append(b)
-        self.pid.append(pid)
-        self.start.append(_int(start))
+        self._put(self.pid, pid)
+        self._put(self.start, start)
         self.known.append(known)
         for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
             col.append(-1)
@@ -119,9 +134,9 @@ class _Columns:
             self.wheres[row] = rec.where
         t = math.nan if rec.btime is None or rec.uptime is None else rec.btime + rec.uptime
         self.r_time.append(t)
-        self.r_ppid.append(_int(rec.ppid))
-        self.r_start.append(_int(rec.start))
-        self.r_pstart.append(_int(rec.parent_start))
+        self._put(self.r_ppid, rec.ppid)
+        self._put(self.r_start, rec.start)
+        self._put(self.r_pstart, rec.parent_start)
         self.r_static.append(sid)
         return row
 
@@ -145,7 +160,7 @@ class _Columns:
     def _source_pid(self, k: int, node: int) -> tuple[str, int]:
         ref = self.i_ref[k]
         if ref >= 0:
-            return "shim", self.pid[node]
+            return "shim", self._pid(node)
         img = self.others[-1 - ref]
         return img.source, img.pid
 
@@ -236,10 +251,10 @@ class _Columns:
             where,
             None if math.isnan(t) else _utc(t),
             self.boots[self.boot[node]],
-            self.pid[node],
-            _opt(self.r_ppid[ref]),
-            _opt(self.r_start[ref]),
-            _opt(self.r_pstart[ref]),
+            self._pid(node),
+            self._get(self.r_ppid, ref),
+            self._get(self.r_start, ref),
+            self._get(self.r_pstart, ref),
             cwd,
             shim,
             target,
@@ -258,7 +273,14 @@ class _Columns:
         imgs = [self.image(k, i) for k in self._chain(i)]
         boot = self.boots[self.boot[i]]
         return Node(
-            i, boot, self.pid[i], _opt(self.start[i]), bool(self.known[i]), imgs, [], parent
+            i,
+            boot,
+            self._pid(i),
+            self._get(self.start, i),
+            bool(self.known[i]),
+            imgs,
+            [],
+            parent,
         )
 
     def subtree(self, root: int) -> Node:
