@@ -1,10 +1,10 @@
-"""The exec log: its record codec and streaming reader (execlog) over its framing
-(framing), what an event record may hold
-(events), boot time anchors (boot), the event writer the supervisor and relay append with
-(eventlog), rename-based rotation and size-based retention, `log --follow` (follow), the
-session index and the sessions it lists (sessionindex, sessions), review marks, credential
-redaction shared by every writer (its one table in redact_rules, the Python side in redact,
-the shim's sh rendered by redact_sh), and the JSON/ECS/text views of a record (logview).
+"""The exec log: its record codec and streaming reader (execlog) over its framing (framing),
+what an event record may hold (events), boot time anchors (boot), the event writer the
+supervisor and relay append with (eventlog), rename-based rotation and size-based retention,
+`log --follow` (follow), the session index and the sessions it lists (sessionindex,
+sessions), review marks, credential redaction shared by every writer (its one table in
+redact_rules, the Python side in redact, the shim's sh rendered by redact_sh), and the
+JSON/ECS/text views of a record (logview).
 
 Everything that reads or writes `exec.log` goes through here; nothing here knows about
 families, rules or the command line.
