@@ -40,7 +40,8 @@ def traced(
     assert STRACE is not None
     output = tmp_path / "strace.out"
     wd = cwd or tmp_path
-    proc = subprocess.Popen(strace_argv(STRACE, str(output), argv), env=env, cwd=wd)
+    # Without -v: these tests need no environment (test_trace_env has the one that does).
+    proc = subprocess.Popen(strace_argv(STRACE, str(output), argv, env=False), env=env, cwd=wd)
     tracer = 0
     deadline = time.monotonic() + 10
     while not tracer and time.monotonic() < deadline:

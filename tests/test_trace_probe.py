@@ -45,8 +45,8 @@ def test_strace_missing_from_path(tmp_path: Path) -> None:
     if LINUX:
         assert "strace is not installed or not on PATH" in why
         assert "apt-get install strace" in why
-    assert "--trace=auto" in why
-    with pytest.raises(UsageError, match="--trace: "):
+    # The reason says what is missing; plain --trace adds how to run without it.
+    with pytest.raises(UsageError, match=r"--trace: .*the default \(--trace=auto\) falls back"):
         require_trace(str(tmp_path))
 
 
@@ -79,4 +79,3 @@ def test_ptrace_forbidden_by_seccomp() -> None:
     assert strace is None
     assert "strace cannot trace a child process here" in why
     assert "ptrace" in why and "Operation not permitted" in why
-    assert "--trace=auto" in why

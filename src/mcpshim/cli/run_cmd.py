@@ -19,6 +19,7 @@ from mcpshim.otel import sdk
 from mcpshim.relay.gate import Gate
 from mcpshim.seal.follow import following
 from mcpshim.seal.state import unsealed_check
+from mcpshim.shim import zdotdir as zdotdir_mod
 from mcpshim.supervise import snapshot as snapshot_mod
 from mcpshim.supervise.departwatch import DepartureWatch
 from mcpshim.supervise.relayed import run_relayed
@@ -55,11 +56,26 @@ __all__ = ["COMMANDS"]
 @click.option(
     "--trace",
     type=click.Choice(["on", "auto", "off"]),
-    default="off",
+    default="auto",
+    show_default=True,
     is_flag=False,
     flag_value="on",
-    help="Linux: record every exec of the family with strace (--trace), or try and fall "
-    "back to shims plus sampling when strace cannot trace here (--trace=auto).",
+    help="Linux: record every exec of the family with strace. auto: trace where strace "
+    "can, else fall back to shims plus sampling (recorded, and shown in review's coverage "
+    "line); --trace (on): refuse to run untraced.",
+)
+@click.option(
+    "--no-trace",
+    is_flag=True,
+    help="Do not trace (--trace=off): shims plus sampling only, which miss short-lived "
+    "execs that bypass a shim.",
+)
+@click.option(
+    "--zdotdir/--no-zdotdir",
+    default=True,
+    show_default=True,
+    help="Point zsh's ZDOTDIR at mcpshim's startup files, which read yours and then put "
+    "the shim directory first again (login profiles reset PATH; bash has no such hook).",
 )
 @click.option(
     "--mcp",
@@ -102,6 +118,8 @@ def run(
     on_exit: OnExit,
     grace: float,
     trace: str,
+    no_trace: bool,
+    zdotdir: bool,
     mcp: bool,
     lock_file: str | None,
     enforce: bool,
@@ -130,12 +148,21 @@ def run(
     sampling, which loses a descendant that leaves the group between two samples.
 
     \b
-    --trace (Linux) runs the family under strace (seccomp filter on process events only,
-    about 0.3 ms per exec) and adds one `trace-exec` record per exec attempt, failed ones
-    too (a PATH search shows each directory it tried), with UTC time, pid, start, parent,
-    cwd, argv (redacted) and exit status, plus `trace-fork`, `trace-gap` and
-    `trace-summary`. Without strace or ptrace it exits 2 before starting anything;
-    --trace=auto then continues with shims and sampling and records `trace-fallback`.
+    Tracing (Linux, on by default where ptrace is permitted) runs the family under strace
+    (seccomp filter on process events only, about 0.4 ms per exec) and adds one
+    `trace-exec` record per exec attempt, failed ones too (a PATH search shows each
+    directory it tried), with UTC time, pid, start, parent, cwd, argv (redacted), the PATH
+    it passed (no other variable is kept) and exit status, plus `trace-fork`, `trace-gap`
+    and `trace-summary`: execs by absolute path and with the shim directory gone from
+    PATH are on record, and review says why they missed their shim. Where strace cannot
+    trace, the default (--trace=auto) continues with shims and sampling and records
+    `trace-fallback`; --trace exits 2 instead, before starting anything; --no-trace does
+    not trace.
+
+    \b
+    zsh login shells: ZDOTDIR points at mcpshim's startup files (--no-zdotdir: off), which
+    read the user's own and then put the shim directory first again. bash login shells
+    read /etc/profile whatever the environment says: only the trace sees what runs there.
 
     \b
     --mcp (stdio servers) puts a relay between the client and COMMAND: bytes pass through
@@ -170,13 +197,22 @@ def run(
             "(mcpshim install); only sampling will see the family",
             err=True,
         )
-    opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
-    tracer, no_trace = trace_run.prepare(loc, trace, os.environ.get("PATH"))
-    sup = Supervisor(loc, list(command), opts, tracer=tracer)
-    gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
     if no_trace:
-        click.echo(f"mcpshim: --trace=auto: not tracing: {escape(no_trace)}", err=True)
-        sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, no_trace))
+        if trace == "on":
+            raise click.UsageError("--trace and --no-trace contradict each other")
+        trace = "off"
+    opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
+    tracer, why_not = trace_run.prepare(loc, trace, os.environ.get("PATH"))
+    state = "strace" if tracer is not None else "unavailable" if why_not else "off"
+    zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
+    sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
+    gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
+    if why_not:
+        click.echo(
+            f"mcpshim: not tracing, recording with shims and sampling only: {escape(why_not)}",
+            err=True,
+        )
+        sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, why_not))
     if otlp is not None:
         sup.add_helper(start_follower(loc.shim_dir, loc.log_dir, sup.session, otlp))
     settings = _log_settings()

@@ -126,6 +126,10 @@ class ProcInfo:
     cwd: bytes
     uid: int | None
     env_names: tuple[str, ...]  # credential-like names only; never values
+    #: the PATH it was started with (the only value read from its environment); None when
+    #: it had none, `path_known` False when the environment could not be read
+    path: bytes | None = None
+    path_known: bool = False
 
 
 def _readlink(path: str) -> bytes:
@@ -145,11 +149,14 @@ def linux_info(st: Stat, parent_start: int | None) -> ProcInfo:
             with contextlib.suppress(IndexError, ValueError):
                 uid = int(line.split()[1])
             break
-    env = _read(base + "/environ") or b""
-    names = (item.split(b"=", 1)[0].decode("utf-8", "replace") for item in env.split(b"\0"))
+    env = _read(base + "/environ")
+    items = (env or b"").split(b"\0")
+    names = (item.split(b"=", 1)[0].decode("utf-8", "replace") for item in items)
+    path = next((i[5:] for i in items if i.startswith(b"PATH=")), None)
     return ProcInfo(
         st.pid, st.ppid, st.start, parent_start, _readlink(base + "/exe"), cmdline,
         _readlink(base + "/cwd"), uid, credential_env_names(n for n in names if n),
+        path, env is not None,
     )  # fmt: skip
 
 
@@ -191,6 +198,9 @@ def proc_fields(info: ProcInfo) -> dict[str, Any]:
         "uid": info.uid,
         "credential_env": list(info.env_names),
     }
+    if info.path_known:
+        out["path"] = json_text(info.path) if info.path is not None else None
+        out.update(b64_fields({"path": info.path or b""}))
     out.update(argv_fields("cmdline", info.cmdline))
     out.update(b64_fields({"exe": info.exe, "cwd": info.cwd}))
     return out

@@ -24,6 +24,7 @@ from mcpshim.log.execlog import ExecRecord, LogProblem
 from mcpshim.log.logview import argv_fields
 from mcpshim.log.redact import credential_env_names
 from mcpshim.paths import Locations
+from mcpshim.shim.zdotdir import USER_ZDOTDIR_ENV
 
 __all__ = [
     "SESSION_ENV",
@@ -72,6 +73,8 @@ class SessionStart:
     path: str
     env_names: tuple[str, ...]
     subreaper: bool
+    trace: str = ""  # "strace" (traced), "unavailable" (auto fell back) or "off"
+    zdotdir: str = ""  # the ZDOTDIR route's directory, "" when off
 
 
 def start_payload(s: SessionStart) -> dict[str, Any]:
@@ -92,6 +95,10 @@ def start_payload(s: SessionStart) -> dict[str, Any]:
         "subreaper": s.subreaper,
         "platform": sys.platform,
     }
+    if s.trace:
+        payload["trace"] = s.trace
+    if s.zdotdir:
+        payload["zdotdir"] = s.zdotdir
     payload.update(argv_fields("command", s.command))
     payload.update(b64_fields({"cwd": s.cwd}))
     return payload
@@ -176,12 +183,20 @@ class LogTail:
 
 
 def child_environment(
-    base: Mapping[str, str], shim_dir: Path, session: str
+    base: Mapping[str, str], shim_dir: Path, session: str, zdotdir: Path | None = None
 ) -> tuple[dict[str, str], str]:
-    """The command's environment: the caller's, plus the session id and shims first on PATH."""
+    """The command's environment: the caller's, plus the session id and shims first on PATH;
+    with `zdotdir`, zsh's ZDOTDIR points there and the caller's own travels in
+    MCPSHIM_USER_ZDOTDIR (see shim.zdotdir)."""
     env = dict(base)
     shim = str(shim_dir)
     rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != shim]
     env["PATH"] = os.pathsep.join([shim, *rest])
     env[SESSION_ENV] = session
+    if zdotdir is not None and env.get("ZDOTDIR") != str(zdotdir):  # not a nested run
+        if "ZDOTDIR" in env:
+            env[USER_ZDOTDIR_ENV] = env["ZDOTDIR"]
+        else:
+            env.pop(USER_ZDOTDIR_ENV, None)
+        env["ZDOTDIR"] = str(zdotdir)
     return env, env["PATH"]

@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from mcpshim.errors import McpshimError
@@ -100,6 +101,8 @@ class Supervisor:
         options: RunOptions,
         environ: Mapping[str, str] | None = None,
         tracer: TraceRun | None = None,
+        trace_state: str = "",
+        zdotdir: Path | None = None,
     ) -> None:
         if not argv:
             raise McpshimError("no command given (mcpshim run -- COMMAND [ARG...])")
@@ -109,8 +112,10 @@ class Supervisor:
         self.session = new_session_id()
         self.boot_id = execlog.current_boot_id()
         self.env, self.path = child_environment(
-            os.environ if environ is None else environ, loc.shim_dir, self.session
+            os.environ if environ is None else environ, loc.shim_dir, self.session, zdotdir
         )
+        self.zdotdir = zdotdir
+        self.trace_state = trace_state or ("strace" if tracer is not None else "off")
         self.child_pid = 0
         self.child_pgid = 0
         self.status: int | None = None
@@ -201,7 +206,9 @@ class Supervisor:
             self.sampler.finish()
             survivors, terminated = self._at_exit()
             if self.tracer is not None:
+                self.remove_reader(self.tracer.fd)
                 self.tracer.finish(self.session, self.boot_id, os.getcwdb())
+                self._reap()  # zombies a tracer held until it was done with them
             assert self.status is not None
             self.emit(
                 "session-end",
@@ -232,6 +239,8 @@ class Supervisor:
             path=self.path,
             env_names=tuple(self.env),
             subreaper=self.subreaper,
+            trace=self.trace_state,
+            zdotdir=str(self.zdotdir) if self.zdotdir is not None else "",
         )
 
     def _install_signals(self, wake_w: int) -> None:
@@ -277,10 +286,23 @@ class Supervisor:
         for hook in self._spawn_hooks:
             hook()
         if self.tracer is not None:
+            self.add_reader(self.tracer.fd, self._pump_trace)
             self.sampler.exclude_exe(self.tracer.strace)
             if tracer_pid := self.tracer.attached(self.child_pid):
                 self.sampler.exclude(tracer_pid)
+            self.tracer.started()
         self._hand_terminal(self.child_pgid)
+
+    def _pump_trace(self, fd: int) -> None:
+        if self.tracer is not None:
+            self.tracer.pump()
+
+    def _reap_and_pump(self) -> None:
+        """Reap, and keep strace's FIFO drained while survivors are contained (a full one
+        stops every tracee, the ones being terminated too)."""
+        self._reap()
+        if self.tracer is not None:
+            self.tracer.pump()
 
     def _hand_terminal(self, pgid: int) -> None:
         """Interactive use: the command's group becomes the terminal's foreground group."""
@@ -400,7 +422,7 @@ class Supervisor:
             self._live_family,
             self.options.on_exit == "terminate",
             self.options.grace,
-            self._reap,
+            self._reap_and_pump,
             None if self.subreaper else self.child_pgid,
         )
         for info, action in survivors:

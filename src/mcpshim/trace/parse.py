@@ -4,6 +4,11 @@ events, with the `<unfinished ...>` / `<... resumed>` halves of a line joined ba
 Strings come as `\\xHH` escapes for every byte (strace -xx), so they round-trip exactly;
 signal lines are skipped, but `+++ killed by SIG... +++` is kept (the only record of a
 process's death by a signal). See tracer for the command line that makes this output.
+
+An exec line carries the environment the exec passed (strace -v): every variable, secrets
+included. `sanitize` rewrites such a line to keep only its `PATH=` strings; the tracer's
+pipe goes through it before a byte is written anywhere (trace.run), so no other value
+reaches a file. The parser keeps the first PATH (what getenv and execvp use).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Event", "parse_line", "parse_output", "read_output"]
+__all__ = ["Event", "LinePump", "parse_line", "parse_output", "read_output", "sanitize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,10 @@ class Event:
     dirfd_path: bytes | None = None  # execveat: the directory fd's path, b"" for AT_FDCWD
     status: int | None = None  # exit: the exit code, or 128+N for signal N
     signal: str = ""
+    #: exec: the PATH the exec passed (its first PATH= string, bytes after '='); None when
+    #: the environment held no PATH or was not printed (then `env_known` is False)
+    env_path: bytes | None = None
+    env_known: bool = False
 
 
 _TS = re.compile(rb"(\d+\.\d+) ")
@@ -80,6 +89,20 @@ def _argv(body: bytes, pos: int) -> tuple[tuple[bytes, ...] | None, bool, int]:
         truncated |= s[1]
         pos = s[2]
     return tuple(items), truncated, pos + 1
+
+
+def _env_path(body: bytes, pos: int) -> tuple[bytes | None, bool]:
+    """The first PATH value of the envp array at pos, and whether the array was printed."""
+    if not body.startswith(b"[", pos):
+        return None, False
+    end = body.find(b"]", pos)
+    if end < 0:
+        return None, False
+    at = body.find(_PATH_STR, pos, end)
+    if at < 0:
+        return None, True
+    s = _string(body, at)
+    return (s[0][5:] if s is not None else None), True
 
 
 def _result(line: bytes) -> str:
@@ -133,9 +156,10 @@ def parse_line(tid: int, line: bytes) -> Event | None:
         if s is None:
             return None
         filename, trunc, pos = s
-        argv, atrunc, _ = _argv(rest, pos + 2)
+        argv, atrunc, pos = _argv(rest, pos + 2)
+        env_path, env_known = _env_path(rest, pos + 2)
         return Event(t, tid, "exec", filename, argv, trunc or atrunc, _result(rest),
-                     dirfd_path=dirfd)  # fmt: skip
+                     dirfd_path=dirfd, env_path=env_path, env_known=env_known)  # fmt: skip
     if rest.startswith((b"clone(", b"clone3(", b"fork(", b"vfork(")):
         child = _retval(rest)
         if child <= 0:
@@ -164,6 +188,94 @@ def parse_line(tid: int, line: bytes) -> Event | None:
         if s2 := _SUPERSEDED.search(rest):
             return Event(t, tid, "superseded", child=int(s2.group(1)))
     return None
+
+
+_PATH_STR = b'"' + b"".join(b"\\x%02x" % c for c in b"PATH=")  # a string that starts PATH=
+_EXEC_CALL = re.compile(rb"\d+ +\d+\.\d+ (execve|execveat)\(")
+_TOKEN = re.compile(rb"[^,)\s]+")
+
+
+def _skip_arg(line: bytes, pos: int) -> int:
+    """The end of the argument at pos: a string, an array or a bare token (address, NULL,
+    fd); -1 if the line does not have that shape. Strings hold only \\xHH escapes, so a
+    quote or bracket outside them is structure."""
+    if line.startswith(b'"', pos):
+        end = line.find(b'"', pos + 1)
+        if end < 0:
+            return -1
+        return end + 4 if line.startswith(b"...", end + 1) else end + 1
+    if line.startswith(b"[", pos):
+        end = line.find(b"]", pos)
+        return -1 if end < 0 else end + 1
+    m = _TOKEN.match(line, pos)
+    return -1 if m is None else m.end()
+
+
+def sanitize(line: bytes) -> bytes:
+    """One raw line of strace's output with the environment of an exec cut down to its
+    PATH strings. Lines that are not exec calls are returned as they are. An exec line whose
+    shape is not understood loses everything after its filename but its result: never is
+    a value of the environment passed on."""
+    m = _EXEC_CALL.match(line)
+    if m is None:
+        return line
+    pos = m.end()
+    n_before = 1 if m.group(1) == b"execve" else 2  # execveat: dirfd, path
+    envp = -1
+    for i in range(n_before + 2):
+        if i:
+            if not line.startswith(b", ", pos):
+                break
+            pos += 2
+        if i == n_before + 1:
+            envp = pos
+            break
+        pos = _skip_arg(line, pos)
+        if pos < 0:
+            break
+    if envp >= 0 and line.startswith(b"[", envp):
+        end = line.find(b"]", envp)
+        if end >= 0:
+            items = line[envp + 1 : end].split(b", ")
+            kept = b", ".join(i for i in items if i.startswith(_PATH_STR))
+            return line[: envp + 1] + kept + line[end:]
+    if envp >= 0 and not line.startswith(b'"', envp):
+        end = _skip_arg(line, envp)  # an address or NULL: no values were printed
+        if end >= 0:
+            return line
+    # Not understood: keep the call's name and its result only.
+    tail = b" <unfinished ...>" if line.endswith(b"<unfinished ...>") else b""
+    r = line.rfind(b") = ")
+    if r >= 0 and not tail:
+        tail = line[r:]
+    return line[: m.end()] + b"?" + (tail if tail.startswith(b")") else b")" + tail)
+
+
+class LinePump:
+    """Bytes from strace's pipe in, whole sanitized lines out (a partial line waits)."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._carry + data
+        end = data.rfind(b"\n") + 1
+        self._carry = data[end:]
+        if not end:
+            return b""
+        if b"exec" not in data[:end]:
+            return data[:end]
+        return b"".join(sanitize(ln) + b"\n" for ln in data[: end - 1].split(b"\n"))
+
+    def flush(self) -> bytes:
+        """The last line, once strace is gone (it ends a line only when it starts the next)."""
+        rest, self._carry = self._carry, b""
+        return sanitize(rest) if rest else b""
+
+    def take_carry(self) -> bytes:
+        """The raw partial line waiting here, for whoever reads the rest of it."""
+        rest, self._carry = self._carry, b""
+        return rest
 
 
 _PID = re.compile(rb"(\d+) +")  # strace pads the pid column

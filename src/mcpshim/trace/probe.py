@@ -3,7 +3,7 @@
 The probe runs the exact command line the session will use on `/bin/true` before the
 server starts, so a missing strace, a yama ptrace_scope that forbids it or a container's
 seccomp profile is found while there is still time to refuse (plain --trace: exit 2 with the
-reason and the fix) or to fall back (--trace=auto: shims plus sampling, and a
+reason and the fix) or to fall back (--trace=auto, the default: shims plus sampling, and a
 `trace-fallback` record that says why).
 """
 
@@ -20,9 +20,9 @@ from mcpshim.errors import UsageError
 from mcpshim.shim.targets import unsafe_reason
 from mcpshim.trace.strace import read_output, strace_argv
 
-__all__ = ["find_strace", "probe", "require_trace", "trace_unavailable"]
+__all__ = ["FIX", "find_strace", "probe", "require_trace", "trace_unavailable"]
 
-_FIX = "or use --trace=auto to run without it (shims plus sampling)"
+FIX = "; or leave out --trace: the default (--trace=auto) falls back to shims plus sampling"
 
 
 def find_strace(path: str | None) -> tuple[str | None, str]:
@@ -31,12 +31,12 @@ def find_strace(path: str | None) -> tuple[str | None, str]:
     if found is None:
         return None, (
             f"strace is not installed or not on PATH ({path or ''}); install it "
-            f"(Debian/Ubuntu: apt-get install strace; Fedora: dnf install strace) {_FIX}"
+            "(Debian/Ubuntu: apt-get install strace; Fedora: dnf install strace)"
         )
     found = os.path.abspath(found)
     bad = unsafe_reason(found)
     if bad:
-        return None, f"refusing {found}: {bad}; install strace in a root-owned directory {_FIX}"
+        return None, f"refusing {found}: {bad}; install strace in a root-owned directory"
     return found, ""
 
 
@@ -51,6 +51,7 @@ def probe(strace: str, timeout: float = 20.0) -> str:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
+                env={},  # strace prints the environment it passes: there is none to print
                 timeout=timeout,
                 check=False,
             )
@@ -67,7 +68,7 @@ def probe(strace: str, timeout: float = 20.0) -> str:
 def trace_unavailable(path: str | None) -> tuple[str | None, str]:
     """(strace, '') when --trace can work, else (None, the reason and the fix)."""
     if not sys.platform.startswith("linux"):
-        return None, f"--trace needs Linux and strace (this is {sys.platform}) {_FIX}"
+        return None, f"tracing needs Linux and strace (this is {sys.platform})"
     strace, why = find_strace(path)
     if strace is None:
         return None, why
@@ -77,7 +78,7 @@ def trace_unavailable(path: str | None) -> tuple[str | None, str]:
             f"{why}. ptrace is forbidden here: check /proc/sys/kernel/yama/ptrace_scope "
             "(0 or 1 lets a process trace its own children), a container's seccomp profile "
             "or capabilities (docker: --cap-add SYS_PTRACE), or a no-new-privileges/seccomp "
-            f"policy around mcpshim, {_FIX}"
+            "policy around mcpshim"
         )
     return strace, ""
 
@@ -86,5 +87,5 @@ def require_trace(path: str | None) -> str:
     """For plain --trace: strace's path, or a UsageError that says why and how to fix it."""
     strace, why = trace_unavailable(path)
     if strace is None:
-        raise UsageError(f"--trace: {why}")
+        raise UsageError(f"--trace: {why}{FIX}")
     return strace

@@ -5,7 +5,7 @@ never exec'd, and `trace-gap` for family members no record explains. Identity fo
 shims: (boot id, pid, start ticks). A start read from /proc while the process lived is
 exact; otherwise it is derived from the fork's timestamp and snapped to an exact start the
 log holds for that pid (shim record, sampler) within one tick. argv is redacted here, before
-anything reaches the log.
+anything reaches the log; of the environment only PATH was ever kept (parse.sanitize).
 """
 
 from __future__ import annotations
@@ -118,6 +118,8 @@ def _exec_payload(
         "search": e.search_step,
         "exit_status": p.status if last is e else None,
     }
+    if e.env_known:  # the PATH it passed: null when its environment had none (env -i)
+        out.update(_bytes_field("path", e.env_path))
     if red.rules:
         out["argv_redacted"] = sorted(set(red.rules))
     if e.truncated:

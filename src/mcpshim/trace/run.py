@@ -1,44 +1,55 @@
 """Running strace for `mcpshim run --trace`: the tracer's life and what it leaves in the log.
 
 Whether strace can trace here at all is `trace.probe`'s question, asked before the server
-starts. At the end of the session the per-thread files are parsed and written to the log
+starts. At the end of the session the trace is parsed and written to the log
 (`trace_records` builds the `trace-exec`, `trace-fork` and `trace-gap` records), followed
-by a `trace-summary`. Exact starts are read from /proc on each tick while processes live.
+by a `trace-summary`. Exact starts are read from /proc as processes appear in the trace.
+
+strace prints the whole environment of every exec (-v), secrets included, so its output
+never goes to a file: strace writes into a FIFO (in a 0700 directory, unlinked as soon as
+strace holds it) that the supervisor's loop drains (`pump`), cutting each exec's
+environment down to PATH (parse.sanitize) before anything is written. The sanitized lines
+go to a file in that directory, which is deleted once parsed.
 
 The tracer is never detached while tracees live: strace's seccomp filter stays in them and
 would make their execve/fork fail with ENOSYS. Survivors left running (`--on-exit report`)
-keep their tracer; the summary says so and where the unparsed rest of the trace stays.
-
-strace writes raw, unredacted argv to its output file, in a 0700 directory under the log
-dir; the file is deleted as soon as it is parsed. It stays only in that survivors case
-(use `--on-exit terminate` with --trace to leave nothing behind).
+keep their tracer; a small drain process (trace.drain) takes over the FIFO, so strace never
+blocks on it, and goes on sanitizing into the file; the summary says so and where that file
+stays (raw, unredacted argv; use `--on-exit terminate` to leave nothing behind).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from mcpshim.base.fdio import write_all
 from mcpshim.errors import UsageError
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.execlog import ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
-from mcpshim.trace.probe import trace_unavailable
+from mcpshim.trace.parse import LinePump
+from mcpshim.trace.probe import FIX, trace_unavailable
 from mcpshim.trace.records import exact_starts, exec_payloads, find_gaps, iso_time
 from mcpshim.trace.strace import build_trace, read_output, strace_argv
 
 __all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
+_PIPE_SIZE = 1 << 20  # strace stops its tracees while it waits on a full pipe
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
 
 def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | None, str]:
-    """For `mcpshim run --trace[=auto]`: (the trace run, '') or, for auto, (None, why not).
+    """For `mcpshim run [--trace[=auto]]`: (the trace run, '') or, for auto, (None, why not).
 
     Plain --trace raises a UsageError (exit 2) before anything starts."""
     if mode == "off":
@@ -46,7 +57,7 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
     strace, why = trace_unavailable(path)
     if strace is None:
         if mode != "auto":
-            raise UsageError(f"--trace: {why}")
+            raise UsageError(f"--trace: {why}{FIX}")
         return None, why
     return TraceRun(loc, strace), ""
 
@@ -69,19 +80,74 @@ class TraceRun:
         base = loc.log_dir / "trace"
         base.mkdir(mode=0o700, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=base))
-        self.output = self.dir / "strace.out"
+        self.output = self.dir / "strace.out"  # sanitized lines (parse.sanitize)
+        self.fifo = self.dir / "strace.pipe"
         self.tracer_pid = 0
         self.root_pid = 0
         self.root_start: int | None = None
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
-        self._offset = 0
         self._log_mark = _log_mark(loc)
+        self._lines = LinePump()
+        self._rfd = self._hold = self._out = -1
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
 
     def wrap(self, command: Sequence[str]) -> list[str]:
-        argv = strace_argv(self.strace, str(self.output), command)
+        """strace's command line for COMMAND, its output into a FIFO read here (`fd`)."""
+        os.mkfifo(self.fifo, 0o600)
+        self._rfd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # Held until strace is gone: no end of file before strace opens the FIFO.
+        self._hold = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self._rfd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        self._out = os.open(self.output, flags, 0o600)
+        argv = strace_argv(self.strace, str(self.fifo), command)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
+
+    @property
+    def fd(self) -> int:
+        """The FIFO's read end: the supervisor's loop calls `pump` when it is readable."""
+        return self._rfd
+
+    def started(self) -> None:
+        """strace holds the FIFO (it opened it before it forked the tracer): no one else may."""
+        with contextlib.suppress(OSError):
+            self.fifo.unlink()
+
+    def pump(self, _fd: int = -1, budget: int = 1 << 24) -> bool:
+        """Move what strace wrote from the FIFO to the file, sanitized; True at end of file.
+
+        The exact start of every process new in the trace and still alive is read from
+        /proc here (a start derived from a fork's time can be one tick off)."""
+        if self._rfd < 0:
+            return True
+        eof = False
+        while budget > 0:
+            try:
+                data = os.read(self._rfd, _PIPE_SIZE)
+            except BlockingIOError:
+                break
+            if not data:
+                eof = True
+                break
+            budget -= len(data)
+            out = self._lines.feed(data)
+            if out:
+                write_all(self._out, out)
+                self._note_pids(out)
+        return eof
+
+    def tick(self) -> None:
+        self.pump()
+
+    def _note_pids(self, lines: bytes) -> None:
+        for line in lines.splitlines():
+            pid = line[: line.find(b" ")]
+            if pid.isdigit() and int(pid) not in self._live:
+                st = start_ticks(int(pid))
+                if st is not None:
+                    self._live[int(pid)] = st
 
     def attached(self, child_pid: int, timeout: float = 10.0) -> int:
         """The tracer's pid, once strace's start-up is over (0: no tracer was found).
@@ -136,44 +202,76 @@ class TraceRun:
                 return st.pid
         return 0
 
-    def tick(self, budget: int = 1 << 22) -> None:
-        """Read the exact start of every process that appeared in the output since the last
-        tick and is still alive (a derived start can be one tick off)."""
-        try:
-            with self.output.open("rb") as fh:
-                fh.seek(self._offset)
-                data = fh.read(budget)
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1
-        self._offset += end
-        for line in data[:end].splitlines():
-            pid = line[: line.find(b" ")]
-            if pid.isdigit() and int(pid) not in self._live:
-                st = start_ticks(int(pid))
-                if st is not None:
-                    self._live[int(pid)] = st
-
     def _tracer_gone(self, timeout: float) -> bool:
+        """Wait for the tracer to exit, draining the FIFO meanwhile (a full FIFO stops it)."""
         deadline = time.monotonic() + timeout
         while True:
+            self.pump()
+            gone = True
             with contextlib.suppress(ChildProcessError):
                 pid, _ = os.waitpid(self.tracer_pid, os.WNOHANG)
-                if pid == 0 and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                    continue
-                return pid != 0
-            return not os.path.exists(f"/proc/{self.tracer_pid}") or is_gone(self.tracer_pid)
+                gone = pid != 0
+            if not gone and os.path.exists(f"/proc/{self.tracer_pid}"):
+                gone = is_gone(self.tracer_pid)
+            if gone or time.monotonic() >= deadline:
+                return gone
+            time.sleep(0.005)
+
+    def _close(self, complete: bool) -> None:
+        """Stop reading: the last bytes when strace is gone, else hand the FIFO to a drain
+        process that outlives the session (survivors' execs, sanitized, into the file)."""
+        if self._hold >= 0:
+            os.close(self._hold)
+            self._hold = -1
+        if self._rfd >= 0:
+            if complete:
+                for _ in range(64):
+                    if self.pump():
+                        break
+                write_all(self._out, self._lines.flush())
+            else:
+                self.pump()
+                self._hand_to_drain()
+        for fd in (self._rfd, self._out):
+            if fd >= 0:
+                os.close(fd)
+        self._rfd = self._out = -1
+        self.started()  # when strace never started, the FIFO goes now
+
+    def _hand_to_drain(self) -> None:
+        """A drain process reads on: first the partial line read here (its stdin, a pipe),
+        then the FIFO (its fd 3). Raw bytes never go through a file."""
+        carry_r, carry_w = os.pipe()
+        argv = [sys.executable, "-m", "mcpshim.trace.drain", str(self.output)]
+        try:
+            os.posix_spawn(
+                sys.executable,
+                argv,
+                dict(os.environ),
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, carry_r, 0),
+                    (os.POSIX_SPAWN_DUP2, self._rfd, 3),
+                ],
+                setsid=True,
+            )
+        except OSError:
+            pass  # nothing drains the FIFO: strace blocks once it is full
+        finally:
+            os.close(carry_r)  # (a drain that died gives EPIPE, not a write that blocks)
+        with contextlib.suppress(OSError):
+            write_all(carry_w, self._lines.take_carry())
+        os.close(carry_w)
 
     def finish(self, session: str, boot_id: str, root_cwd: bytes) -> dict[str, Any]:
         """Wait for the tracer (not for survivors it still holds), parse, write the records."""
-        self.tick()
+        self.pump()
         complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
         if not complete:
             # Tracees still alive (survivors): wait longer only if none of them are.
             files = read_output(self.output, final=False)
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
+        self._close(complete)
         files = read_output(self.output, final=complete)
         trace = build_trace(
             files, self.root_pid, root_cwd, self.root_start, os.getpid(),
@@ -199,6 +297,7 @@ class TraceRun:
             "time": iso_time(time.time()),
             "boot_id": boot_id,
             "strace": self.strace,
+            "tracer_pid": self.tracer_pid,
             "processes": len(trace.processes),
             "execs": sum(e.result == "ok" for e in trace.execs),
             "failed": sum(e.result != "ok" for e in trace.execs),
@@ -211,7 +310,8 @@ class TraceRun:
             summary["pending_dir"] = str(self.dir)
             summary["note"] = (
                 "the tracer stays attached to surviving processes (detaching would make their "
-                "fork/exec fail); their later execs stay in pending_dir, not in the log"
+                "fork/exec fail); their later execs stay in pending_dir (environment cut down "
+                "to PATH), not in the log"
             )
         eventlog.append_event(self.loc, "trace-summary", summary)
         return summary

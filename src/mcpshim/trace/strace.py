@@ -14,7 +14,9 @@ file per process cost about 1 ms per exec on ext4 here; the `<unfinished ...>` /
 every byte of every string as `\\xHH` (newlines, invalid UTF-8 and quotes round-trip
 exactly and nothing needs unquoting); `-s 131072` is Linux's MAX_ARG_STRLEN, the largest
 string execve accepts, so no argument is cut; `-y` shows the path behind the fd of
-fchdir/execveat; `-ttt` stamps each line with UTC seconds and microseconds. Signal lines
+fchdir/execveat; `-ttt` stamps each line with UTC seconds and microseconds; `-v` prints the
+environment each exec passes, whose PATH says why a command missed its shim (the line is
+cut down to its PATH strings before it is written anywhere: parse.sanitize). Signal lines
 stay on (`-e signal=none` would also hide `+++ killed by SIG... +++`, the only record of a
 process's death by a signal); the parser skips them.
 
@@ -27,6 +29,7 @@ the same argv is one step of a PATH search (execvp walking PATH), the others fai
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import os
@@ -65,8 +68,11 @@ SYSCALLS = (
 )
 
 
-def strace_argv(strace: str, output: str, command: Sequence[str]) -> list[str]:
-    """The full command line: strace with its options, then COMMAND exactly as given."""
+def strace_argv(strace: str, output: str, command: Sequence[str], env: bool = True) -> list[str]:
+    """The full command line: strace with its options, then COMMAND exactly as given.
+
+    `env`: print each exec's environment (-v); its output must then go through
+    parse.sanitize before it is stored (trace.run reads it from a pipe)."""
     return [
         strace,
         "-DD",  # the tracer: a grandchild in its own process group (no terminal signals)
@@ -78,6 +84,7 @@ def strace_argv(strace: str, output: str, command: Sequence[str]) -> list[str]:
         "-ttt",
         "-xx",
         "-y",
+        *(["-v"] if env else []),
         "-s",
         str(MAX_ARG_STRLEN),
         "-e",
@@ -123,6 +130,8 @@ class ExecAttempt:
     truncated: bool
     result: str
     search_step: bool  # a failed step of a PATH search that went on to another directory
+    env_path: bytes | None = None  # the PATH it passed (None: no PATH, or not printed)
+    env_known: bool = False  # its environment was printed
 
 
 @dataclass
@@ -208,7 +217,8 @@ def build_trace(
                 joined = _join(base, filename) if filename else base
                 filename = joined if joined is not None else filename
             execs.append(ExecAttempt(ev.time, pid, ev.tid, proc.cwd, filename, ev.argv,
-                                     ev.truncated, ev.result, False))  # fmt: skip
+                                     ev.truncated, ev.result, False, ev.env_path,
+                                     ev.env_known))  # fmt: skip
             if ev.result == "ok":
                 proc.exec_count += 1
     return Trace(procs, _mark_search_steps(execs))
@@ -221,7 +231,6 @@ def _mark_search_steps(execs: list[ExecAttempt]) -> list[ExecAttempt]:
         e = out[i]
         j = nxt.get(e.pid)
         if e.result not in ("ok", "?") and j is not None and out[j].argv == e.argv:
-            out[i] = ExecAttempt(e.time, e.pid, e.tid, e.cwd, e.filename, e.argv, e.truncated,
-                                 e.result, True)  # fmt: skip
+            out[i] = dataclasses.replace(e, search_step=True)
         nxt[e.pid] = i
     return out

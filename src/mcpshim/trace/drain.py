@@ -1,0 +1,42 @@
+"""The drain of a traced session's survivors: `python -m mcpshim.trace.drain OUTPUT`.
+
+When `run --trace` ends with survivors still traced (`--on-exit report`), strace keeps
+writing their events into its FIFO after the supervisor is gone. This process, started by
+trace.run with the session's partial last line on its stdin and the FIFO on fd 3, reads
+both to their end (strace exits when the last tracee does) and appends the lines to OUTPUT
+cut down like the supervisor's (parse.sanitize: of each exec's environment only PATH).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mcpshim.base.fdio import write_all
+from mcpshim.trace.parse import LinePump
+
+__all__ = ["main"]
+
+_CHUNK = 1 << 20
+
+
+def drain(src: int, out: int, pump: LinePump) -> None:
+    while data := os.read(src, _CHUNK):
+        write_all(out, pump.feed(data))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m mcpshim.trace.drain OUTPUT", file=sys.stderr)
+        return 2
+    out = os.open(argv[0], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    pump = LinePump()
+    drain(0, out, pump)
+    os.set_blocking(3, True)
+    drain(3, out, pump)
+    write_all(out, pump.flush())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
