@@ -14,6 +14,7 @@ from pathlib import Path
 from conftest import NODE_FIXTURE, Home, install
 from fixtures.runhelp import events, poll
 from mcpshim.family.attribution import attribute_log
+from mcpshim.trace.probe import trace_unavailable
 
 MCPSHIM_BIN = Path(sys.executable).parent / "mcpshim"
 CLIENT = NODE_FIXTURE / "client.mjs"
@@ -60,5 +61,12 @@ def test_a_wrapped_entry_under_the_typescript_client(
     assert (call.method, call.name, call.is_error) == ("tools/call", "git_status", False)
     # The shell exec() started may have been sampled too (then git hangs below it).
     [git] = [n for n in att.nodes() if att.owner.get(n.id) == 0 and n.images[0].command == "git"]
+    if trace_unavailable(None)[0] is not None:
+        # Traced by default: the /bin/sh that Node's exec() started by absolute path is on
+        # record too, the git it ran (through its shim) below it, both under the call.
+        [top] = att.processes(0)
+        line = [("sh", (b"-c", b"git status --short; echo hi"))]
+        assert [(i.command, i.args) for i in top.images if i.source == "trace"] == line
+        assert top.children == [git]
     assert [(i.command, i.args) for i in git.images] == [("git", (b"status", b"--short"))]
     assert {n.images[0].command for n in att.processes(0)} <= {"git", "dash", "sh", "bash"}

@@ -112,6 +112,7 @@ def test_json_envelope_is_pinned(composed: Lab, capsys: pytest.CaptureFixture[st
         "subject",
         "notes",
         "summary",
+        "coverage",
         "findings",
     ]
     assert doc["schema"] == "mcpshim.findings/1"

@@ -70,6 +70,8 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
         subject["started"] = str(start.get("time", "?"))
     if rep.att.end is not None:
         subject["exit status"] = str(rep.att.end.get("exit_status"))
+    if rep.coverage is not None:
+        subject["coverage"] = rep.coverage.line()
     [(att, ev)] = session_evidence(loc, session, problems)
     problems = list(dict.fromkeys(problems))  # the log was read more than once
     for p in problems:

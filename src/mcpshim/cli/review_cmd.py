@@ -32,12 +32,13 @@ from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
 from mcpshim.family.compact import build_compact_forest
+from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
 from mcpshim.paths import Locations
 from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
 from mcpshim.render.md import render_calls_text
-from mcpshim.render.report import Report
+from mcpshim.render.report import Report, coverage_lines
 from mcpshim.render.text import iter_tree_text
 from mcpshim.review import baseline as baseline_mod
 from mcpshim.review import policy, rules
@@ -105,13 +106,16 @@ def tree_(
     processes; a child links to the latest process with its ppid that started before it.
     Several images of one process (sh, then `exec git`) show on one node. A record whose
     parent is not in the log hangs under a "? PID (parent not in log)" node, or, for a
-    session's server, under its `mcpshim run` supervisor. Each image is
-    marked with its source: [shim] (a shim's record) or [observed] (seen by `mcpshim run`).
-    Times are UTC; cwd shows where it changes; argv is escaped.
+    session's server, under its `mcpshim run` supervisor. Each image is marked with its
+    source: [shim] (a shim's record), [observed] (seen by `mcpshim run`'s sampling) or
+    [trace...] (seen by its tracer). Times are UTC; cwd shows where it changes; argv is
+    escaped. The header's coverage line counts, per session, the execs seen, how many went
+    through their shim and how many bypassed it (and why).
     """
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
+    cov = CoverageCollector(session)
 
     def note(recs: Iterator[execlog.Record]) -> Iterator[execlog.Record]:
         for rec in recs:
@@ -120,7 +124,7 @@ def tree_(
             yield rec
 
     with _records(loc) as (records, _problems):
-        seen = execlog.SessionSeen(note(records), session)
+        seen = execlog.SessionSeen(cov.tee(note(records)), session)
         forest = build_compact_forest(seen, session)
     seen.check(loc)
     if root_pid is not None:
@@ -130,6 +134,9 @@ def tree_(
         subject["root"] = str(root_pid)
     sealed = seal_note(loc)
     subject["sealed"] = sealed.line
+    manifest = load_manifest(loc.shim_dir)
+    shims = manifest.shims if manifest else ()
+    subject.update(coverage_lines(cov.results(shims, [str(loc.shim_dir)])))
     if fmt == "text":  # line by line: a large forest never becomes one string
         batch: list[str] = []
         for line in iter_tree_text(forest, subject, supervisors, sealed.mark):
@@ -259,7 +266,9 @@ def review(
         "sealed": sealed.line,
     }
     notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
-    report = Report("review", subject, result.findings, notes, calls, limit)
+    report = Report(
+        "review", subject, result.findings, notes, calls, limit, coverage=result.coverage
+    )
     click.echo(RENDERERS[fmt](report), nl=False)
     return findings_exit(result.findings, fail_on)
 

@@ -33,6 +33,7 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
 __all__ = [
     "ShimExec",
+    "argv_field",
     "collapse",
     "gap_image",
     "pair_shim_records",
@@ -40,7 +41,8 @@ __all__ = [
 ]
 
 
-def _argv(d: Any, name: str) -> list[bytes]:
+def argv_field(d: Any, name: str) -> list[bytes]:
+    """An argv-like list field of a JSON event, exact from its `NAME_b64` twin."""
     raw = d.get(name)
     argv = (
         [a.encode("utf-8", "surrogateescape") for a in raw if isinstance(a, str)]
@@ -76,7 +78,7 @@ def trace_image(rec: EventRecord) -> Image | None:
     if pid is None:
         return None
     filename = bytes_field(d, "filename")
-    argv = _argv(d, "argv")
+    argv = argv_field(d, "argv")
     red = d.get("argv_redacted")
     source = trace_source(d)
     ok = source in ("trace", "trace-shim")
@@ -105,7 +107,7 @@ def gap_image(rec: EventRecord) -> Image | None:
     pid = _int(d.get("pid"))
     if pid is None:
         return None
-    argv = _argv(d, "cmdline")
+    argv = argv_field(d, "cmdline")
     exe = bytes_field(d, "exe")
     return Image(
         "trace-gap",

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from mcpshim.family import trace_merge as _trace_merge  # trace images: registered in SOURCES
 from mcpshim.family.images import SOURCES, Image, image_of, images
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 _RECENT = 4  # processes remembered per (boot, pid): pid reuse needs only the latest few
+del _trace_merge
 
 
 # ---- linking -----------------------------------------------------------------------------

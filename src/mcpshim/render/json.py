@@ -41,15 +41,17 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 def render_findings_json(report: Report) -> str:
     counts = {s.label: sum(1 for f in report.findings if f.level == s) for s in Severity}
-    doc = {
+    doc: dict[str, Any] = {
         "schema": JSON_SCHEMA_ID,
         "tool": {"name": "mcpshim", "version": __version__},
         "command": report.command,
         "subject": dict(report.subject),
         "notes": list(report.notes),
         "summary": {"total": len(report.findings), "by_severity": counts},
-        "findings": [_finding_json(f) for f in sorted_findings(report.findings)],
     }
+    if report.command == "review":  # each `mcpshim run` session's coverage (family.coverage)
+        doc["coverage"] = [c.as_json() for c in report.coverage]
+    doc["findings"] = [_finding_json(f) for f in sorted_findings(report.findings)]
     if report.calls:
         doc["calls"] = [v.to_json() for v in report.calls]
     return dumps(doc, indent=2) + "\n"

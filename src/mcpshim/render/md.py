@@ -18,6 +18,7 @@ from typing import Any
 from mcpshim import __version__
 from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.attribution import Attribution, Call, Collector, Owner
+from mcpshim.family.coverage import SessionCoverage
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import argv_of
 from mcpshim.log.execlog import Record
@@ -44,6 +45,7 @@ __all__ = [
 class SessionReport:
     att: Attribution
     findings: list[Finding]
+    coverage: SessionCoverage | None = None
 
 
 def session_report(
@@ -68,7 +70,8 @@ def session_report(
         return None
     att = atts[0]
     findings = regroup(result.findings, [att]) + apply_policy(session_findings(att, policy), policy)
-    return SessionReport(att, findings)
+    cov = next((c for c in result.coverage if c.session == session), None)
+    return SessionReport(att, findings, cov)
 
 
 def call_status(call: Call) -> str:

@@ -6,10 +6,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpshim.family.coverage import SessionCoverage
 from mcpshim.review.findings import Finding
 from mcpshim.review.verdicts import CallVerdict
 
-__all__ = ["Report", "sorted_findings"]
+__all__ = ["COVERAGE_SHOWN", "Report", "coverage_lines", "sorted_findings"]
+
+COVERAGE_SHOWN = 10  # sessions whose coverage line a text header shows (the latest)
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,20 @@ class Report:
     notes: Sequence[str] = field(default_factory=tuple)
     calls: Sequence[CallVerdict] = field(default_factory=tuple)  # relayed sessions' tool calls
     evidence: int | None = 3  # evidence lines a text report prints per finding (None: all)
+    coverage: Sequence[SessionCoverage] = field(default_factory=tuple)  # family.coverage
+
+
+def coverage_lines(coverage: Sequence[SessionCoverage]) -> list[tuple[str, str]]:
+    """(label, text) for a header: one session's line as `coverage`, several labelled by
+    session, the latest COVERAGE_SHOWN of them."""
+    if len(coverage) == 1:
+        return [("coverage", coverage[0].line())]
+    shown = list(coverage)[-COVERAGE_SHOWN:]
+    out = [(f"coverage (session {c.session})", c.line()) for c in shown]
+    if len(coverage) > len(shown):
+        more = len(coverage) - len(shown)
+        out.insert(0, ("coverage", f"{more} earlier session(s) not shown (use --session)"))
+    return out
 
 
 def sorted_findings(findings: Sequence[Finding]) -> list[Finding]:

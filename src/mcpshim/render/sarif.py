@@ -89,10 +89,18 @@ def render_sarif(report: Report) -> str:
                     }
                 },
                 "results": results,
+                **_properties(report),
             }
         ],
     }
     return dumps(doc, indent=2) + "\n"
+
+
+def _properties(report: Report) -> dict[str, Any]:
+    """The run's property bag: each session's coverage (how complete the evidence is)."""
+    if not report.coverage:
+        return {}
+    return {"properties": {"coverage": [c.as_json() for c in report.coverage]}}
 
 
 def _family(report: Report) -> str:

@@ -13,7 +13,7 @@ from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
-from mcpshim.render.report import Report, sorted_findings
+from mcpshim.render.report import Report, coverage_lines, sorted_findings
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.verdicts import CallVerdict
 
@@ -62,6 +62,8 @@ def render_findings_text(report: Report) -> str:
     lines: list[str] = []
     for k, v in report.subject.items():
         lines.append(f"{k}: {escape(str(v))}")
+    for label, text in coverage_lines(report.coverage):
+        lines.append(f"{label}: {escape(text)}")
     for note in report.notes:
         lines.append(f"note: {escape(note)}")
     if lines:

@@ -13,12 +13,14 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from mcpshim.family.coverage import CoverageCollector, SessionCoverage
 from mcpshim.family.tree import Image, Linker, image_of
 from mcpshim.family.view import evidence_line, session_parents, stamp
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.findings import Evidence, Finding
 from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules.coverage_rules import bypass_findings
 from mcpshim.review.rules.execpaths import UNTRUSTED_DIR
 from mcpshim.review.rules.registry import Context, Hit, run_checks
 from mcpshim.review.rules.session_rules import SessionEvidence
@@ -29,6 +31,7 @@ __all__ = [
     "EVIDENCE_KEEP",
     "ReviewResult",
     "Scan",
+    "coverage_of",
     "family_label",
     "fold",
     "make_context",
@@ -57,6 +60,7 @@ class ReviewResult:
     processes: int
     families: int
     in_session: int = 0  # records of the session reviewed (of any kind); all without one
+    coverage: tuple[SessionCoverage, ...] = ()  # each `mcpshim run` session reviewed
 
 
 def family_label(img: Image, unknown_ppid: int | None, supervisor: str = "") -> str:
@@ -100,6 +104,7 @@ class Scan:
     processes: int = 0
     events: list[Record] = field(default_factory=list)  # kept for the session rules
     in_session: int = 0
+    coverage: CoverageCollector | None = None
 
 
 def make_context(
@@ -157,6 +162,7 @@ def scan(
     keep_events: bool = False,
     session_ev: SessionEvidence | None = None,
     relayed: Iterable[str] = (),
+    coverage: CoverageCollector | None = None,
 ) -> Scan:
     """The hot loop: link each image, run the checks once per distinct invocation, fold hits.
 
@@ -180,6 +186,8 @@ def scan(
         n_records += 1
         if progress is not None and n_records % every == 0:
             progress(n_records, rec.where)
+        if coverage is not None:
+            coverage.feed(rec)
         # An exec record becomes an Image only when a check, a label or a piece of evidence
         # needs one; the checks are pure over the memo key's fields (filesystem facts are
         # cached in ctx) and real logs repeat their commands.
@@ -278,11 +286,28 @@ def scan(
     for fam, (head, ppid) in heads.items():
         sup = sess.parents.get((head.boot_id, ppid), "") if ppid is not None else ""
         labels[fam] = family_label(head, ppid, sup)
-    return Scan(linker, by_key, labels, n_records, n_images, n_procs, events, n_in)
+    return Scan(linker, by_key, labels, n_records, n_images, n_procs, events, n_in, coverage)
 
 
-def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> ReviewResult:
-    """Join scans of consecutive runs of the log, fold hits per family, apply the policy."""
+def coverage_of(scans: list[Scan], ctx: Context) -> tuple[SessionCoverage, ...]:
+    """Each run session's coverage, from the collectors of consecutive scans joined."""
+    collectors = [s.coverage for s in scans if s.coverage is not None]
+    if not collectors:
+        return ()
+    first = collectors[0]
+    for later in collectors[1:]:
+        first.absorb(later)
+    return tuple(first.results(ctx.shim_names(), ctx.shim_dirs))
+
+
+def fold(
+    scans: list[Scan],
+    policy: Policy,
+    extra: Iterable[Finding] = (),
+    coverage: tuple[SessionCoverage, ...] = (),
+) -> ReviewResult:
+    """Join scans of consecutive runs of the log, fold hits per family, apply the policy;
+    `coverage`'s bypasses become findings too (MCS405)."""
     first = scans[0]
     linker, labels = first.linker, dict(first.labels)
     parts = [(0, first.acc)]
@@ -318,6 +343,7 @@ def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> Re
         )
     families = len({linker.family_of_family(f) for f in labels})
     findings += extra
+    findings += bypass_findings(coverage, policy)
     return ReviewResult(
         apply_policy(findings, policy),
         sum(s.records for s in scans),
@@ -325,6 +351,7 @@ def fold(scans: list[Scan], policy: Policy, extra: Iterable[Finding] = ()) -> Re
         sum(s.processes for s in scans),
         families,
         sum(s.in_session for s in scans),
+        coverage,
     )
 
 
@@ -341,7 +368,8 @@ def review(
 ) -> ReviewResult:
     ctx = make_context(policy, shim_dir, manifest, baseline)
     session_ev = SessionEvidence(policy, ctx.shim_names(), session)
-    result = scan(records, ctx, session, progress, every, session_ev=session_ev)
+    cov = CoverageCollector(session)
+    result = scan(records, ctx, session, progress, every, session_ev=session_ev, coverage=cov)
     if progress is not None:
         progress(result.records, "")
-    return fold([result], policy, session_ev.findings())
+    return fold([result], policy, session_ev.findings(), coverage_of([result], ctx))

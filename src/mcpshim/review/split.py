@@ -21,11 +21,20 @@ from dataclasses import dataclass
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
 from mcpshim.family.attribution import log_has_relayed_sessions
+from mcpshim.family.coverage import CoverageCollector
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
-from mcpshim.review.engine import Progress, ReviewResult, Scan, fold, make_context, scan
+from mcpshim.review.engine import (
+    Progress,
+    ReviewResult,
+    Scan,
+    coverage_of,
+    fold,
+    make_context,
+    scan,
+)
 from mcpshim.review.findings import Evidence
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.registry import Context
@@ -131,13 +140,23 @@ def _fix_offsets(result: Scan, problems: list[LogProblem], r: _Range) -> None:
         dataclasses.replace(ev, where=_shift(ev.where, r.name, r.start)) for ev in result.events
     ]
     problems[:] = [LogProblem(_shift(p.where, r.name, r.start), p.message) for p in problems]
+    if result.coverage is not None:
+        result.coverage.map_where(lambda w: _shift(w, r.name, r.start))
 
 
 def _scan_part(
     loc: Locations, ranges: list[_Range], ctx: Context, session: str | None, relayed: set[str]
 ) -> tuple[Scan, list[LogProblem]]:
     problems: list[LogProblem] = []
-    result = scan(_records(loc, ranges, problems), ctx, session, keep_events=True, relayed=relayed)
+    cov = CoverageCollector(session)
+    result = scan(
+        _records(loc, ranges, problems),
+        ctx,
+        session,
+        keep_events=True,
+        relayed=relayed,
+        coverage=cov,
+    )
     _fix_offsets(result, problems, ranges[0])
     return result, problems
 
@@ -192,10 +211,11 @@ def review_log(
                 progress,
                 session_ev=session_ev,
                 relayed=relayed,
+                coverage=CoverageCollector(session),
             )
             if progress is not None:
                 progress(one.records, "")
-            return fold([one], policy, session_ev.findings())
+            return fold([one], policy, session_ev.findings(), coverage_of([one], ctx))
         first, second = plan
         mp = multiprocessing.get_context("fork")
         recv, send = mp.Pipe(duplex=False)
@@ -212,6 +232,7 @@ def review_log(
                 progress,
                 session_ev=session_ev,
                 relayed=relayed,
+                coverage=CoverageCollector(session),
             )
             try:
                 part2, problems2 = recv.recv()
@@ -225,4 +246,5 @@ def review_log(
     for ev in part2.events:
         session_ev.feed(ev)
     problems += problems2
-    return fold([part1, part2], policy, session_ev.findings())
+    coverage = coverage_of([part1, part2], ctx)
+    return fold([part1, part2], policy, session_ev.findings(), coverage)

@@ -7,6 +7,7 @@ Importing this package registers them all; `review.engine` runs them.
 from __future__ import annotations
 
 from mcpshim.review.rules import (
+    coverage_rules,
     drift,
     execpaths,
     mcp_rules,
@@ -25,6 +26,7 @@ __all__ = [
     "Context",
     "Hit",
     "check",
+    "coverage_rules",
     "drift",
     "execpaths",
     "mcp_rules",

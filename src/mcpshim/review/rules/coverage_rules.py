@@ -1,0 +1,86 @@
+"""shim-bypassed (MCS405): a shimmed command ran without its shim, and why (family.bypass).
+
+Not a per-image check: the cause needs the exec's ancestors, so the findings are made from a
+session's coverage (family.coverage) after review's pass. One finding per command, cause
+and place: the ancestor that handed on the PATH (or, for a call by absolute path, the
+parent), so the occurrences of one spot stay together and review files them under the tool
+call whose process they are. The session's own command (the launch line, lint-path's
+business) is counted in the coverage line but is no finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mcpshim.family.coverage import Bypassed, SessionCoverage
+from mcpshim.family.view import evidence_line
+from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
+from mcpshim.review.policy import Policy
+from mcpshim.review.rules.network import HELPERS
+
+__all__ = ["BYPASSED", "bypass_findings"]
+
+BYPASSED = define_rule(
+    "MCS405",
+    "shim-bypassed",
+    Severity.LOW,
+    "A command that has a shim ran without going through it: called by absolute path, or "
+    "looked up through a PATH on which the shim directory was not first (a login shell's "
+    "profile, `env -i`, a PATH= assignment); only the trace (or, while it lived, the "
+    "sampler) saw it. Medium for sensitive commands.",
+    "Call programs by name with the shim directory first on PATH; avoid login shells "
+    "(`bash -l` reads /etc/profile whatever the environment says, and it resets PATH on "
+    "Debian; zsh login shells keep the shims first through `mcpshim run`'s ZDOTDIR route); "
+    "keep tracing on (the default) so such execs stay on record.",
+    cwe=["CWE-778"],
+)
+
+
+def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> list[Finding]:
+    """The MCS405 findings of each session's bypasses (the policy is applied by the caller)."""
+    sensitive = frozenset(policy.sensitive_commands) | HELPERS
+    out: list[Finding] = []
+    for cov in coverages:
+        groups: dict[tuple[str, str, object], list[Bypassed]] = {}
+        for b in cov.bypassed:
+            if b.root:
+                continue
+            ch = b.cause.changer
+            place = (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
+            groups.setdefault((b.exec.command, b.cause.kind, place), []).append(b)
+        for (command, kind, _place), items in groups.items():
+            first = items[0]
+            evidence = tuple(
+                Evidence(
+                    b.image.where,
+                    f"{evidence_line(b.image)}: {b.cause.detail}",
+                    {
+                        "command": command,
+                        "path": b.exec.filename.decode("utf-8", "replace"),
+                        "pid": b.exec.pid,
+                        "ppid": b.exec.ppid,
+                        "start_ticks": b.exec.start,
+                        "boot_id": b.exec.boot,
+                        "source": b.image.source,
+                        "cause": kind,
+                        **(
+                            {"changer_pid": b.cause.changer.pid}
+                            if b.cause.changer is not None
+                            else {}
+                        ),
+                    },
+                )
+                for b in items
+            )
+            out.append(
+                Finding(
+                    BYPASSED,
+                    f"{command} ran without its shim: {first.cause.detail}",
+                    evidence,
+                    group=f"session {cov.session}",
+                    key=f"{command}\0{kind}",
+                    severity=Severity.MEDIUM if command in sensitive else None,
+                    count=len(items),
+                )
+            )
+    return out
