@@ -155,6 +155,10 @@ def test_login_shells_under_the_default_run_mcp(home: Home, tmp_path: Path) -> N
         assert ev["changer_pid"] == status["ppid"]  # the login shell that ran it
         [sleep] = [f for f in found if f["evidence"][0]["command"] == "sleep"]
         assert sleep["severity"] == "low"
+        # Traced: what the sampler saw is no evidence of its own (no MCS302 "seen only by
+        # sampling"), though it saw the sleep.
+        assert [s for s in events(home, "observed", sid) if s["cmdline"] == ["sleep", "30"]]
+        assert not [f for f in review["findings"] if f["rule"] == "MCS302"]
         # The coverage line counts it: in the text header, JSON and SARIF.
         [cov] = review["coverage"]
         assert cov["session"] == sid
@@ -253,6 +257,27 @@ def test_zsh_route_keeps_the_shims_first(home: Home, tmp_path: Path) -> None:
     [start] = events(home, "session-start", sid)
     assert start["zdotdir"] == str(home.loc.shim_dir / ".zsh") and start["trace"] == "off"
     assert "trace: off (--no-trace)" in mcpshim(home, "review", "--session", sid).stdout
+
+
+@needs_trace
+def test_git_running_itself_is_info(home: Home, tmp_path: Path) -> None:
+    # git puts its exec-path (/usr/lib/git-core) first on the PATH of what it runs: the git
+    # of a shell alias is git's own, not a shadow of the shim (main's MCS302 said so of
+    # sampled ones; MCS405 carries it now that shimmed commands are its business).
+    install(home, ["git"])
+    repo = make_repo(tmp_path)
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True,
+                               check=True).stdout.strip()  # fmt: skip
+    line = "git -c alias.v='!git --version' v"
+    proc = run(home, ["/bin/sh", "-c", line], capture_output=True, cwd=repo)
+    assert proc.returncode == 0 and b"git version" in proc.stdout, proc.stderr
+    sid = only_session(home)
+    review = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
+    [f] = [f for f in review["findings"] if f["rule"] == "MCS405"]
+    assert f["severity"] == "info"
+    assert f["message"] == f"git ran from git's own helpers ({exec_path}/git): git running itself"
+    [ev] = f["evidence"]
+    assert ev["cause"] == "shim-dir-not-first" and ev["path"] == f"{exec_path}/git"
 
 
 @needs_trace

@@ -53,6 +53,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 OnExit = Literal["report", "terminate"]
 _PR_SET_CHILD_SUBREAPER = 36
 SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
+TRACE_BATCH_S = 0.01  # the trace FIFO is read at most this often (see _pump_trace)
 
 
 class SpawnError(McpshimError):
@@ -122,6 +123,7 @@ class Supervisor:
         self.subreaper = False
         self._sel = selectors.DefaultSelector()
         self._tick_hooks: list[Callable[[], None]] = []
+        self._paused: dict[int, tuple[float, Callable[[int], None]]] = {}
         self._spawn_hooks: list[Callable[[], None]] = []
         self._event_hooks: list[Callable[[str, Mapping[str, Any]], None]] = []
         self._old: dict[int, Any] = {}
@@ -166,8 +168,23 @@ class Supervisor:
         self._sel.register(fd, selectors.EVENT_READ, callback)
 
     def remove_reader(self, fd: int) -> None:
+        self._paused.pop(fd, None)
         with contextlib.suppress(KeyError, ValueError):
             self._sel.unregister(fd)
+
+    def pause_reader(self, fd: int, seconds: float) -> None:
+        """Stop watching fd for `seconds`, then watch it again (a reader that prefers a few
+        large reads to many small wakeups)."""
+        key = self._sel.get_map().get(fd)
+        if key is not None:
+            self._sel.unregister(fd)
+            self._paused[fd] = (time.monotonic() + seconds, key.data)
+
+    def _resume_readers(self, now: float) -> None:
+        for fd, (when, callback) in list(self._paused.items()):
+            if when <= now:
+                del self._paused[fd]
+                self._sel.register(fd, selectors.EVENT_READ, callback)
 
     def on_tick(self, hook: Callable[[], None]) -> None:
         self._tick_hooks.append(hook)
@@ -294,8 +311,11 @@ class Supervisor:
         self._hand_terminal(self.child_pgid)
 
     def _pump_trace(self, fd: int) -> None:
+        """strace writes an exec's line in several pieces: one read every TRACE_BATCH_S
+        instead of a wakeup per piece (its 1 MiB FIFO holds far more than that)."""
         if self.tracer is not None:
             self.tracer.pump()
+            self.pause_reader(fd, TRACE_BATCH_S)
 
     def _reap_and_pump(self) -> None:
         """Reap, and keep strace's FIFO drained while survivors are contained (a full one
@@ -341,7 +361,9 @@ class Supervisor:
                 self._tick()
                 next_tick = max(next_tick + interval, time.monotonic())
                 continue
-            for key, _ in self._sel.select(next_tick - now):
+            self._resume_readers(now)
+            wake = min([next_tick, *(when for when, _cb in self._paused.values())])
+            for key, _ in self._sel.select(max(0.0, wake - now)):
                 key.data(key.fd)
             self._reap()
 

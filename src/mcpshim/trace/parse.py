@@ -6,9 +6,9 @@ signal lines are skipped, but `+++ killed by SIG... +++` is kept (the only recor
 process's death by a signal). See tracer for the command line that makes this output.
 
 An exec line carries the environment the exec passed (strace -v): every variable, secrets
-included. `sanitize` rewrites such a line to keep only its `PATH=` strings; the tracer's
-pipe goes through it before a byte is written anywhere (trace.run), so no other value
-reaches a file. The parser keeps the first PATH (what getenv and execvp use).
+included. `sanitize` rewrites such a line to keep only its first `PATH=` string (what
+getenv and execvp use); the tracer's pipe goes through it before a byte is written anywhere
+(trace.run), so no other value reaches a file.
 """
 
 from __future__ import annotations
@@ -236,9 +236,14 @@ def sanitize(line: bytes) -> bytes:
     if envp >= 0 and line.startswith(b"[", envp):
         end = line.find(b"]", envp)
         if end >= 0:
-            items = line[envp + 1 : end].split(b", ")
-            kept = b", ".join(i for i in items if i.startswith(_PATH_STR))
-            return line[: envp + 1] + kept + line[end:]
+            # The first PATH string only (what getenv and execvp use); find, not split:
+            # an environment is tens of strings, each four bytes of output per byte.
+            at = line.find(_PATH_STR, envp, end)
+            if at < 0:
+                return line[: envp + 1] + line[end:]
+            close = line.find(b'"', at + 1)
+            stop = close + 4 if line.startswith(b"...", close + 1) else close + 1
+            return line[: envp + 1] + line[at:stop] + line[end:]
     if envp >= 0 and not line.startswith(b'"', envp):
         end = _skip_arg(line, envp)  # an address or NULL: no values were printed
         if end >= 0:
@@ -265,7 +270,8 @@ class LinePump:
             return b""
         if b"exec" not in data[:end]:
             return data[:end]
-        return b"".join(sanitize(ln) + b"\n" for ln in data[: end - 1].split(b"\n"))
+        lines = data[: end - 1].split(b"\n")
+        return b"".join((sanitize(ln) if b"exec" in ln[:48] else ln) + b"\n" for ln in lines)
 
     def flush(self) -> bytes:
         """The last line, once strace is gone (it ends a line only when it starts the next)."""

@@ -5,11 +5,13 @@ session's coverage (family.coverage) after review's pass. One finding per comman
 and place: the ancestor that handed on the PATH (or, for a call by absolute path, the
 parent), so the occurrences of one spot stay together and review files them under the tool
 call whose process they are. The session's own command (the launch line, lint-path's
-business) is counted in the coverage line but is no finding.
+business) is counted in the coverage line but is no finding. git running itself (a command
+from git's own exec-path, which git puts first on the PATH of what it runs) is info.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from mcpshim.family.coverage import Bypassed, SessionCoverage
@@ -17,6 +19,7 @@ from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.network import HELPERS
+from mcpshim.review.shapes import GIT_EXEC_DIRS, under
 
 __all__ = ["BYPASSED", "bypass_findings"]
 
@@ -41,15 +44,21 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
     sensitive = frozenset(policy.sensitive_commands) | HELPERS
     out: list[Finding] = []
     for cov in coverages:
-        groups: dict[tuple[str, str, object], list[Bypassed]] = {}
+        groups: dict[tuple[str, str, object, bool], list[Bypassed]] = {}
         for b in cov.bypassed:
             if b.root:
                 continue
             ch = b.cause.changer
             place = (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
-            groups.setdefault((b.exec.command, b.cause.kind, place), []).append(b)
-        for (command, kind, _place), items in groups.items():
+            groups.setdefault((b.exec.command, b.cause.kind, place, _git_itself(b)), []).append(b)
+        for (command, kind, _place, git_itself), items in groups.items():
             first = items[0]
+            message = f"{command} ran without its shim: {first.cause.detail}"
+            severity = Severity.MEDIUM if command in sensitive else None
+            if git_itself:
+                exe = os.fsdecode(first.exec.filename)
+                message = f"{command} ran from git's own helpers ({exe}): git running itself"
+                severity = Severity.INFO
             evidence = tuple(
                 Evidence(
                     b.image.where,
@@ -75,12 +84,17 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
             out.append(
                 Finding(
                     BYPASSED,
-                    f"{command} ran without its shim: {first.cause.detail}",
+                    message,
                     evidence,
                     group=f"session {cov.session}",
-                    key=f"{command}\0{kind}",
-                    severity=Severity.MEDIUM if command in sensitive else None,
+                    key=f"{command}\0{kind}" + ("\0git" if git_itself else ""),
+                    severity=severity,
                     count=len(items),
                 )
             )
     return out
+
+
+def _git_itself(b: Bypassed) -> bool:
+    path = os.fsdecode(b.exec.filename)
+    return any(under(path, d) for d in GIT_EXEC_DIRS)

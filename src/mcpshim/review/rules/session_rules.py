@@ -19,7 +19,6 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.network import HELPERS, allowed
-from mcpshim.review.shapes import GIT_EXEC_DIRS, under
 
 __all__ = [
     "CREDENTIAL_NETWORK",
@@ -47,7 +46,7 @@ UNSHIMMED = define_rule(
     "A descendant of the server ran without going through a shim (an absolute path, or a "
     "command with no shim); only the sampler saw it, and only while it lived.",
     "Install a shim for the command (mcpshim install NAME), or call it through PATH; for "
-    "complete exec evidence run the server with `mcpshim run --trace`.",
+    "complete exec evidence keep `mcpshim run`'s tracing on (the default).",
     cwe=["CWE-778"],
 )
 LISTENING = define_rule(
@@ -105,6 +104,7 @@ class _Proc:
 @dataclass
 class _Session:
     root: tuple[int | None, int | None] = (None, None)
+    traced: bool = False  # the tracer saw every exec: sampling is no evidence of its own
     observed: dict[tuple[int, int | None], _Proc] = field(default_factory=dict)
     listen_ports: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
@@ -149,6 +149,7 @@ class SessionEvidence:
 
     def _start(self, s: _Session, sid: str, rec: EventRecord) -> None:
         s.root = (rec.data.get("child_pid"), rec.data.get("child_start"))
+        s.traced = rec.data.get("trace") == "strace"
 
     def _observed(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
@@ -159,15 +160,14 @@ class SessionEvidence:
         if ident == s.root:
             return  # the server itself, started by mcpshim run
         name = _name(d)
+        # Traced: the trace has the process (and a trace-gap, MCS404, one it missed). A
+        # shimmed command is MCS405's (shim-bypassed), with its cause (git running itself
+        # from its exec-path included).
+        if s.traced or name in self.shim_names:
+            return
         severity: Severity | None = Severity.INFO
         message = f"{name} ran without a shim (seen only by sampling)"
-        exe = str(d.get("exe") or "")
-        if name in self.shim_names and any(under(exe, g) for g in GIT_EXEC_DIRS):
-            message = f"{name} ran from git's own helpers ({exe}): git running itself"
-        elif name in self.shim_names:
-            severity = Severity.MEDIUM
-            message = f"{name} ran by absolute path, bypassing its shim"
-        elif name in _SHELLS and "-c" in _argv(d)[1:2]:
+        if name in _SHELLS and "-c" in _argv(d)[1:2]:
             severity = None
             message = f"{name} -c started by absolute path (a composed shell line)"
         s.findings.append(
