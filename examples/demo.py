@@ -4,8 +4,10 @@ A real stdio MCP server (examples/mcp_demo_server.py, official `mcp` SDK) runs u
 `mcpshim run --mcp`; the SDK's own client drives it through three tool calls the way an
 agent would: `git_log` (git through PATH), `search_todos` (a composed `sh -c` line) and
 `run_test` (`npm test` in a throwaway package whose test script leaves a background helper
-behind: run_test -> npm -> sh -> node -> test.js -> sleep). Then it prints what mcpshim
-made of the session (review, the tool-call view of tree) and writes the HTML report to
+behind: run_test -> npm -> sh -> node -> test.js -> sleep), traced as `run` does by default
+on Linux. Then it prints what mcpshim made of the session (review and the tool-call view of
+tree, each headed by the session's coverage line: execs through shims, bypassed and why,
+and whether the trace is complete) and writes the HTML report to
 ./artifacts/demo-report.html, outside the deleted HOME. The helper is terminated when the
 session ends (--on-exit terminate): nothing is left behind.
 """
