@@ -322,3 +322,42 @@ def test_no_session_no_line(home: Home) -> None:
     out = mcpshim(home, "review", "--format", "json")
     assert json.loads(out.stdout)["coverage"] == []
     assert "coverage" not in mcpshim(home, "review").stdout
+
+
+@needs_trace
+def test_each_cause_from_evidence(home: Home) -> None:
+    install(home, ["git"])
+    line = (
+        "env -i /usr/bin/git --version; env -i git --version; "
+        "PATH=/usr/bin:/bin git --version; env PATH=/usr/bin:$PATH git --version; "
+        "git --version"
+    )
+    assert run(home, ["sh", "-c", line], stdout=subprocess.DEVNULL).returncode == 0
+    sid = only_session(home)
+    review = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
+    causes = {
+        ev["cause"]: f["message"]
+        for f in review["findings"]
+        if f["rule"] == "MCS405"
+        for ev in f["evidence"]
+    }
+    assert (
+        causes["absolute-path"]
+        == "git ran without its shim: called by absolute path (/usr/bin/git)"
+    )
+    assert "received no PATH at all; env -i gave it an empty environment" in causes["no-path"]
+    assert (
+        "its PATH did not hold the shim dir; a PATH assignment in a shell's command line"
+        in causes["path-without-shim-dir"]
+    )
+    assert (
+        "PATH had /usr/bin before the shim dir; env set its PATH" in (causes["shim-dir-not-first"])
+    )
+    [cov] = review["coverage"]
+    assert cov["commands"]["git"] == {"through_shim": 1, "bypassed": 4}
+    assert cov["bypass_causes"] == {
+        "absolute-path": 1,
+        "no-path": 1,
+        "path-without-shim-dir": 1,
+        "shim-dir-not-first": 1,
+    }
