@@ -326,10 +326,10 @@ def test_no_session_no_line(home: Home) -> None:
 
 @needs_trace
 def test_each_cause_from_evidence(home: Home) -> None:
-    install(home, ["git"])
+    install(home, ["git", "sh"])  # the shells go through their shim: ancestors all the same
     line = (
         "env -i /usr/bin/git --version; env -i git --version; "
-        "PATH=/usr/bin:/bin git --version; env PATH=/usr/bin:$PATH git --version; "
+        "sh -c 'PATH=/usr/bin:/bin git --version'; env PATH=/usr/bin:$PATH git --version; "
         "git --version"
     )
     assert run(home, ["sh", "-c", line], stdout=subprocess.DEVNULL).returncode == 0
@@ -346,9 +346,13 @@ def test_each_cause_from_evidence(home: Home) -> None:
         == "git ran without its shim: called by absolute path (/usr/bin/git)"
     )
     assert "received no PATH at all; env -i gave it an empty environment" in causes["no-path"]
-    assert (
-        "its PATH did not hold the shim dir; a PATH assignment in a shell's command line"
-        in causes["path-without-shim-dir"]
+    # The inner sh (through its shim) is the one whose line set PATH: named, with its pid.
+    [git] = [r for r in events(home, "trace-exec", sid) if r.get("path") == "/usr/bin:/bin"]
+    inner = [r for r in events(home, "trace-exec", sid) if r.get("via_shim") == "sh"][-1]
+    assert git["ppid"] == inner["pid"] or git["pid"] == inner["pid"]
+    assert causes["path-without-shim-dir"].endswith(
+        "its PATH did not hold the shim dir; a PATH assignment in a shell's command line "
+        f"(pid {inner['pid']}: {inner['argv'][0]} -c 'PATH=/usr/bin:/bin git --version')"
     )
     assert (
         "PATH had /usr/bin before the shim dir; env set its PATH" in (causes["shim-dir-not-first"])
@@ -361,3 +365,24 @@ def test_each_cause_from_evidence(home: Home) -> None:
         "path-without-shim-dir": 1,
         "shim-dir-not-first": 1,
     }
+
+
+def test_untraced_a_shell_by_absolute_path_is_counted_from_parent_evidence(home: Home) -> None:
+    # No trace: the shell started by absolute path is known only from the command line its
+    # first shimmed child kept (parent evidence), and the sampler if it caught it.
+    install(home, ["git", "sh"])
+    line = '/bin/sh -c "git --version; true"'
+    proc = run(home, ["sh", "-c", line], "--no-trace", stdout=subprocess.DEVNULL)
+    assert proc.returncode == 0
+    sid = only_session(home)
+    review = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
+    [cov] = review["coverage"]
+    assert cov["commands"] == {
+        "git": {"through_shim": 1, "bypassed": 0},
+        "sh": {"through_shim": 1, "bypassed": 1},
+    }
+    assert cov["bypass_causes"] == {"absolute-path": 1} and cov["sources"]["parent"] == 1
+    assert cov["trace"]["status"] == "off"
+    [f] = [f for f in review["findings"] if f["rule"] == "MCS405"]
+    assert f["severity"] == "medium" and f["message"].startswith("sh ran without its shim")
+    assert f["evidence"][0]["source"] in ("parent", "observed")

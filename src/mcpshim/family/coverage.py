@@ -33,8 +33,9 @@ from mcpshim.family.images import Image, bytes_field, image_of, parse_time
 from mcpshim.family.trace_merge import argv_field, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
-__all__ = ["Bypassed", "CoverageCollector", "SessionCoverage"]
+__all__ = ["SHELLS_KEPT", "Bypassed", "CoverageCollector", "SessionCoverage"]
 
+SHELLS_KEPT = 4096
 _KINDS = frozenset(
     {"session-start", "trace-exec", "trace-fork", "trace-summary", "trace-fallback", "observed"}
 )
@@ -110,8 +111,11 @@ class SessionCoverage:
 class _Session:
     start: Mapping[str, Any] | None = None
     shim: Counter[str] = field(default_factory=Counter)
-    shell_ids: set[tuple[str, int, int | None]] = field(default_factory=set)
-    parents: list[tuple[ExecRecord, int | None]] = field(default_factory=list)
+    # Shells that went through a shim, the latest SHELLS_KEPT (a shell's first shimmed child,
+    # whose record keeps the shell's command line, comes soon after the shell's own record)
+    shells: dict[tuple[str, int, int | None], None] = field(default_factory=dict)
+    parent_seen: int = 0  # parent evidence records
+    parents: list[tuple[ExecRecord, int | None]] = field(default_factory=list)  # no shim's
     traced: list[EventRecord] = field(default_factory=list)
     forks: list[EventRecord] = field(default_factory=list)
     observed: list[EventRecord] = field(default_factory=list)
@@ -142,9 +146,13 @@ class CoverageCollector:
                 return
             s.shim[rec.shim] += 1
             if rec.shim in SHELLS:
-                s.shell_ids.add((rec.boot_id, rec.pid, rec.start))
-            if rec.parent_cmdline:
-                s.parents.append((rec, rec.parent_start))
+                s.shells[(rec.boot_id, rec.pid, rec.start)] = None
+                if len(s.shells) > SHELLS_KEPT:
+                    del s.shells[next(iter(s.shells))]
+            if rec.parent_cmdline and rec.ppid is not None:
+                s.parent_seen += 1
+                if (rec.boot_id, rec.ppid, rec.parent_start) not in s.shells:
+                    s.parents.append((rec, rec.parent_start))
             return
         if rec.kind not in _KINDS:
             return
@@ -185,8 +193,9 @@ class CoverageCollector:
             s = self.sessions.setdefault(sid, _Session())
             s.start = s.start or o.start
             s.shim.update(o.shim)
-            s.shell_ids |= o.shell_ids
-            s.parents += o.parents
+            s.parent_seen += o.parent_seen
+            s.parents += [p for p in o.parents if (p[0].boot_id, p[0].ppid, p[1]) not in s.shells]
+            s.shells.update(o.shells)
             s.traced += o.traced
             s.forks += o.forks
             s.observed += o.observed
@@ -290,6 +299,7 @@ def _account(
     via: Counter[str] = Counter()
     shimmed = set(names) | set(s.shim)
     execs: list[tuple[Exec, str, Image]] = []
+    ancestry: list[Exec] = []  # every image a cause may name, shimmed ones too
     traced_ids: dict[tuple[str, int], list[int | None]] = {}
     for rec in s.traced:
         d = rec.data
@@ -300,6 +310,7 @@ def _account(
         if d.get("shim_script"):
             shimmed.add(os.path.basename(e.filename).decode("utf-8", "replace"))
             continue
+        ancestry.append(e)
         if isinstance(d.get("via_shim"), str):
             via[d["via_shim"]] += 1
             shimmed.add(d["via_shim"])
@@ -333,14 +344,12 @@ def _account(
         img = image_of(rec)
         if e is not None and img is not None:
             execs.append((e, "sampler", img))
-    parents: set[tuple[str, int, int | None]] = set()
     for prec, pstart in s.parents:
         e = _parent_exec(prec, pstart)
         if e is None:
             continue
         ident = (e.boot, e.pid, e.start)
-        parents.add(ident)
-        if traced(*ident) or ident in seen or ident in s.shell_ids:
+        if traced(*ident) or ident in seen:
             continue
         seen.add(ident)
         execs.append((e, "parent", _parent_image(prec, e)))
@@ -353,7 +362,7 @@ def _account(
         ),
         default=min((e.time for e, _s, _i in execs if _is(e, root)), default=None),
     )
-    lineage = Lineage(e for e, _src, _img in execs)
+    lineage = Lineage([*ancestry, *(e for e, src, _img in execs if src != "trace")])
     zdotdir = bool(start.get("zdotdir"))
     bypassed: list[Bypassed] = []
     no_shim = 0
@@ -373,7 +382,7 @@ def _account(
         "shim": sum(s.shim.values()),
         "trace": len(s.traced),
         "sampler": len(sampled),
-        "parent": len(parents),
+        "parent": s.parent_seen,
     }
     return SessionCoverage(
         sid,
