@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -45,6 +46,7 @@ from mcpshim.trace.strace import build_trace, read_output, strace_argv
 __all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
 _PIPE_SIZE = 1 << 20  # strace stops its tracees while it waits on a full pipe
+_LINE_PID = re.compile(rb"^(\d+) ", re.M)
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
@@ -86,6 +88,7 @@ class TraceRun:
         self.root_pid = 0
         self.root_start: int | None = None
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
+        self._seen: set[int] = set()  # pids whose start was looked for
         self._log_mark = _log_mark(loc)
         self._lines = LinePump()
         self._rfd = self._hold = self._out = -1
@@ -142,12 +145,12 @@ class TraceRun:
         self.pump()
 
     def _note_pids(self, lines: bytes) -> None:
-        for line in lines.splitlines():
-            pid = line[: line.find(b" ")]
-            if pid.isdigit() and int(pid) not in self._live:
-                st = start_ticks(int(pid))
-                if st is not None:
-                    self._live[int(pid)] = st
+        """Each pid once: a process gone by then keeps the start derived from its fork."""
+        for pid in {int(p) for p in _LINE_PID.findall(lines)} - self._seen:
+            self._seen.add(pid)
+            st = start_ticks(pid)
+            if st is not None:
+                self._live[pid] = st
 
     def attached(self, child_pid: int, timeout: float = 10.0) -> int:
         """The tracer's pid, once strace's start-up is over (0: no tracer was found).
