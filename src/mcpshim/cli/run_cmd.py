@@ -149,7 +149,7 @@ def run(
 
     \b
     Tracing (Linux, on by default where ptrace is permitted) runs the family under strace
-    (seccomp filter on process events only, about 0.4 ms per exec) and adds one
+    (seccomp filter on process events only, under 1 ms of CPU per exec) and adds one
     `trace-exec` record per exec attempt, failed ones too (a PATH search shows each
     directory it tried), with UTC time, pid, start, parent, cwd, argv (redacted), the PATH
     it passed (no other variable is kept) and exit status, plus `trace-fork`, `trace-gap`
