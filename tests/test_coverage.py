@@ -87,6 +87,7 @@ def drive(home: Home, repo: Path, env: dict[str, str], *extra: str) -> list[str]
                 r = await s.call_tool("run_command", {"shell": shell, "command": line})
                 assert not r.is_error, r
                 out.append(r.content[0].text)  # type: ignore[union-attr]
+                await anyio.sleep(0.3)  # an agent thinks between calls (starts are 10 ms ticks)
         return out
 
     return anyio.run(go)

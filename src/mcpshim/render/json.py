@@ -49,7 +49,7 @@ def render_findings_json(report: Report) -> str:
         "notes": list(report.notes),
         "summary": {"total": len(report.findings), "by_severity": counts},
     }
-    if report.command == "review":  # each `mcpshim run` session's coverage (family.coverage)
+    if report.coverage is not None:  # review: each `mcpshim run` session's (family.coverage)
         doc["coverage"] = [c.as_json() for c in report.coverage]
     doc["findings"] = [_finding_json(f) for f in sorted_findings(report.findings)]
     if report.calls:

@@ -25,7 +25,7 @@ class Report:
     notes: Sequence[str] = field(default_factory=tuple)
     calls: Sequence[CallVerdict] = field(default_factory=tuple)  # relayed sessions' tool calls
     evidence: int | None = 3  # evidence lines a text report prints per finding (None: all)
-    coverage: Sequence[SessionCoverage] = field(default_factory=tuple)  # family.coverage
+    coverage: Sequence[SessionCoverage] | None = None  # review: each run session's
 
 
 def coverage_lines(coverage: Sequence[SessionCoverage]) -> list[tuple[str, str]]:

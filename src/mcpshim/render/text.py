@@ -62,7 +62,7 @@ def render_findings_text(report: Report) -> str:
     lines: list[str] = []
     for k, v in report.subject.items():
         lines.append(f"{k}: {escape(str(v))}")
-    for label, text in coverage_lines(report.coverage):
+    for label, text in coverage_lines(report.coverage or ()):
         lines.append(f"{label}: {escape(text)}")
     for note in report.notes:
         lines.append(f"note: {escape(note)}")

@@ -11,9 +11,10 @@ found in the processes' environments, the user they ran as, and which outlived t
 Only executables that are evidence of an exec count. A process a shim recorded is what the
 shim says (the sampler may also have caught it mid-exec, as the interpreter of a script or
 as its parent's image before exec: those samples are timing, not new programs); a process
-no shim saw counts with its own images, less one that is still its parent's (a fork caught
-before it exec'd). So two sessions that ran the same programs have the same executables,
-however the sampler's ticks fell.
+no shim saw counts with what the tracer saw it exec, when it was traced (a sample of it is
+then the same exec again, its executable's path resolved), else with its own images, less
+one that is still its parent's (a fork caught before it exec'd). So two sessions that ran
+the same programs have the same executables, however the sampler's ticks fell.
 
 `SessionEvidence` keeps, from the same pass over the log as attribution, what attribution
 does not: the contract records (initialize, tools/resources/prompts listings), sockets,
@@ -161,6 +162,9 @@ def images_that_ran(node: Node) -> list[Image]:
     shimmed = [i for i in node.images if i.source == "shim"]
     if shimmed:
         return shimmed
+    traced = [i for i in node.images if i.source == "trace"]
+    if traced:
+        return traced
     imgs = [i for i in node.images if i.target]
     parent = node.parent
     parent_target = parent.images[-1].target if parent is not None and parent.known else None
