@@ -1,12 +1,12 @@
 """The findings corpus: real sessions, what a careful reviewer says of them, and the score.
 
 A scenario builds a workspace on a throwaway HOME, installs real shims with `mcpshim
-install`, starts its server under `mcpshim run --mcp` (optionally `--trace`) as an MCP
-client config would, and drives it with the official SDK's client, one awaited call after
-another, as an agent does. Then `mcpshim review --format json` reads the session and its
-findings are compared with the scenario's expected ones: by rule id, severity and the tool
-call they sit under. Expected findings are what is true of the session, not what mcpshim
-said when the scenario was written.
+install`, starts its server under `mcpshim run --mcp` (`--trace`, or `--no-trace`: tracing
+is the default) as an MCP client config would, and drives it with the official SDK's
+client, one awaited call after another, as an agent does. Then `mcpshim review --format
+json` reads the session and its findings are compared with the scenario's expected ones: by
+rule id, severity and the tool call they sit under. Expected findings are what is true of
+the session, not what mcpshim said when the scenario was written.
 
 Used by tests/test_corpus.py (each scenario asserts its findings) and by
 benchmarks/findings_quality.py (precision and recall over the whole corpus).
@@ -365,7 +365,8 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
             w.cleanup.append(Listener(w).close)
         sc.setup(w)
         argv = sc.server(w)
-        run = ["run", "--mcp", *(["--trace"] if trace else []), *sc.run_options, "--", *argv]
+        mode = "--trace" if trace else "--no-trace"  # run traces by default where it can
+        run = ["run", "--mcp", mode, *sc.run_options, "--", *argv]
         env = {**w.env, **sc.server_env(w), "CORPUS_PORT": str(w.port)}
         params = StdioServerParameters(command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=env,
                                        cwd=str(w.ws))  # fmt: skip

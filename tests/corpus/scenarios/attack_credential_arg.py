@@ -29,8 +29,10 @@ _EXPECTED = (
     Expect("MCS502", "low", "deploy"),  # "deploy" does not say git
     Expect("MCS101", "info", "deploy", optional=True),
     Expect("MCS304", "medium", "deploy", optional=True),  # the TLS attempt is brief
-    # git's helpers (git-remote-http, git itself from git-core), when sampling caught them
+    # git's helpers (git-remote-http), when sampling caught them
     Expect("MCS302", "info", "deploy", optional=True),
+    # git itself from git-core (git runs its own helpers), traced or sampled
+    Expect("MCS405", "info", "deploy", optional=True),
 )
 
 SCENARIO = Scenario(
