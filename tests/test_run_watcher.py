@@ -14,6 +14,7 @@ import pytest
 from conftest import Home
 from fixtures.runhelp import events, kill_all, only_session, poll, run_argv, session_pids
 from mcpshim.proc.procinfo import read_stat, start_ticks
+from mcpshim.trace.run import tracer_of
 
 # In the command's group: sleep 300 (default SIGTERM), sleep 303 with an empty environment
 # (found by its group only), and the command itself, which ignores SIGTERM (the ignore
@@ -117,6 +118,11 @@ def test_a_finished_session_leaves_its_survivors_alone(
     _keep(cleanup, [surv["pid"]])
     assert not os.path.exists(f"/proc/{watcher}")  # reaped
     time.sleep(1.0)  # well past the grace a watcher would give it
-    assert session_pids(only_session(home)) == [surv["pid"]]
+    # Traced (the default), the survivor keeps the session's tracer (detaching would make
+    # its fork/exec fail), which carries the session id too; nothing else is left.
+    left = set(session_pids(only_session(home)))
+    tracer = {s["tracer_pid"] for s in events(home, "trace-summary")}
+    assert tracer == ({tracer_of(surv["pid"])} if tracer else set())
+    assert left - tracer == {surv["pid"]}
     kinds = ("observed", "survivor", "reaped")
     assert watcher not in [e["pid"] for k in kinds for e in events(home, k)]
