@@ -10,6 +10,7 @@ mount, an unusable lock file is a directory in its place, and an unreadable log 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
+from mcpshim.trace.probe import trace_unavailable
 
 MCPSHIM = [sys.executable, "-m", "mcpshim"]
 
@@ -87,6 +89,29 @@ def test_run_on_a_full_disk_keeps_the_commands_status(home: Home, tmpfs: Path, m
     if not mcp:
         assert out.stdout == "ran\n"
     _one_line(out, "mcpshim: warning: cannot write the exec log", "No space left on device")
+
+
+@pytest.mark.skipif(trace_unavailable(None)[0] is None, reason="needs strace allowed here")
+def test_run_traced_with_a_full_trace_dir_keeps_going(
+    home: Home, tmp_path: Path, tmpfs: Path
+) -> None:
+    # The exec log has room, the trace's directory has none: the trace stops being stored,
+    # never the session (nor the draining of strace's FIFO), and the coverage line says so.
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    (log_dir / "trace").symlink_to(tmpfs)
+    _fill(tmpfs)
+    out = cli(
+        home, "run", "--log-dir", str(log_dir), "--", "sh", "-c", "/bin/true; echo ran; exit 7"
+    )
+    assert out.returncode == 7, out.stderr
+    assert out.stdout == "ran\n"
+    _no_traceback(out)
+    assert os.listdir(tmpfs) == ["filler"]  # no raw trace left behind
+    review = cli(home, "review", "--log-dir", str(log_dir), "--format", "json")
+    [cov] = json.loads(review.stdout)["coverage"]
+    assert cov["trace"]["status"] == "lost"
+    assert "could not be stored: No space left on device" in cov["line"]
 
 
 def test_install_on_a_full_disk(home: Home, tmpfs: Path) -> None:

@@ -12,11 +12,13 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from mcpshim.trace.drain import drain
 from mcpshim.trace.parse import LinePump, parse_line, parse_output, sanitize
 from mcpshim.trace.probe import trace_unavailable
 from mcpshim.trace.run import is_gone, tracer_of
@@ -172,3 +174,27 @@ def test_probe_prints_no_environment(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert STRACE is not None
     assert probe(STRACE) == ""
     assert seen and all(hexed(SECRET[:8]) not in s for s in seen)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_the_drain_reads_on_when_its_file_is_full() -> None:
+    # A survivor's tracer writes into the FIFO until its last tracee ends: a drain that
+    # stopped reading at ENOSPC would leave the FIFO full and stop every survivor in strace.
+    r, w = os.pipe()
+    full = os.open("/dev/full", os.O_WRONLY)
+    line = b'123 1.0 execve("\\x2f", [], ["\\x50\\x41\\x54\\x48\\x3d"]) = 0\n'
+    data = line * 5000  # several times a pipe's buffer: the writer waits for the reads
+
+    def write() -> None:
+        with open(w, "wb", closefd=True) as fh:
+            fh.write(data)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert drain(r, full, LinePump()) == -1
+    finally:
+        writer.join(timeout=30)
+        os.close(r)
+        os.close(full)
+    assert not writer.is_alive()  # all of it was read

@@ -6,8 +6,9 @@ two traced execs, its script then its target, counted once), the sampler (`obser
 processes no shim recorded, each counted once, when the trace does not have them) and a
 shim's parent evidence (the command line of a shell parent, when nothing else has it). The
 trace's state says how complete that is: complete, with gaps, incomplete (survivors still
-traced at the end), off, or unavailable (and why). `CoverageCollector` is fed the records
-of a review or tree pass; a shim record costs it a counter, so large logs stay cheap.
+traced at the end), lost (its output could not be stored), off, or unavailable (and why).
+`CoverageCollector` is fed the records of a review or tree pass; a shim record costs it a
+counter, so large logs stay cheap.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class SessionCoverage:
     no_shim: int
     commands: Mapping[str, tuple[int, int]]  # shimmed command -> (through, bypassed)
     sources: Mapping[str, int]
-    trace: str  # complete | gaps | incomplete | missing | off | unavailable
+    trace: str  # complete | gaps | incomplete | lost | missing | off | unavailable
     trace_note: str = ""
     zdotdir: bool = False
 
@@ -75,6 +76,8 @@ class SessionCoverage:
             "incomplete": "incomplete (survivors were still traced at the end; their later "
             "execs are not in the log)",
             "missing": "missing (no trace summary: the session did not end, or the tracer failed)",
+            "lost": f"incomplete (its output could not be stored: {self.trace_note}; the execs "
+            "after that are not in the log)",
             "off": "off (--no-trace): shims and sampling only",
             "unavailable": f"unavailable ({self.trace_note}): shims and sampling only",
         }.get(self.trace, self.trace)
@@ -263,6 +266,8 @@ def _trace_state(s: _Session) -> tuple[str, str]:
         return "off", ""
     if s.summary is None:
         return "missing", ""
+    if s.summary.get("lost"):
+        return "lost", str(s.summary["lost"])[:160]
     if not s.summary.get("complete"):
         return "incomplete", ""
     gaps = _int(s.summary.get("gaps")) or 0

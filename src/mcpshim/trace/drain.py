@@ -20,9 +20,21 @@ __all__ = ["main"]
 _CHUNK = 1 << 20
 
 
-def drain(src: int, out: int, pump: LinePump) -> None:
+def drain(src: int, out: int, pump: LinePump) -> int:
+    """Read src to its end; a write that fails (a full disk) stops the writing, never the
+    reading (strace would stop the survivors on a full FIFO). The fd still written, or -1."""
     while data := os.read(src, _CHUNK):
-        write_all(out, pump.feed(data))
+        out = _write(out, pump.feed(data))
+    return out
+
+
+def _write(out: int, lines: bytes) -> int:
+    if out >= 0:
+        try:
+            write_all(out, lines)
+        except OSError:
+            return -1
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -31,10 +43,10 @@ def main(argv: list[str]) -> int:
         return 2
     out = os.open(argv[0], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     pump = LinePump()
-    drain(0, out, pump)
+    out = drain(0, out, pump)
     os.set_blocking(3, True)
-    drain(3, out, pump)
-    write_all(out, pump.flush())
+    out = drain(3, out, pump)
+    _write(out, pump.flush())
     return 0
 
 

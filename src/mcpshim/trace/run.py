@@ -61,7 +61,13 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
         if mode != "auto":
             raise UsageError(f"--trace: {why}{FIX}")
         return None, why
-    return TraceRun(loc, strace), ""
+    try:
+        return TraceRun(loc, strace), ""
+    except OSError as exc:  # a full or read-only disk: the command still runs (auto)
+        why = f"cannot set up the trace in {loc.log_dir / 'trace'}: {exc.strerror}"
+        if mode != "auto":
+            raise UsageError(f"--trace: {why}") from None
+        return None, why
 
 
 def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
@@ -92,10 +98,18 @@ class TraceRun:
         self._log_mark = _log_mark(loc)
         self._lines = LinePump()
         self._rfd = self._hold = self._out = -1
+        self._stored = 0  # bytes of whole lines in the output file
+        self.lost = ""  # why the output stopped being stored (a full disk), if it did
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
+        try:
+            self._open()
+        except OSError:
+            self._close_fds()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
-    def wrap(self, command: Sequence[str]) -> list[str]:
-        """strace's command line for COMMAND, its output into a FIFO read here (`fd`)."""
+    def _open(self) -> None:
+        """The FIFO strace writes into (`fd`) and the file its sanitized lines go to."""
         os.mkfifo(self.fifo, 0o600)
         self._rfd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         # Held until strace is gone: no end of file before strace opens the FIFO.
@@ -104,6 +118,15 @@ class TraceRun:
             fcntl.fcntl(self._rfd, _F_SETPIPE_SZ, _PIPE_SIZE)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         self._out = os.open(self.output, flags, 0o600)
+
+    def _close_fds(self) -> None:
+        for fd in (self._rfd, self._hold, self._out):
+            if fd >= 0:
+                os.close(fd)
+        self._rfd = self._hold = self._out = -1
+
+    def wrap(self, command: Sequence[str]) -> list[str]:
+        """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
         argv = strace_argv(self.strace, str(self.fifo), command)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
@@ -137,9 +160,23 @@ class TraceRun:
             budget -= len(data)
             out = self._lines.feed(data)
             if out:
-                write_all(self._out, out)
+                self._store(out)
                 self._note_pids(out)
         return eof
+
+    def _store(self, lines: bytes) -> None:
+        """Append whole lines; a write that fails (a full disk) stops the storing, never the
+        draining (a FIFO left full would stop every tracee): the trace is then `lost` from
+        there on, and the file keeps only whole lines."""
+        if self.lost:
+            return
+        try:
+            write_all(self._out, lines)
+            self._stored += len(lines)
+        except OSError as exc:
+            self.lost = exc.strerror or str(exc)
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._out, self._stored)
 
     def tick(self) -> None:
         self.pump()
@@ -231,14 +268,11 @@ class TraceRun:
                 for _ in range(64):
                     if self.pump():
                         break
-                write_all(self._out, self._lines.flush())
+                self._store(self._lines.flush())
             else:
                 self.pump()
                 self._hand_to_drain()
-        for fd in (self._rfd, self._out):
-            if fd >= 0:
-                os.close(fd)
-        self._rfd = self._out = -1
+        self._close_fds()
         self.started()  # when strace never started, the FIFO goes now
 
     def _hand_to_drain(self) -> None:
@@ -275,48 +309,50 @@ class TraceRun:
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
         self._close(complete)
-        files = read_output(self.output, final=complete)
-        trace = build_trace(
-            files, self.root_pid, root_cwd, self.root_start, os.getpid(),
-            execlog.now_anchor(), execlog.CLK_TCK,
-        )  # fmt: skip
-        records = list(_session_records(self.loc, self._log_mark, session))
-        exact = exact_starts(records, self._live)
-        n_exec = 0
-        shim_dirs = [
-            os.fsencode(self.loc.shim_dir),
-            os.fsencode(os.path.realpath(self.loc.shim_dir)),
-        ]
-        for kind, payload in exec_payloads(trace, session, boot_id, exact, shim_dirs):
-            eventlog.append_event(self.loc, kind, payload)
-            n_exec += kind == "trace-exec"
-        gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
-        for g in gaps:
-            now = iso_time(time.time())
-            payload = {"session": session, "time": now, "boot_id": boot_id, **g}
-            eventlog.append_event(self.loc, "trace-gap", payload)
-        summary: dict[str, Any] = {
-            "session": session,
-            "time": iso_time(time.time()),
-            "boot_id": boot_id,
-            "strace": self.strace,
-            "tracer_pid": self.tracer_pid,
-            "processes": len(trace.processes),
-            "execs": sum(e.result == "ok" for e in trace.execs),
-            "failed": sum(e.result != "ok" for e in trace.execs),
-            "gaps": len(gaps),
-            "complete": complete,
-        }
-        if complete:
-            shutil.rmtree(self.dir, ignore_errors=True)
-        else:
-            summary["pending_dir"] = str(self.dir)
-            summary["note"] = (
-                "the tracer stays attached to surviving processes (detaching would make their "
-                "fork/exec fail); their later execs stay in pending_dir (environment cut down "
-                "to PATH), not in the log"
-            )
-        eventlog.append_event(self.loc, "trace-summary", summary)
+        try:
+            files = read_output(self.output, final=complete)
+            trace = build_trace(
+                files, self.root_pid, root_cwd, self.root_start, os.getpid(),
+                execlog.now_anchor(), execlog.CLK_TCK,
+            )  # fmt: skip
+            records = list(_session_records(self.loc, self._log_mark, session))
+            exact = exact_starts(records, self._live)
+            shim_dirs = [
+                os.fsencode(self.loc.shim_dir),
+                os.fsencode(os.path.realpath(self.loc.shim_dir)),
+            ]
+            for kind, payload in exec_payloads(trace, session, boot_id, exact, shim_dirs):
+                eventlog.append_event(self.loc, kind, payload)
+            gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
+            for g in gaps:
+                now = iso_time(time.time())
+                payload = {"session": session, "time": now, "boot_id": boot_id, **g}
+                eventlog.append_event(self.loc, "trace-gap", payload)
+            summary: dict[str, Any] = {
+                "session": session,
+                "time": iso_time(time.time()),
+                "boot_id": boot_id,
+                "strace": self.strace,
+                "tracer_pid": self.tracer_pid,
+                "processes": len(trace.processes),
+                "execs": sum(e.result == "ok" for e in trace.execs),
+                "failed": sum(e.result != "ok" for e in trace.execs),
+                "gaps": len(gaps),
+                "complete": complete,
+            }
+            if self.lost:
+                summary["lost"] = self.lost  # the execs after it are not on record
+            if not complete:
+                summary["pending_dir"] = str(self.dir)
+                summary["note"] = (
+                    "the tracer stays attached to surviving processes (detaching would make their "
+                    "fork/exec fail); their later execs stay in pending_dir (environment cut down "
+                    "to PATH), not in the log"
+                )
+            eventlog.append_event(self.loc, "trace-summary", summary)
+        finally:
+            if complete:  # raw argv never outlives the session, a failed write's neither
+                shutil.rmtree(self.dir, ignore_errors=True)
         return summary
 
 
