@@ -368,6 +368,27 @@ def test_each_cause_from_evidence(home: Home) -> None:
     }
 
 
+def test_untraced_a_sampled_shell_counts_as_the_command_it_ran_as(home: Home) -> None:
+    # The sampler reads a process's exe resolved: /bin/sh is /usr/bin/dash on Debian. The
+    # shell lives long enough to be sampled; it is an sh that bypassed sh's shim (it was
+    # counted as dash, a command with no shim, whenever sampling caught it).
+    install(home, ["git", "sh"])
+    line = '/bin/sh -c "git --version; sleep 0.5"'
+    proc = run(home, ["sh", "-c", line], "--no-trace", "--sample-ms", "20",
+               stdout=subprocess.DEVNULL)  # fmt: skip
+    assert proc.returncode == 0
+    sid = only_session(home)
+    sampled = [o for o in events(home, "observed", sid) if o["cmdline"][:1] == ["/bin/sh"]]
+    assert sampled, "the sampler did not catch the shell"
+    review = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
+    [cov] = review["coverage"]
+    assert cov["commands"]["sh"] == {"through_shim": 1, "bypassed": 1}
+    assert cov["bypass_causes"] == {"absolute-path": 1}
+    [f] = [f for f in review["findings"] if f["rule"] == "MCS405"]
+    assert f["message"] == "sh ran without its shim: called by absolute path (/bin/sh)"
+    assert f["evidence"][0]["source"] == "observed"
+
+
 def test_untraced_a_shell_by_absolute_path_is_counted_from_parent_evidence(home: Home) -> None:
     # No trace: the shell started by absolute path is known only from the command line its
     # first shimmed child kept (parent evidence), and the sampler if it caught it.

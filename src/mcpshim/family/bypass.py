@@ -57,9 +57,12 @@ class Exec:
     argv: tuple[bytes, ...]
     path: bytes | None  # the PATH it received
     path_known: bool  # False: not recorded (old records, the sampler could not read it)
+    name: str = ""  # the command it ran as, where its file's name says otherwise
 
     @property
     def command(self) -> str:
+        if self.name:
+            return self.name
         return os.path.basename(self.filename or (self.argv[0] if self.argv else b"")).decode(
             "utf-8", "replace"
         )

@@ -276,6 +276,16 @@ def _trace_state(s: _Session) -> tuple[str, str]:
     return "complete", ""
 
 
+def _as_invoked(e: Exec, shimmed: set[str]) -> Exec:
+    """A sampled process's exe is resolved (/bin/sh is /usr/bin/dash on Debian): when its
+    argv[0] names a shimmed command the exe's name does not, it ran as that command (the
+    trace names the path exec was given, the same way)."""
+    if e.command in shimmed or not e.argv:
+        return e
+    name = os.path.basename(e.argv[0]).decode("utf-8", "replace")
+    return dataclasses.replace(e, name=name) if name in shimmed else e
+
+
 def _parent_exec(rec: ExecRecord, pstart: int | None) -> Exec | None:
     """The shell parent a shim record kept (its NUL separators lost: argv[0] is found by
     the shell's name)."""
@@ -348,7 +358,7 @@ def _account(
         e = _exec(rec.data, "exe", "cmdline")
         img = image_of(rec)
         if e is not None and img is not None:
-            execs.append((e, "sampler", img))
+            execs.append((_as_invoked(e, shimmed), "sampler", img))
     for prec, pstart in s.parents:
         e = _parent_exec(prec, pstart)
         if e is None:
