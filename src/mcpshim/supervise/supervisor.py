@@ -19,7 +19,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
-import selectors
 import shutil
 import signal
 import sys
@@ -34,6 +33,7 @@ from mcpshim.log import eventlog, execlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
 from mcpshim.supervise.containment import account_survivors, group_members
+from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
 from mcpshim.supervise.session import (
     LogTail,
@@ -121,9 +121,8 @@ class Supervisor:
         self.child_pgid = 0
         self.status: int | None = None
         self.subreaper = False
-        self._sel = selectors.DefaultSelector()
+        self._readers = Readers()
         self._tick_hooks: list[Callable[[], None]] = []
-        self._paused: dict[int, tuple[float, Callable[[int], None]]] = {}
         self._spawn_hooks: list[Callable[[], None]] = []
         self._event_hooks: list[Callable[[str, Mapping[str, Any]], None]] = []
         self._old: dict[int, Any] = {}
@@ -164,27 +163,15 @@ class Supervisor:
         self._event_hooks.append(hook)
 
     def add_reader(self, fd: int, callback: Callable[[int], None]) -> None:
-        """Call `callback(fd)` from the loop whenever fd is readable (relays, trace readers)."""
-        self._sel.register(fd, selectors.EVENT_READ, callback)
+        """Call `callback(fd)` from the loop whenever fd is readable (relays, trace readers);
+        `pause_reader` stops watching it for a while (supervise.readers)."""
+        self._readers.add(fd, callback)
 
     def remove_reader(self, fd: int) -> None:
-        self._paused.pop(fd, None)
-        with contextlib.suppress(KeyError, ValueError):
-            self._sel.unregister(fd)
+        self._readers.remove(fd)
 
     def pause_reader(self, fd: int, seconds: float) -> None:
-        """Stop watching fd for `seconds`, then watch it again (a reader that prefers a few
-        large reads to many small wakeups)."""
-        key = self._sel.get_map().get(fd)
-        if key is not None:
-            self._sel.unregister(fd)
-            self._paused[fd] = (time.monotonic() + seconds, key.data)
-
-    def _resume_readers(self, now: float) -> None:
-        for fd, (when, callback) in list(self._paused.items()):
-            if when <= now:
-                del self._paused[fd]
-                self._sel.register(fd, selectors.EVENT_READ, callback)
+        self._readers.pause(fd, seconds)
 
     def on_tick(self, hook: Callable[[], None]) -> None:
         self._tick_hooks.append(hook)
@@ -361,10 +348,7 @@ class Supervisor:
                 self._tick()
                 next_tick = max(next_tick + interval, time.monotonic())
                 continue
-            self._resume_readers(now)
-            wake = min([next_tick, *(when for when, _cb in self._paused.values())])
-            for key, _ in self._sel.select(max(0.0, wake - now)):
-                key.data(key.fd)
+            self._readers.wait(next_tick)
             self._reap()
 
     def _tick(self) -> None:
