@@ -282,6 +282,23 @@ def test_git_running_itself_is_info(home: Home, tmp_path: Path) -> None:
 
 
 @needs_trace
+def test_tree_and_review_count_every_installed_shim_dir_alike(home: Home, tmp_path: Path) -> None:
+    # git's shim lives in a second shim directory (main's registry: review knows every one
+    # mcpshim installed, without --dir); tree's coverage line must say what review's says.
+    other = tmp_path / "other-shims"
+    assert mcpshim(home, "install", "--dir", str(other), "git").returncode == 0
+    line = "/usr/bin/git --version"
+    proc = run(home, ["/bin/sh", "-c", line], "--dir", str(other), stdout=subprocess.DEVNULL)
+    assert proc.returncode == 0
+    sid = only_session(home)
+    review = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
+    [cov] = review["coverage"]
+    assert cov["commands"]["git"] == {"through_shim": 0, "bypassed": 1}
+    tree = mcpshim(home, "tree", "--session", sid).stdout
+    assert "coverage: " + cov["line"] in tree.splitlines()
+
+
+@needs_trace
 def test_run_traces_by_default_and_no_trace_opts_out(home: Home) -> None:
     install(home, ["git"])
     assert run(home, ["/bin/sh", "-c", "git --version; /usr/bin/env true"]).returncode == 0

@@ -46,6 +46,7 @@ from mcpshim.review.findings import RULES
 from mcpshim.review.rules.mcp_rules import tool_call_review
 from mcpshim.review.split import review_log
 from mcpshim.review.verdicts import call_verdicts
+from mcpshim.shim import registry
 from mcpshim.shim.manifest import load_manifest
 
 __all__ = ["COMMANDS"]
@@ -134,9 +135,10 @@ def tree_(
         subject["root"] = str(root_pid)
     sealed = seal_note(loc)
     subject["sealed"] = sealed.line
-    manifest = load_manifest(loc.shim_dir)
-    shims = manifest.shims if manifest else ()
-    subject.update(coverage_lines(cov.results(shims, [str(loc.shim_dir)])))
+    # Every shim directory mcpshim installed counts, as in review (engine.make_context).
+    known = {str(loc.shim_dir): load_manifest(loc.shim_dir), **registry.installed()}
+    shims = {name for m in known.values() if m is not None for name in m.shims}
+    subject.update(coverage_lines(cov.results(shims, known)))
     if fmt == "text":  # line by line: a large forest never becomes one string
         batch: list[str] = []
         for line in iter_tree_text(forest, subject, supervisors, sealed.mark):
