@@ -13,6 +13,7 @@ from conftest import Home, dash_path, install
 from fixtures.runhelp import run
 from mcpshim.log import eventlog, execlog, rotation, sessionindex
 from mcpshim.log.sessions import list_sessions
+from mcpshim.trace.probe import trace_unavailable
 from test_review_kit import fake_exec
 
 MCPSHIM = [sys.executable, "-m", "mcpshim"]
@@ -38,10 +39,13 @@ def _listed(home: Home, *args: str) -> list[dict[str, object]]:
 
 @pytest.fixture
 def three(home: Home) -> Home:
-    """Two real `run` sessions (the second exits 3) and one set by hand in a shell."""
+    """Two real `run` sessions (the second exits 3) and one set by hand in a shell. Untraced
+    (run traces by default where it can): what shims and sampling alone give the listing."""
     install(home, ["git", "true"], dash_path())
-    assert run(home, ["sh", "-c", "git --version >/dev/null"], "--name", "first").returncode == 0
-    res = run(home, ["sh", "-c", "git --version >/dev/null; git --version >/dev/null; exit 3"])
+    first = run(home, ["sh", "-c", "git --version >/dev/null"], "--name", "first", "--no-trace")
+    assert first.returncode == 0
+    line = "git --version >/dev/null; git --version >/dev/null; exit 3"
+    res = run(home, ["sh", "-c", line], "--no-trace")
     assert res.returncode == 3
     env = {**home.env, "MCPSHIM_SESSION": "by-hand-1"}
     subprocess.run(["dash", "-c", f"{home.loc.shim_dir}/true a"], env=env, check=True)
@@ -70,6 +74,22 @@ def test_one_line_per_session_newest_first(three: Home) -> None:
     assert text[0].split()[:3] == ["SESSION", "START", "(UTC)"]
     assert [line.split()[0] for line in text[1:]] == [s["id"] for s in got]
     assert "first" in text[3] and "sh -c 'git --version >/dev/null'" in text[3]
+
+
+@pytest.mark.skipif(trace_unavailable(None)[0] is None, reason="needs strace allowed here")
+def test_a_traced_session_counts_what_the_tracer_saw(home: Home) -> None:
+    # The default run traces: the listing says so and counts the traced execs.
+    install(home, ["git"], dash_path())
+    assert run(home, ["sh", "-c", "git --version >/dev/null; true"]).returncode == 0
+    [s] = _listed(home)
+    traced = [
+        r
+        for r in home.records()
+        if isinstance(r, execlog.EventRecord)
+        and r.kind == "trace-exec"
+        and r.data["result"] == "ok"
+    ]
+    assert s["traced"] and s["execs"] == len(traced) >= 3  # sh, git's shim and git, true
 
 
 def test_filters_since_and_server(three: Home) -> None:
