@@ -34,6 +34,8 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from mcpshim.shim.targets import temp_dirs
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SERVERS = HERE / "servers"  # package.json + package-lock.json of the npm servers (npm ci)
@@ -146,10 +148,36 @@ class Outcome:
 
 def work_base() -> Path:
     """Scenario worlds live outside the system temp dirs by default, as a user's projects
-    do (a cwd or a script in /tmp is a finding of its own); MCPSHIM_CORPUS_DIR moves them."""
-    base = Path(os.environ.get("MCPSHIM_CORPUS_DIR") or REPO / ".corpus-work")
+    do (a cwd or a script in /tmp is a finding of its own): in the checkout, or in the
+    user's cache when the checkout itself is in a temp dir (a clone in /tmp);
+    MCPSHIM_CORPUS_DIR moves them."""
+    chosen = os.environ.get("MCPSHIM_CORPUS_DIR")
+    if chosen:
+        base = Path(chosen)
+    elif _checkout_in_temp():
+        base = Path.home() / ".cache" / "mcpshim-corpus"
+    else:
+        base = REPO / ".corpus-work"
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+def _checkout_in_temp() -> bool:
+    return any(REPO.is_relative_to(t) for t in map(Path, temp_dirs()) if t.is_absolute())
+
+
+def review_policy(w: Workspace) -> tuple[str, ...]:
+    """A checkout in a temp dir runs its servers (and the venv's python) from there, which
+    review rightly calls MCS102: the policy a user would write for such a CI checkout says
+    the checkout is meant to be there, so the scenario's own findings are what is judged."""
+    if not _checkout_in_temp():
+        return ()
+    policy = w.root / "checkout-policy.toml"
+    policy.write_text(
+        f'[[ignore]]\nrule = "MCS102"\npath = "{REPO}/*"\n'
+        'reason = "the test checkout lives in a temp dir"\n'
+    )
+    return ("--policy", str(policy))
 
 
 @contextlib.contextmanager
@@ -378,7 +406,8 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
             time.sleep(0.05)
         [start] = _events(w, "session-start")
         session = str(start["session"])
-        proc = mcpshim(w, "review", "--session", session, "--format", "json", *sc.review_options)
+        proc = mcpshim(w, "review", "--session", session, "--format", "json", *review_policy(w),
+                       *sc.review_options)  # fmt: skip
         raw = json.loads(proc.stdout)
         got = [_got(f) for f in raw["findings"]]
         problems = sc.proof(w)
