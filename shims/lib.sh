@@ -462,17 +462,37 @@ _mcpshim_write() {
 	_mcpshim_m=$1
 	_mcpshim_q=$2
 	shift 2
+	_mcpshim_t=0
+	while :; do
+		_mcpshim_write1 "$@" && return 0
+		# Gone between the checks (rotation renamed it): make it anew, a few times at most.
+		if [ "$_mcpshim_t" -ge 3 ] || [ -z "$_mcpshim_g" ]; then break; fi
+		_mcpshim_t=$((_mcpshim_t + 1))
+	done
+	_mcpshim_bad=${_mcpshim_bad:-"$_mcpshim_q $_mcpshim_y"}
+	return 1
+}
+
+_mcpshim_write1() {
+	_mcpshim_g=
 	if ! [ -e "$_mcpshim_log/$_mcpshim_q" ] && ! [ -h "$_mcpshim_log/$_mcpshim_q" ]; then
 		_mcpshim_mask && umask 077
 		set -C
-		printf "$@" >"$_mcpshim_log/$_mcpshim_q"
+		# A file others append to is made empty here and appended to below: a record written
+		# through this open (no O_APPEND) would overwrite one another shim appended meanwhile.
+		if [ "$_mcpshim_m" = append ]; then
+			printf "" >"$_mcpshim_log/$_mcpshim_q" # not `:`, whose failed redirection ends a POSIX sh
+		else
+			printf "$@" >"$_mcpshim_log/$_mcpshim_q"
+		fi
 		_mcpshim_e=$?
 		set +C
 		[ -n "$_mcpshim_um" ] && umask "$_mcpshim_um"
-		[ "$_mcpshim_e" -eq 0 ] && return 0
+		[ "$_mcpshim_e" -eq 0 ] && [ "$_mcpshim_m" != append ] && return 0
 		# another shim may have made it meanwhile: append to it, or keep it
 		if [ "$_mcpshim_m" = new ] || ! [ -e "$_mcpshim_log/$_mcpshim_q" ]; then
-			_mcpshim_bad=${_mcpshim_bad:-"$_mcpshim_q cannot be created"}
+			_mcpshim_y='cannot be created'
+			[ "$_mcpshim_m" = new ] || _mcpshim_g=1 # made by another, then renamed at once?
 			return 1
 		fi
 	fi
@@ -493,7 +513,8 @@ _mcpshim_write() {
 		printf "$@" >"$_mcpshim_log/$_mcpshim_q" && return 0
 		_mcpshim_y='cannot be written'
 	fi
-	_mcpshim_bad=${_mcpshim_bad:-"$_mcpshim_q $_mcpshim_y"}
+	# Each test above stats the name afresh: a file renamed away meanwhile fails them all.
+	[ -e "$_mcpshim_log/$_mcpshim_q" ] || [ -h "$_mcpshim_log/$_mcpshim_q" ] || _mcpshim_g=1
 	return 1
 }
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from io import BytesIO
 
 from conftest import Home, dash_path, install
@@ -60,3 +62,50 @@ def test_spill_names_follow_the_reader(home: Home) -> None:
         bad_name = any("bad name" in p.message for p in problems)
         assert recs == []
         assert bool(listed) == (not bad_name), name
+
+
+RACE_LOOP = r"""
+shim=$1 w=$2 n=$3
+i=0
+while [ "$i" -lt "$n" ]; do "$shim" "w$w" "$i" || exit 9; i=$((i + 1)); done
+"""
+
+
+def test_a_shim_makes_the_live_log_anew_when_rotation_renames_it_between_checks(
+    home: Home, interpreter: str
+) -> None:
+    """A shim checks that exec.log exists, then that it is a regular file, then appends; a
+    rotation between the checks left it with 'exec.log is not a regular file' and the record
+    lost. Shells started by dash -c and bash -c run the shim while the log is renamed away
+    and made anew 2 ms later, every 22 ms: every record is in some segment, and no shim
+    complains."""
+    install(home, ["true"], interpreter)
+    home.loc.log_file.touch(mode=0o600)
+    shim, each = str(home.loc.shim_dir / "true"), 300
+    shells = [
+        subprocess.Popen(
+            [sh, "-c", RACE_LOOP, "loop", shim, str(w), str(each)],
+            env=home.env,
+            stderr=subprocess.PIPE,
+        )
+        for w, sh in enumerate(["dash", "bash", "dash", "bash"])
+    ]
+    live, n = home.loc.log_file, 0
+    while any(p.poll() is None for p in shells):
+        # rotate_locked's two steps, with the gap between them a loaded machine can give
+        n += 1
+        os.rename(live, live.with_name(f"exec.log.{n:06d}"))
+        time.sleep(0.002)
+        os.close(os.open(live, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        time.sleep(0.02)
+    errs = [p.stderr.read().decode() if p.stderr else "" for p in shells]
+    assert [p.wait() for p in shells] == [0] * len(shells) and errs == [""] * len(shells), errs
+    got: dict[str, list[int]] = {}
+    problems: list[execlog.LogProblem] = []
+    for rec in execlog.iter_records(home.loc, problems):
+        if isinstance(rec, execlog.ExecRecord):
+            got.setdefault(rec.args[0].decode(), []).append(int(rec.args[1]))
+    assert problems == []  # no record overwritten by a shim that made the file
+    for w in range(4):
+        seqs = sorted(got.get(f"w{w}", []))
+        assert seqs == list(range(each)), (w, sorted(set(range(each)) - set(seqs)), len(seqs))
