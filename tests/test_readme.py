@@ -97,8 +97,9 @@ def problems(args: list[str]) -> list[str]:
     return out
 
 
-def test_readme_is_under_8_kib() -> None:
-    assert README.stat().st_size < 8192, f"README.md is {README.stat().st_size} bytes"
+def test_readme_is_under_8_kb() -> None:
+    # issue 13 asks for "under 8 KB": 8,000 bytes holds whichever KB was meant
+    assert README.stat().st_size < 8000, f"README.md is {README.stat().st_size} bytes"
 
 
 def test_readme_covers_every_recipe() -> None:
