@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import subprocess
+import os
 import sys
 import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -52,13 +51,7 @@ class _Sink(BaseHTTPRequestHandler):
 
 
 def timed(argv: list[str]) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr)
-        raise SystemExit(f"{argv[3]} failed: exit {done.returncode}")
-    return wall
+    return float(_scale.timed(argv, dict(os.environ)))
 
 
 def main() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import random
 import statistics
 import subprocess
@@ -62,17 +61,7 @@ def main() -> int:
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcpshim-trace-demo-") as tmp:
         home = Path(tmp)
-        env = {
-            **os.environ,
-            "HOME": str(home),
-            "XDG_DATA_HOME": str(home / ".local/share"),
-            "XDG_STATE_HOME": str(home / ".local/state"),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "npm_config_update_notifier": "false",
-            "npm_config_fund": "false",
-            "npm_config_audit": "false",
-        }
-        env.pop("MCPSHIM_SESSION", None)
+        env = demo.throwaway_env(home)
         mcpshim = [sys.executable, "-m", "mcpshim"]
         subprocess.run([*mcpshim, "install", *demo.SHIMS], env=env, check=True, capture_output=True)
         ws = demo._workspace(home, env)

@@ -87,20 +87,26 @@ async def _agent(params: StdioServerParameters) -> None:
             await anyio.sleep(0.3)  # an agent thinks between calls
 
 
+def throwaway_env(home: Path) -> dict[str, str]:
+    """This environment with HOME and the XDG dirs in `home`, npm quiet, no session."""
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "npm_config_update_notifier": "false",
+        "npm_config_fund": "false",
+        "npm_config_audit": "false",
+    }
+    env.pop("MCPSHIM_SESSION", None)
+    return env
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mcpshim-demo-") as tmp:
         home = Path(tmp)
-        env = {
-            **os.environ,
-            "HOME": str(home),
-            "XDG_DATA_HOME": str(home / ".local/share"),
-            "XDG_STATE_HOME": str(home / ".local/state"),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "npm_config_update_notifier": "false",
-            "npm_config_fund": "false",
-            "npm_config_audit": "false",
-        }
-        env.pop("MCPSHIM_SESSION", None)
+        env = throwaway_env(home)
         mcpshim = [sys.executable, "-m", "mcpshim"]
 
         def show(*args: str, check: bool = False) -> None:

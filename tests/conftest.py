@@ -43,18 +43,26 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     """HOME and the XDG dirs inside tmp_path, for this process and the env handed to children."""
     root = tmp_path / "home"
     root.mkdir()
-    env = {
+    env = home_env(root)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    yield home_at(root, env)
+
+
+def home_env(root: Path) -> dict[str, str]:
+    """HOME and the XDG dirs under `root`."""
+    return {
         "HOME": str(root),
         "XDG_DATA_HOME": str(root / ".local/share"),
         "XDG_STATE_HOME": str(root / ".local/state"),
         "XDG_CONFIG_HOME": str(root / ".config"),
         "XDG_CACHE_HOME": str(root / ".cache"),
     }
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+
+
+def home_at(root: Path, env: dict[str, str]) -> Home:
     loc = Locations(root / ".local/share/mcpshim/shims", root / ".local/state/mcpshim/log")
-    full = {**os.environ, **env}
-    yield Home(root, loc, full)
+    return Home(root, loc, {**os.environ, **env})
 
 
 @pytest.fixture(scope="session")

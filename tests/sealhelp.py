@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from conftest import Home, dash_path, install
-from mcpshim.paths import Locations
+from conftest import Home, dash_path, home_at, home_env, install
 from mcpshim.seal import keys
 from mcpshim.seal import state as seal_state
 from mcpshim.seal.record import MARKER, Seal, utc_stamp
@@ -92,15 +91,7 @@ def sealed_log(
 def make_home(root: Path) -> Home:
     """A Home like the fixture's, for a template built outside any test."""
     root.mkdir(parents=True)
-    env = {
-        "HOME": str(root),
-        "XDG_DATA_HOME": str(root / ".local/share"),
-        "XDG_STATE_HOME": str(root / ".local/state"),
-        "XDG_CONFIG_HOME": str(root / ".config"),
-        "XDG_CACHE_HOME": str(root / ".cache"),
-    }
-    loc = Locations(root / ".local/share/mcpshim/shims", root / ".local/state/mcpshim/log")
-    return Home(root, loc, {**os.environ, **env})
+    return home_at(root, home_env(root))
 
 
 def _clone(tpl: Home, home: Home) -> None:

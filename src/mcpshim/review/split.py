@@ -202,10 +202,11 @@ def review_log(
                 stack.callback(os.close, fd)
                 fds.append((fd, p.name, os.fstat(fd).st_size))
         plan = _plan(fds) if parallel else None
-        if plan is None:
-            whole = [_Range(fd, name, 0, size) for fd, name, size in fds]
-            one = scan(
-                _records(loc, whole, problems),
+
+        def here(ranges: list[_Range]) -> Scan:
+            """Scan in this process, feeding the session events and the progress line."""
+            return scan(
+                _records(loc, ranges, problems),
                 ctx,
                 session,
                 progress,
@@ -213,6 +214,10 @@ def review_log(
                 relayed=relayed,
                 coverage=CoverageCollector(session),
             )
+
+        if plan is None:
+            whole = [_Range(fd, name, 0, size) for fd, name, size in fds]
+            one = here(whole)
             if progress is not None:
                 progress(one.records, "")
             return fold([one], policy, session_ev.findings(), coverage_of([one], ctx))
@@ -225,15 +230,7 @@ def review_log(
         child.start()
         send.close()
         try:
-            part1 = scan(
-                _records(loc, first, problems),
-                ctx,
-                session,
-                progress,
-                session_ev=session_ev,
-                relayed=relayed,
-                coverage=CoverageCollector(session),
-            )
+            part1 = here(first)
             try:
                 part2, problems2 = recv.recv()
             except EOFError:  # the child died: do its half here
