@@ -82,11 +82,13 @@ def otlp(
     after = parse_since(since) if since is not None else None
     # The export builds a few hundred thousand objects that all live until it is sent;
     # the cycle collector's passes over them free nothing and cost a fifth of its time.
+    collecting = gc.isenabled()
     gc.disable()
     try:
         return _export(loc, session, since, after, endpoint, header_map, policy_file, timeout)
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
 
 
 def _export(
