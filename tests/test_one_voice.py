@@ -20,8 +20,11 @@ MCPSHIM = [sys.executable, "-m", "mcpshim"]
 
 def _commands(cmd: click.Command, path: str = "mcpshim") -> Iterator[tuple[str, click.Command]]:
     yield path, cmd
-    if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
+    if isinstance(cmd, click.Group):  # through click's API: the CLI loads commands on use
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, name
             yield from _commands(sub, f"{path} {name}")
 
 

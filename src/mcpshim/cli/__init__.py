@@ -11,6 +11,7 @@ contract, otel, seal.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -18,24 +19,42 @@ import click
 
 from mcpshim import __version__
 from mcpshim.base.display import escape
-from mcpshim.cli import (
-    approve_cmd,
-    completion_cmd,
-    export_cmd,
-    log_cmd,
-    pathlint_cmd,
-    report_cmd,
-    review_cmd,
-    run_cmd,
-    sessions_cmd,
-    shims_cmd,
-)
 from mcpshim.errors import EXIT_USAGE, McpshimError
 
 __all__ = ["cli", "click_message", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+#: Each command and the module that defines it (its COMMANDS), imported when the command
+#: runs: a command's start-up pays for its own imports, not every command's
+#: (tests/test_cli_lazy.py checks the table against the modules).
+COMMAND_MODULES = {
+    "install": "shims_cmd", "uninstall": "shims_cmd", "list": "shims_cmd", "path": "shims_cmd",
+    "log": "log_cmd", "sessions": "sessions_cmd", "run": "run_cmd", "snapshot": "run_cmd",
+    "lint-path": "pathlint_cmd", "wrap-config": "pathlint_cmd", "tree": "review_cmd",
+    "review": "review_cmd", "rules": "review_cmd", "policy": "review_cmd",
+    "baseline": "review_cmd", "report": "report_cmd", "approve": "approve_cmd",
+    "export": "export_cmd", "completion": "completion_cmd",
+}  # fmt: skip
+
+
+class _Commands(click.Group):
+    """The command group, each command's module imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            for command in importlib.import_module(f"mcpshim.cli.{module}").COMMANDS:
+                self.add_command(command)
+        return self.commands.get(cmd_name)
+
+
+@click.group(
+    cls=_Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="mcpshim")
 def cli() -> None:
     """Show what a local MCP server really runs.
@@ -44,23 +63,6 @@ def cli() -> None:
     the log into process families and findings; lint-path checks the PATH a server gets;
     run supervises a server's whole execution family for a session.
     """
-
-
-_MODULES = (
-    shims_cmd,
-    log_cmd,
-    sessions_cmd,
-    run_cmd,
-    pathlint_cmd,
-    review_cmd,
-    report_cmd,
-    approve_cmd,
-    export_cmd,
-    completion_cmd,
-)
-for _module in _MODULES:
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

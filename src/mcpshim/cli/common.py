@@ -12,8 +12,10 @@ import click
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
 from mcpshim.log import marks
 from mcpshim.log.sessions import resolve_session
+from mcpshim.pathcheck import launch as _registers_mcs22x
 from mcpshim.pathcheck import lint as _registers_mcs2xx
 from mcpshim.paths import Locations, default_shim_dir
+from mcpshim.review import departure_rules as _registers_mcs52x
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES, Finding, Severity, at_or_above
 from mcpshim.shim.manifest import locations_for
@@ -36,7 +38,9 @@ DIR_HELP = "Shim directory. Default: shims/ under the user data directory."
 #: every command lists its --format choices in this order
 FORMAT_ORDER = ("text", "json", "md", "html", "sarif", "ecs", "dot")
 
-_ = (rules, _registers_mcs2xx)  # imported for the rules they register
+# Imported for the rules they register, whichever command runs (the CLI imports a
+# command's module only when it runs): a policy may name any rule; `rules` lists them all.
+_ = (rules, _registers_mcs2xx, _registers_mcs22x, _registers_mcs52x)
 
 
 def load_policy(path: Path | None) -> policy.Policy:

@@ -135,11 +135,22 @@ def _from_observed(rec: EventRecord) -> Image | None:
 SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
 
 
+_LAST: list[tuple[Record | None, Image | None]] = [(None, None)]
+
+
 def image_of(rec: Record) -> Image | None:
+    """The record's image. The last one is kept: a record read once is often converted
+    twice in a row (attribution's collector sees it, then review's scan)."""
+    last = _LAST[0]  # one read and one write of the pair: threads never mix two records
+    if last[0] is rec:
+        return last[1]
     if isinstance(rec, ExecRecord):
-        return _from_exec(rec)
-    conv = SOURCES.get(rec.kind)
-    return conv(rec) if conv else None
+        img: Image | None = _from_exec(rec)
+    else:
+        conv = SOURCES.get(rec.kind)
+        img = conv(rec) if conv else None
+    _LAST[0] = (rec, img)
+    return img
 
 
 def images(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from mcpshim.base.display import quote_arg, quote_argv
@@ -43,15 +44,25 @@ def evidence_line(img: Image) -> str:
     parent = parent_line(img)
     return (
         f"[{img.source}] {stamp(img)} pid {img.pid} ppid {img.ppid}: "
-        f"{quote_argv(argv_of(img))} -> {os.fsdecode(img.target) or '?'}"
+        f"{_quoted(_head(img), img.args)} -> {os.fsdecode(img.target) or '?'}"
         + (f"; started by {parent}" if parent else "")
     )
 
 
 def argv_of(img: Image) -> list[bytes]:
     """argv as a reader knows it: a shim's argv[0] is its own path, so show the command name."""
-    head = img.command.encode() if img.source == "shim" else img.argv0
-    return [head, *img.args]
+    return [_head(img), *img.args]
+
+
+def _head(img: Image) -> bytes:
+    return img.command.encode() if img.source == "shim" else img.argv0
+
+
+@lru_cache(maxsize=65_536)
+def _quoted(head: bytes, args: tuple[bytes, ...]) -> str:
+    """An argv quoted once: logs repeat their command lines, and a session relayed with
+    --mcp keeps evidence (one line each) for every occurrence of a finding."""
+    return quote_argv([head, *args])
 
 
 def session_parents(start: Mapping[str, Any]) -> dict[tuple[str, int], str]:

@@ -60,17 +60,20 @@ def _session_start(att: Attribution) -> datetime | None:
     return t or min((c.request for c in att.calls), default=None)
 
 
-def _event(f: Finding, when: datetime, evidence: str) -> SpanEvent:
-    attrs = {
+def _attrs(f: Finding, fingerprints: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """A finding's event attributes (without evidence). A split finding's parts share
+    their fingerprint: it is hashed once."""
+    basis = (f.rule.id, f.key or f.message)
+    fp = fingerprints.get(basis)
+    if fp is None:
+        fp = fingerprints[basis] = f.fingerprint
+    return {
         "mcpshim.finding.rule.id": f.rule.id,
         "mcpshim.finding.rule.name": f.rule.name,
         "mcpshim.finding.severity": f.level.label,
         "mcpshim.finding.message": f.text,
-        "mcpshim.finding.fingerprint": f.fingerprint,
+        "mcpshim.finding.fingerprint": fp,
     }
-    if evidence:
-        attrs["mcpshim.finding.evidence"] = evidence
-    return SpanEvent(FINDING_EVENT, when, attrs)
 
 
 class _Index:
@@ -94,8 +97,9 @@ class _Index:
     ) -> dict[str, dict[int, list[SpanEvent]]]:
         """`only`: the one session review read (then a finding that names none is its)."""
         out: dict[str, dict[int, list[SpanEvent]]] = {}
+        fingerprints: dict[tuple[str, str], str] = {}
         for f in findings:
-            placed = False
+            attrs: dict[str, Any] | None = None  # shared by the finding's events
             for ev in () if f.rule.id in SESSION_WIDE else f.evidence:
                 d = ev.data
                 start = d["start_ticks"] if "start_ticks" in d else d.get("start")
@@ -104,21 +108,25 @@ class _Index:
                     sid, span, t = hit
                     when = t or self.root[sid]
                     if when is not None:  # the span is the evidence: no text repeats it
-                        out.setdefault(sid, {}).setdefault(span, []).append(_event(f, when, ""))
-                        placed = True
-            if placed:
+                        attrs = attrs or _attrs(f, fingerprints)
+                        event = SpanEvent(FINDING_EVENT, when, attrs)
+                        out.setdefault(sid, {}).setdefault(span, []).append(event)
+            if attrs is not None:
                 continue
             call = self.call.get(f.call) if f.call is not None else None
             if call is not None:
                 sid, span, t = call
-                out.setdefault(sid, {}).setdefault(span, []).append(_event(f, t, ""))
+                event = SpanEvent(FINDING_EVENT, t, _attrs(f, fingerprints))
+                out.setdefault(sid, {}).setdefault(span, []).append(event)
                 continue
             sid_hit = next((s for s in self.root if f.group.startswith(f"session {s}")), only)
             when = self.root.get(sid_hit) if sid_hit is not None else None
             if sid_hit is not None and when is not None:
-                evidence = f.evidence[0].text if f.evidence else ""
+                attrs = _attrs(f, fingerprints)
+                if f.evidence and f.evidence[0].text:
+                    attrs["mcpshim.finding.evidence"] = f.evidence[0].text
                 out.setdefault(sid_hit, {}).setdefault(root_span_id(sid_hit), []).append(
-                    _event(f, when, evidence)
+                    SpanEvent(FINDING_EVENT, when, attrs)
                 )
         return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -200,10 +200,17 @@ def _process_attrs(node: Node, exit_code: Any) -> Attrs:
 
 
 def _process_span(
-    att: Attribution, node: Node, parent: int, ends: _Ends, start: datetime, end: datetime
+    att: Attribution,
+    node: Node,
+    ids: tuple[int, int, int],
+    ends: _Ends,
+    span: tuple[datetime, datetime],
+    events: tuple[SpanEvent, ...],
 ) -> SpanData:
     """A process: from its first record to its exit when a record says (reaped, the
-    server's session-end, a survivor at the end), else to the last record that saw it."""
+    server's session-end, a survivor at the end), else to the last record that saw it.
+    `ids`: the trace's, the process's and its parent span's."""
+    start, end = span
     ident = (node.pid, node.start)
     first = node.first_time or start
     exit_code: Any = None
@@ -226,15 +233,17 @@ def _process_span(
     owner = att.owner.get(node.id)
     if isinstance(owner, tuple):
         attrs["mcpshim.process.candidate_calls"] = [att.calls[i].label for i in owner]
+    trace, span_id, parent = ids
     return SpanData(
-        trace_id_of(att.session),
-        process_span_id(att.session, node),
+        trace,
+        span_id,
         parent,
         node.images[0].command or "?",
         INTERNAL,
         first,
         max(last, first),
         _clean(attrs),
+        events,
     )
 
 
@@ -246,24 +255,26 @@ def session_trace(
 ) -> SessionTrace:
     """The spans of one session; `findings` maps a span id to the events filed on it."""
     events = list(events)
+    filed = findings or {}
+    nodes = list(att.nodes())
+    firsts = [t for n in nodes if (t := n.first_time) is not None]
     init = next((e.data for e in events if e.kind == "mcp-initialize"), {})
     sid = att.session
     times = [t for t in (parse_time((att.start or {}).get("time")),) if t is not None]
     times += [c.request for c in att.calls]
-    times += [n.first_time for n in att.nodes() if n.first_time is not None]
+    times += firsts
     start = min(times, default=None)
     if start is None and events:
         start = parse_time(events[0].data.get("time"))
     if start is None:
         raise ValueError(f"session {sid} has no record with a time")
     end_t = parse_time((att.end or {}).get("time"))
-    later = [c.response for c in att.calls if c.response] + [
-        n.first_time for n in att.nodes() if n.first_time
-    ]
+    later = [c.response for c in att.calls if c.response] + firsts
     end = end_t or max([start, *later])
     common = _clean({"mcp.session.id": sid, "mcp.protocol.version": init.get("protocol_version"),
                      "network.transport": "pipe"})  # fmt: skip
     spans: list[SpanData] = []
+    trace = trace_id_of(sid)
     root = root_span_id(sid)
     st = att.start or {}
     root_attrs: Attrs = {
@@ -276,7 +287,7 @@ def session_trace(
     }
     spans.append(
         SpanData(
-            trace_id_of(sid),
+            trace,
             root,
             None,
             f"session {resource.get('service.name', sid)}",
@@ -284,27 +295,27 @@ def session_trace(
             start,
             max(end, start),
             _clean(root_attrs),
+            filed.get(root, ()),
         )
     )
     call_ids = {}
     for call in att.calls:
         span = call_span(att, call, common, end)
         call_ids[call.index] = span.span_id
+        if span.span_id in filed:
+            span = replace(span, events=filed[span.span_id])
         spans.append(span)
     ends = _ends(att, events)
-    for node in att.nodes():
-        spans.append(_process_span(att, node, _parent(att, node, call_ids, root), ends, start, end))
-    if findings:
-        spans = [
-            SpanData(**{**s.__dict__, "events": findings[s.span_id]})
-            if s.span_id in findings
-            else s
-            for s in spans
-        ]
+    span_of = {n.id: process_span_id(sid, n) for n in nodes}
+    for node in nodes:
+        ids = (trace, span_of[node.id], _parent(att, node, call_ids, root, span_of))
+        spans.append(_process_span(att, node, ids, ends, (start, end), filed.get(ids[1], ())))
     return SessionTrace(sid, dict(resource), tuple(spans))
 
 
-def _parent(att: Attribution, node: Node, call_ids: Mapping[int, int], root: int) -> int:
+def _parent(
+    att: Attribution, node: Node, call_ids: Mapping[int, int], root: int, span_of: Mapping[int, int]
+) -> int:
     """A process's parent span: its parent process when that shares its call (or it has
     none), else the call that started it, else the session."""
     owner = att.owner.get(node.id)
@@ -312,8 +323,8 @@ def _parent(att: Attribution, node: Node, call_ids: Mapping[int, int], root: int
     known_parent = p is not None and p.known
     if isinstance(owner, int):
         if known_parent and p is not None and att.owner.get(p.id) == owner:
-            return process_span_id(att.session, p)
+            return span_of.get(p.id) or process_span_id(att.session, p)
         return call_ids[owner]
     if known_parent and p is not None:
-        return process_span_id(att.session, p)
+        return span_of.get(p.id) or process_span_id(att.session, p)
     return root

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,6 +19,7 @@ from mcpshim.errors import UsageError
 from mcpshim.otel.model import SERVER, SessionTrace, SpanData
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -76,34 +78,44 @@ def _ns(t: datetime) -> int:
 
 
 def to_readable(trace: SessionTrace, spans: Iterable[SpanData] | None = None) -> list[ReadableSpan]:
-    """The SDK's finished spans for `spans` (default: all) of one session's trace."""
-    from opentelemetry.sdk.resources import Resource
+    """The SDK's finished spans for `spans` (default: all) of one session's trace.
+
+    Built for the exporter's encoder, which groups spans by resource: the resource's hash
+    is computed once (the SDK's own hashes its attributes as JSON for every span), and the
+    contexts, statuses and attribute maps spans share are made once."""
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-    resource = Resource(dict(trace.resource))
+    resource = _resource(trace.resource)
     scope = InstrumentationScope("mcpshim", __version__)
     flags = TraceFlags(TraceFlags.SAMPLED)
+    unset = Status(StatusCode.UNSET)
+    kinds = {SERVER: SpanKind.SERVER}
+    contexts: dict[tuple[int, int], SpanContext] = {}
+
+    def context(trace_id: int, span_id: int) -> SpanContext:
+        ctx = contexts.get((trace_id, span_id))
+        if ctx is None:
+            ctx = contexts[(trace_id, span_id)] = SpanContext(
+                trace_id, span_id, is_remote=False, trace_flags=flags
+            )
+        return ctx
+
     out: list[ReadableSpan] = []
     for s in trace.spans if spans is None else spans:
-        ctx = SpanContext(s.trace_id, s.span_id, is_remote=False, trace_flags=flags)
-        parent = (
-            SpanContext(s.trace_id, s.parent_id, is_remote=False, trace_flags=flags)
-            if s.parent_id is not None
-            else None
-        )
-        status = Status(StatusCode.ERROR, s.error) if s.error else Status(StatusCode.UNSET)
-        events = [Event(e.name, dict(e.attributes), _ns(e.time)) for e in s.events]
+        parent = context(s.trace_id, s.parent_id) if s.parent_id is not None else None
+        status = Status(StatusCode.ERROR, s.error) if s.error else unset
+        events = [Event(e.name, e.attributes, _ns(e.time)) for e in s.events]
         out.append(
             ReadableSpan(
                 name=s.name,
-                context=ctx,
+                context=context(s.trace_id, s.span_id),
                 parent=parent,
                 resource=resource,
-                attributes=dict(s.attributes),
+                attributes=s.attributes,
                 events=events,
-                kind=SpanKind.SERVER if s.kind == SERVER else SpanKind.INTERNAL,
+                kind=kinds.get(s.kind, SpanKind.INTERNAL),
                 status=status,
                 start_time=_ns(s.start),
                 end_time=_ns(s.end),
@@ -111,6 +123,27 @@ def to_readable(trace: SessionTrace, spans: Iterable[SpanData] | None = None) ->
             )
         )
     return out
+
+
+def _resource(attributes: Mapping[str, Any]) -> Resource:
+    return _resource_class()(dict(attributes))
+
+
+@cache
+def _resource_class() -> type[Resource]:
+    """The SDK's resource with its hash computed once (the SDK's hashes the attributes as
+    JSON each time, and the exporter's encoder asks once per span)."""
+    from opentelemetry.sdk.resources import Resource
+
+    class _Resource(Resource):
+        def __init__(self, attributes: dict[str, Any]) -> None:
+            super().__init__(attributes)
+            self._hash = super().__hash__()
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    return _Resource
 
 
 def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

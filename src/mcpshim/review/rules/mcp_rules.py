@@ -133,6 +133,7 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
         owner = att.owner.get(i)
         if isinstance(owner, int):
             outlived.setdefault(owner, []).append(i)
+    verdicts: dict[tuple[str, str], bool] = {}  # (tool, command): explained, asked once
     for call in att.calls:
         group = call_group(att, call)
         ref = call_ref(att, call)
@@ -165,7 +166,12 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
         for node in owned.get(call.index, ()):
             for img in node.images:
-                if not explained(call.name, img.command, policy.tools):
+                ok = verdicts.get((call.name, img.command))
+                if ok is None:
+                    ok = verdicts[(call.name, img.command)] = explained(
+                        call.name, img.command, policy.tools
+                    )
+                if not ok:
                     seen.setdefault(img.command, {}).setdefault(node.id, (node, img))
         declared = call.name in policy.tools
         how = "the policy's [tools] entry" if declared else "its name"
@@ -238,14 +244,15 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
     """
     index: dict[tuple[str, int, int | None], tuple[str, CallRef]] = {}
     for att in atts:
+        heads: dict[int, tuple[str, CallRef]] = {}  # per call, not per process
         for node in att.nodes():
             owner = att.owner.get(node.id)
             if isinstance(owner, int):
-                call = att.calls[owner]
-                index[(node.boot_id, node.pid, node.start)] = (
-                    call_group(att, call),
-                    call_ref(att, call),
-                )
+                head = heads.get(owner)
+                if head is None:
+                    call = att.calls[owner]
+                    head = heads[owner] = (call_group(att, call), call_ref(att, call))
+                index[(node.boot_id, node.pid, node.start)] = head
     if not index:
         return list(findings)
     out = []
@@ -260,9 +267,12 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
             found = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start))
             parts.setdefault(found or (f.group, None), []).append(ev)
         for (group, ref), evidence in parts.items():
-            part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
-            if ref is not None:
-                part = replace(part, call=ref, key=_call_key(f, f"{ref.method} {ref.name}"))
+            if ref is None:
+                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
+            else:
+                key = _call_key(f, f"{ref.method} {ref.name}")
+                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence),
+                               call=ref, key=key)  # fmt: skip
             out.append(part)
     return out
 
