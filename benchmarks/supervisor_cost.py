@@ -5,7 +5,7 @@ Starts the real CLI (`mcpshim run --sample-ms 100`) over a family of N long-live
 the supervisor's own CPU time (user + system, from the kernel) at the start and the end of
 a measurement window and prints it as a percentage of one core. Between the two readings
 the supervisor does nothing but sample: 10 ticks a second, each listing /proc and reading
-one stat file per member. The target is at most 2 % of one core.
+one stat file per member (held open). The target (issue 20) is under 1 % of one core.
 
     python benchmarks/supervisor_cost.py [--family 50] [--sample-ms 100] [--seconds 20]
 """
@@ -70,7 +70,7 @@ def main() -> int:
     print(f"family: {members} processes; sampling every {args.sample_ms} ms; window {wall:.1f} s")
     print(f"supervisor CPU: {cpu * 1000:.0f} ms in {wall:.1f} s = {share:.2f} % of one core")
     print(f"per tick: {cpu * 1e6 / ticks:.0f} us (about {ticks:.0f} ticks)")
-    print(f"target <= 2 % of one core: {'met' if share <= 2 else 'NOT met'}")
+    print(f"target < 1 % of one core: {'met' if share < 1 else 'NOT met'}")
     return 0
 
 
