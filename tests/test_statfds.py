@@ -10,7 +10,7 @@ from typing import Any
 
 from mcpshim.log import execlog
 from mcpshim.proc.procinfo import Stat, read_stat
-from mcpshim.proc.statfds import StatFds
+from mcpshim.proc.statfds import LastPid, StatFds
 from mcpshim.supervise.sampler import Sampler
 
 
@@ -92,9 +92,25 @@ def test_an_idle_family_still_shows_a_new_child_and_an_exec() -> None:
         s.tick()
         cmdlines = [p["cmdline"] for k, p in got if k == "observed" and p["pid"] == a.pid]
         assert cmdlines == [["sh", "-c", "read x; exec sleep 30"], ["sleep", "30"]]
+        # a member that ends is gone from the family at the next tick, new pids or not
+        b.kill()
+        b.wait()
+        s.tick()
+        assert b.pid not in s.members and a.pid in s.members
     finally:
         for p in (a, b):
             if p is not None:
                 p.kill()
                 p.wait()
         s.close()
+
+
+def test_the_last_pid_handed_out_moves_when_a_process_is_made() -> None:
+    last = LastPid()
+    before = last.read()
+    assert isinstance(before, int) and before > 0
+    subprocess.run(["true"], check=True)
+    after = last.read()
+    assert after is not None and after != before
+    last.close()
+    assert last.read() is None

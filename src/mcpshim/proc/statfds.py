@@ -15,7 +15,7 @@ import os
 
 from mcpshim.proc.procinfo import Stat, parse_stat
 
-__all__ = ["StatFds"]
+__all__ = ["LastPid", "StatFds"]
 
 
 class StatFds:
@@ -78,3 +78,28 @@ class StatFds:
     @property
     def held(self) -> int:
         return len(self._fds)
+
+
+class LastPid:
+    """The pid the kernel handed out last in this pid namespace (the last field of
+    /proc/loadavg, read through a held descriptor): while it stays the same, no process was
+    created, so a family can only have lost members or changed the ones it has."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> int | None:
+        if self._fd is None:
+            return None
+        try:
+            return int(os.pread(self._fd, 256, 0).split()[-1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

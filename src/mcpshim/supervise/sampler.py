@@ -43,7 +43,7 @@ from mcpshim.proc.procinfo import (
     socket_table,
     start_ticks,
 )
-from mcpshim.proc.statfds import StatFds
+from mcpshim.proc.statfds import LastPid, StatFds
 from mcpshim.supervise.session import LogTail, utc_now
 
 __all__ = ["Emit", "Member", "Sampler"]
@@ -96,6 +96,8 @@ class Sampler:
         self._fds = StatFds()  # members' stat files, held open between ticks
         self._last_stats: dict[int, Stat] = {}
         self._family: dict[int, Stat] | None = None  # what the last full survey found
+        self._last_pid = LastPid() if LINUX else None
+        self._listed_at: int | None = None  # the last pid handed out when /proc was listed
 
     @property
     def members(self) -> Mapping[int, Member]:
@@ -138,6 +140,17 @@ class Sampler:
                 kids = []
             pids = {k.pid for k in kids} | set(self._members)
             return {p: st for p in pids if (st := read_stat(p)) is not None}
+        last_pid = self._last_pid.read() if self._last_pid else None
+        if (
+            last_pid is not None
+            and last_pid == self._listed_at
+            and self._family is not None
+            and self._ticks % 10
+        ):
+            # No process was created since /proc was last listed: no new member can exist,
+            # and the members are read as they are (once a second /proc is listed anyway).
+            return {p: st for p in self._family if (st := self._fds.read(p)) is not None}
+        self._listed_at = last_pid
         present = set(map(int, filter(str.isdigit, os.listdir("/proc"))))
         self._outsiders &= present
         out: dict[int, Stat] = {}
@@ -189,6 +202,8 @@ class Sampler:
     def close(self) -> None:
         """Let go of the stat files held open (the session is over)."""
         self._fds.close()
+        if self._last_pid is not None:
+            self._last_pid.close()
 
     # -- tick -----------------------------------------------------------------------------
 
