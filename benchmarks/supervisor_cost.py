@@ -5,7 +5,7 @@ Starts the real CLI (`mcpshim run --sample-ms 100`) over a family of N long-live
 the supervisor's own CPU time (user + system, from the kernel) at the start and the end of
 a measurement window and prints it as a percentage of one core. Between the two readings
 the supervisor does nothing but sample: 10 ticks a second, each listing /proc and reading
-one stat file per member. The target is at most 2 % of one core.
+one stat file per member (held open). The target (issue 20) is under 1 % of one core.
 
     python benchmarks/supervisor_cost.py [--family 50] [--sample-ms 100] [--seconds 20]
 """
@@ -29,6 +29,20 @@ def family_size(pid: int) -> int:
         return len(psutil.Process(pid).children(recursive=True))
     except psutil.Error:
         return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far: on Linux the scheduler's nanoseconds (schedstat, every
+    thread), elsewhere user + system from psutil (in clock ticks: 10 ms steps)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        return (
+            sum(int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0]) for t in tasks)
+            / 1e9
+        )
+    except (OSError, ValueError):
+        c = psutil.Process(pid).cpu_times()
+        return c.user + c.system
 
 
 def main() -> int:
@@ -55,22 +69,21 @@ def main() -> int:
                     return 1
                 time.sleep(0.1)
             time.sleep(3 * args.sample_ms / 1000 + 1)  # every member seen and decided
-            proc = psutil.Process(sup.pid)
-            c0, t0 = proc.cpu_times(), time.monotonic()
+            c0, t0 = cpu_seconds(sup.pid), time.monotonic()
             time.sleep(args.seconds)
-            c1, t1 = proc.cpu_times(), time.monotonic()
+            c1, t1 = cpu_seconds(sup.pid), time.monotonic()
             members = family_size(sup.pid)
         finally:
             sup.send_signal(signal.SIGTERM)
             sup.wait(timeout=60)
-    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    cpu = c1 - c0
     wall = t1 - t0
     share = 100 * cpu / wall
     ticks = wall * 1000 / args.sample_ms
     print(f"family: {members} processes; sampling every {args.sample_ms} ms; window {wall:.1f} s")
     print(f"supervisor CPU: {cpu * 1000:.0f} ms in {wall:.1f} s = {share:.2f} % of one core")
     print(f"per tick: {cpu * 1e6 / ticks:.0f} us (about {ticks:.0f} ticks)")
-    print(f"target <= 2 % of one core: {'met' if share <= 2 else 'NOT met'}")
+    print(f"target < 1 % of one core: {'met' if share < 1 else 'NOT met'}")
     return 0
 
 

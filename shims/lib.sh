@@ -620,6 +620,76 @@ _mcpshim_chunk() {
 	return 1
 }
 
+# (For a parent's stat.) Start time is stat field 22, ppid field 4. Fields are split by the shell in one pass; that
+# needs a comm without blanks: field 2 must be "(...)", and a line holding ") " twice (a comm
+# crafted to fake fields) gets no start time at all.
+_mcpshim_st22() {
+	_mcpshim_pp=
+	_mcpshim_st=
+	case $_mcpshim_s in *') '*') '*) return 1 ;; esac
+	set -f
+	# shellcheck disable=SC2086 # split on purpose
+	set -- $_mcpshim_s
+	set +f
+	case $2 in '('*')') ;; *) return 1 ;; esac
+	case $3 in [A-Za-z]) ;; *) return 1 ;; esac
+	case $4${22-x} in *[!0-9]*) return 1 ;; esac
+	_mcpshim_pp=$4
+	_mcpshim_st=${22}
+}
+
+# Writes the record; the argument list is what the log shows (already redacted). The shim
+# itself writes the common record; this is for the redacted one and whatever needs the
+# library's writes (a log to make anew, a record too large for one write).
+_mcpshim_emit() {
+	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
+	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
+	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + 300))
+	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
+	_mcpshim_w=
+	if [ -n "${BASH_VERSION-}" ]; then
+		case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
+'*) _mcpshim_w=1 ;;
+		esac
+	fi
+	# One \0=%s per argument: written out for few, built by doubling for many.
+	case $# in
+	0) _mcpshim_f= ;;
+	1) _mcpshim_f='\0=%s' ;;
+	2) _mcpshim_f='\0=%s\0=%s' ;;
+	3) _mcpshim_f='\0=%s\0=%s\0=%s' ;;
+	*)
+		_mcpshim_f=
+		_mcpshim_u='\0=%s'
+		_mcpshim_k=$#
+		while [ "$_mcpshim_k" -gt 0 ]; do
+			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
+			_mcpshim_u=$_mcpshim_u$_mcpshim_u
+			_mcpshim_k=$((_mcpshim_k / 2))
+		done
+		;;
+	esac
+	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
+	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
+		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" "$_mcpshim_name" "$_mcpshim_tgt" "$0" \
+		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$_mcpshim_pc" "$#" "$@"
+	if [ "$_mcpshim_z" -le 4000 ] && [ -z "$_mcpshim_w" ]; then
+		# Only into a regular file of this user's that is no symlink: a FIFO would block the
+		# open, a symlink would send the record elsewhere. Anything else (a missing log
+		# too) is the library's to sort out. (3 stats: the cost of never following a link.)
+		if [ -f "$_mcpshim_log/exec.log" ] && [ -O "$_mcpshim_log/exec.log" ] &&
+			! [ -h "$_mcpshim_log/exec.log" ]; then
+			printf "$_mcpshim_f" "$@" >>"$_mcpshim_log/exec.log" && return
+			_mcpshim_bad='exec.log cannot be written'
+			return 1
+		fi
+		_mcpshim_lib exec.log && _mcpshim_write append exec.log "$_mcpshim_f" "$@"
+		return
+	fi
+	# A larger record goes whole into a file of its own (rare: the library does it).
+	_mcpshim_lib spill/ && _mcpshim_spill "$@"
+}
+
 # The parent shell's start time and command line, and the marker (FILE, under the log dir)
 # that says they are kept.
 _mcpshim_parent() {

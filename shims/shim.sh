@@ -13,71 +13,26 @@ _mcpshim_us=${_+x}${_-}
 # FUNCNEST: bash aborts a script whose functions nest deeper than it says; `_`, taken first:
 # bash resets it after each command, and sets it to its own path when the caller had none).
 [ -n "${BASH_VERSION-}" ] && [ "$_mcpshim_us" = "x${BASH-}" ] && _mcpshim_us=
-_mcpshim_lc=${LC_ALL+x}${LC_ALL-}
-_mcpshim_pw=$PWD
-_mcpshim_op=${OLDPWD+x}${OLDPWD-}
-_mcpshim_fn=${FUNCNEST+x}${FUNCNEST-}
+# The common path runs as few commands as it can, and defines one small function: each
+# command costs the interpreter microseconds, and a function definition is parsed and
+# copied (the rare paths are in the library, parsed only when taken). Assignments that do
+# not read one another share a command. The commented text is the package's shims/shim.sh;
+# the installed shim keeps no comment line (each line is read on every exec).
+_mcpshim_lc=${LC_ALL+x}${LC_ALL-} _mcpshim_pw=$PWD _mcpshim_op=${OLDPWD+x}${OLDPWD-} \
+	_mcpshim_fn=${FUNCNEST+x}${FUNCNEST-}
 LC_ALL=C
 unset FUNCNEST
-
 _mcpshim_log=@@LOGDIR@@
 _mcpshim_tgt=@@TARGET@@
 _mcpshim_fail=@@ONFAIL@@
+_mcpshim_name=@@NAME@@
+_mcpshim_up='' _mcpshim_bt='' _mcpshim_boot='' _mcpshim_s='' _mcpshim_cwd='' _mcpshim_ppid=$PPID \
+	_mcpshim_start='' _mcpshim_pst='' _mcpshim_pc='' _mcpshim_rr='' _mcpshim_nx='' _mcpshim_hit='' \
+	_mcpshim_libok='' _mcpshim_r='' _mcpshim_bad='' _mcpshim_um='' _mcpshim_av=1 _mcpshim_w='' _mcpshim_ok=0
 
-# Writes the record; the argument list is what the log shows (already redacted).
-_mcpshim_emit() {
-	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
-	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
-	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + 300))
-	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
-	_mcpshim_w=
-	if [ -n "${BASH_VERSION-}" ]; then
-		case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
-'*) _mcpshim_w=1 ;;
-		esac
-	fi
-	# One \0=%s per argument: written out for few, built by doubling for many.
-	case $# in
-	0) _mcpshim_f= ;;
-	1) _mcpshim_f='\0=%s' ;;
-	2) _mcpshim_f='\0=%s\0=%s' ;;
-	3) _mcpshim_f='\0=%s\0=%s\0=%s' ;;
-	*)
-		_mcpshim_f=
-		_mcpshim_u='\0=%s'
-		_mcpshim_k=$#
-		while [ "$_mcpshim_k" -gt 0 ]; do
-			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
-			_mcpshim_u=$_mcpshim_u$_mcpshim_u
-			_mcpshim_k=$((_mcpshim_k / 2))
-		done
-		;;
-	esac
-	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
-	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
-		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" @@NAME@@ "$_mcpshim_tgt" "$0" \
-		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$_mcpshim_pc" "$#" "$@"
-	if [ "$_mcpshim_z" -le 4000 ] && [ -z "$_mcpshim_w" ]; then
-		# Only into a regular file of this user's that is no symlink: a FIFO would block the
-		# open, a symlink would send the record elsewhere. Anything else (a missing log
-		# too) is the library's to sort out. (3 stats: the cost of never following a link.)
-		if [ -f "$_mcpshim_log/exec.log" ] && [ -O "$_mcpshim_log/exec.log" ] &&
-			! [ -h "$_mcpshim_log/exec.log" ]; then
-			printf "$_mcpshim_f" "$@" >>"$_mcpshim_log/exec.log" && return
-			_mcpshim_bad='exec.log cannot be written'
-			return 1
-		fi
-		_mcpshim_lib exec.log && _mcpshim_write append exec.log "$_mcpshim_f" "$@"
-		return
-	fi
-	# A larger record goes whole into a file of its own (rare: the library does it).
-	_mcpshim_lib spill/ && _mcpshim_spill "$@"
-}
-
-# The rare paths (scrubbing, spill files, parent evidence, the boot anchor) live in a library
-# beside the shims, parsed only when one is taken.
-# `command .`: a library gone since the test makes `.` fail, not the shell exit. With an
-# argument, a write needs the library: without it the write fails (the failure mode decides).
+# Loads the library on a rare path. `command .`: a library gone since the test makes `.`
+# fail, not the shell exit. With an argument, a write needs the library: without it the
+# write fails (the failure mode decides).
 _mcpshim_lib() {
 	[ -n "$_mcpshim_libok" ] && return 0
 	[ -f @@LIB@@ ] && command . @@LIB@@ && _mcpshim_libok=1 && return 0
@@ -85,40 +40,6 @@ _mcpshim_lib() {
 	return 1
 }
 
-# Start time is stat field 22, ppid field 4. Fields are split by the shell in one pass; that
-# needs a comm without blanks: field 2 must be "(...)", and a line holding ") " twice (a comm
-# crafted to fake fields) gets no start time at all.
-_mcpshim_st22() {
-	_mcpshim_pp=
-	_mcpshim_st=
-	case $_mcpshim_s in *') '*') '*) return 1 ;; esac
-	set -f
-	# shellcheck disable=SC2086 # split on purpose
-	set -- $_mcpshim_s
-	set +f
-	case $2 in '('*')') ;; *) return 1 ;; esac
-	case $3 in [A-Za-z]) ;; *) return 1 ;; esac
-	case $4${22-x} in *[!0-9]*) return 1 ;; esac
-	_mcpshim_pp=$4
-	_mcpshim_st=${22}
-}
-
-_mcpshim_up=
-_mcpshim_bt=
-_mcpshim_boot=
-_mcpshim_s=
-_mcpshim_cwd=
-_mcpshim_ppid=$PPID
-_mcpshim_start=
-_mcpshim_pst=
-_mcpshim_pc=
-_mcpshim_rr=
-_mcpshim_nx=
-_mcpshim_hit=
-_mcpshim_libok=
-_mcpshim_r=
-_mcpshim_bad=
-_mcpshim_um=
 # Everything up to the write runs in one group with stderr on /dev/null (each redirection
 # costs a handful of syscalls); the warning below goes to the caller's stderr again. No
 # failed write ends the shell (a redirection error on a special builtin such as `:` would):
@@ -136,7 +57,25 @@ _mcpshim_um=
 	/*) ;;
 	*) if [ -x . ]; then _mcpshim_cwd='?unresolvable'; else _mcpshim_cwd='?no-search'; fi ;;
 	esac
-	_mcpshim_st22 && _mcpshim_ppid=$_mcpshim_pp _mcpshim_start=$_mcpshim_st
+	# The fields after the comm go in front of the arguments for a moment: ppid is the 2nd,
+	# the start time the 20th (stat fields 4 and 22); the shift gives the arguments back
+	# untouched. A line holding ") " twice (a comm crafted to fake fields) gets no start
+	# time at all. (${s##*') '} would find the last one, in time quadratic in the line.)
+	case $_mcpshim_s in
+	*') '*') '*) ;;
+	"$$ ("*') '*)
+		_mcpshim_n=$#
+		set -f
+		# shellcheck disable=SC2086 # split on purpose
+		set -- ${_mcpshim_s#*') '} "$@"
+		set +f
+		case $1 in [A-Za-z])
+			case $2${20-x} in *[!0-9]*) ;; *) _mcpshim_ppid=$2 _mcpshim_start=${20} ;; esac
+			;;
+		esac
+		shift $(($# - _mcpshim_n))
+		;;
+	esac
 	if [ -n "$_mcpshim_boot" ]; then
 		# the first exec of a boot with no anchor for it makes one (see _mcpshim_anchor)
 		[ -e "$_mcpshim_log/boot/$_mcpshim_boot" ] ||
@@ -169,34 +108,70 @@ _mcpshim_um=
 	*@*) case "$*" in *://*) _mcpshim_hit=1 ;; esac ;;
 	esac
 	[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
+	# The format: one \0=%s per argument, written out for few, built by doubling for many;
+	# without its library the shim cannot tell secrets apart, so it keeps none of the
+	# arguments' text: the format then holds a placeholder per argument, and no argument
+	# is passed to printf (${_mcpshim_av+"$@"}). The arguments themselves never change:
+	# the target gets them as they came.
+	_mcpshim_u='\0=%s'
 	if [ -n "$_mcpshim_bad" ] && [ "$_mcpshim_fail" = refuse ]; then
-		: # a refused exec leaves no record: it did not happen
+		_mcpshim_ok= # a refused exec leaves no record: it did not happen
 	elif [ -z "$_mcpshim_hit" ]; then
-		_mcpshim_emit "$@"
+		:
 	elif _mcpshim_lib; then
+		# the library scrubs the arguments and writes the record (_mcpshim_emit)
 		[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
-		_mcpshim_redact "$@"
+		_mcpshim_redact "$@" && _mcpshim_ok=
 	else
-		# Without its library the shim cannot tell secrets apart: it keeps none of the text.
 		_mcpshim_pc=${_mcpshim_pc:+'[REDACTED:scrubber-missing]'}
 		_mcpshim_rr=,scrubber-missing
-		# "$_mcpshim_r" once per argument, by doubling: `set -- "$@" x` per argument is quadratic.
-		# shellcheck disable=SC2016 # expanded by the eval below
-		_mcpshim_u=' "$_mcpshim_r"'
-		_mcpshim_f=
-		_mcpshim_k=$#
-		while [ "$_mcpshim_k" -gt 0 ]; do
-			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
-			_mcpshim_u=$_mcpshim_u$_mcpshim_u
-			_mcpshim_k=$((_mcpshim_k / 2))
-		done
-		_mcpshim_r='[REDACTED:scrubber-missing]'
-		eval "set -- $_mcpshim_f"
-		_mcpshim_emit "$@"
+		_mcpshim_u='\0=[REDACTED:scrubber-missing]'
+		unset _mcpshim_av
 	fi
-	# (the record's status; _mcpshim_bad says what failed, the record or another file)
-	_mcpshim_ok=$?
-	[ "$_mcpshim_ok" -ne 0 ] && _mcpshim_bad=${_mcpshim_bad:-'exec.log cannot be written'}
+	if [ "$_mcpshim_ok" = 0 ]; then
+		case $# in
+		0) _mcpshim_f= ;;
+		1) _mcpshim_f=$_mcpshim_u ;;
+		2) _mcpshim_f=$_mcpshim_u$_mcpshim_u ;;
+		3) _mcpshim_f=$_mcpshim_u$_mcpshim_u$_mcpshim_u ;;
+		*)
+			_mcpshim_f=
+			_mcpshim_k=$#
+			while [ "$_mcpshim_k" -gt 0 ]; do
+				[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
+				_mcpshim_u=$_mcpshim_u$_mcpshim_u
+				_mcpshim_k=$((_mcpshim_k / 2))
+			done
+			;;
+		esac
+		# One record is one write() while it fits the shells' output buffers (bash: 4096
+		# bytes) and, under bash, whose stdout is line-buffered, while no field holds a
+		# newline. ("$*" joins with at most one character: its length plus 2 per argument
+		# bounds the arguments' part; the format's length bounds the placeholders'.)
+		_mcpshim_a="$*"
+		_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + ${#_mcpshim_a} + ${#_mcpshim_f} + 2 * $# + 300))
+		[ -n "${BASH_VERSION-}" ] && case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
+'*) _mcpshim_w=1 ;;
+		esac
+		_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
+		# Only into a regular file of this user's that is no symlink: a FIFO would block the
+		# open, a symlink would send the record elsewhere. Anything else (a missing log
+		# too, or a record too large for one write) is the library's to sort out, with the
+		# same fields (_mcpshim_emit). (3 stats: the cost of never following a link.)
+		if [ "$_mcpshim_z" -le 4000 ] && [ -z "$_mcpshim_w" ] && [ -f "$_mcpshim_log/exec.log" ] &&
+			[ -O "$_mcpshim_log/exec.log" ] && ! [ -h "$_mcpshim_log/exec.log" ]; then
+			printf "$_mcpshim_f" 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" \
+				"$_mcpshim_ppid" "$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" "$_mcpshim_name" \
+				"$_mcpshim_tgt" "$0" "${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" \
+				"$_mcpshim_pc" "$#" ${_mcpshim_av+"$@"} >>"$_mcpshim_log/exec.log" &&
+				_mcpshim_ok= || _mcpshim_bad='exec.log cannot be written'
+		elif _mcpshim_lib exec.log && [ -n "${_mcpshim_av-}" ] && _mcpshim_emit "$@"; then
+			_mcpshim_ok=
+		fi
+	fi
+	# (_mcpshim_ok: empty once the record is written or needs none; _mcpshim_bad says what
+	# failed, the record or another file)
+	[ -n "$_mcpshim_ok" ] && _mcpshim_ok=' unlogged' _mcpshim_bad=${_mcpshim_bad:-'exec.log cannot be written'}
 	trap - XFSZ
 } 2>/dev/null
 
@@ -214,7 +189,6 @@ if [ -n "$_mcpshim_bad" ]; then
 			"$_mcpshim_tgt" "$_mcpshim_log" "$_mcpshim_bad" >&2
 		exit 126
 	fi
-	[ "$_mcpshim_ok" -ne 0 ] && _mcpshim_ok=' unlogged' || _mcpshim_ok=
 	printf 'mcpshim: warning: the exec log %s cannot be written (%s); running %s%s\n' \
 		"$_mcpshim_log" "$_mcpshim_bad" "$_mcpshim_tgt" "$_mcpshim_ok" >&2
 fi
@@ -223,6 +197,6 @@ unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_fn _mcpshim_log _mcpshim_tgt 
 	_mcpshim_nx _mcpshim_z _mcpshim_w _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp \
 	_mcpshim_up _mcpshim_bt _mcpshim_boot _mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_pc \
 	_mcpshim_pp _mcpshim_st _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok _mcpshim_libok \
-	_mcpshim_bad _mcpshim_um _mcpshim_m _mcpshim_q _mcpshim_y _mcpshim_e
+	_mcpshim_bad _mcpshim_um _mcpshim_m _mcpshim_q _mcpshim_y _mcpshim_e _mcpshim_av _mcpshim_name
 case $_mcpshim_us in x*) _=${_mcpshim_us#x} exec @@TARGET@@ "$@" ;; esac
 exec @@TARGET@@ "$@"

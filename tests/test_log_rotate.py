@@ -109,3 +109,31 @@ def test_a_shim_makes_the_live_log_anew_when_rotation_renames_it_between_checks(
     for w in range(4):
         seqs = sorted(got.get(f"w{w}", []))
         assert seqs == list(range(each)), (w, sorted(set(range(each)) - set(seqs)), len(seqs))
+
+
+def test_the_live_log_never_goes_missing_while_it_rotates(home: Home) -> None:
+    """A shim that found exec.log missing (between rotation's rename and the new file) made
+    it with its caller's umask, 0644 under most. A dash loop looks for the live name while
+    the log rotates 300 times: it is always there, and always 0600."""
+    from mcpshim.log import rotation
+
+    home.loc.log_dir.mkdir(parents=True, exist_ok=True)
+    home.loc.log_file.touch(mode=0o600)
+    stop = home.root / "stop"
+    watch = subprocess.Popen(
+        [dash_path(), "-c", 'while ! [ -e "$2" ]; do [ -e "$1" ] || echo gap; done',
+         "watch", str(home.loc.log_file), str(stop)],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        for _ in range(300):
+            with home.loc.log_file.open("ab") as fh:
+                fh.write(b"x")
+            rotation.rotate(home.loc)
+    finally:
+        stop.touch()
+        out, _ = watch.communicate(timeout=30)
+    assert out == b""
+    assert home.loc.log_file.stat().st_mode & 0o777 == 0o600
+    assert not (home.loc.log_dir / ".exec.log.new").exists()
+    assert len(list(home.loc.log_dir.glob("exec.log.0*"))) == 300

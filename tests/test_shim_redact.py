@@ -121,6 +121,24 @@ def test_scrubber_missing_redacts_whole_arguments(home: Home, interpreter: str) 
     assert rec.redactions == ("scrubber-missing",)
 
 
+@pytest.mark.parametrize("parent", ["python", "dash", "bash"])
+def test_without_its_library_the_shim_still_passes_the_arguments_on(
+    home: Home, interpreter: str, parent: str
+) -> None:
+    # The record keeps none of the arguments' text; the target still gets every one.
+    install(home, ["echo"], interpreter)
+    (home.loc.shim_dir / ".mcpshim-lib.sh").unlink()
+    argv = [str(home.loc.shim_dir / "echo"), "ok", GH, "a  b"]
+    if parent != "python":
+        argv = [parent, "-c", '"$@"', "sh", *argv]
+    out = subprocess.run(argv, env=home.env, capture_output=True, check=True, timeout=30)
+    assert out.stdout == f"ok {GH} a  b\n".encode()
+    assert GH.encode() not in home.loc.log_file.read_bytes()
+    [rec] = home.execs()
+    assert rec.args == (b"[REDACTED:scrubber-missing]",) * 3
+    assert rec.redactions == ("scrubber-missing",)
+
+
 def _cpu_seconds(argv: list[bytes | str], env: dict[str, str]) -> float:
     """CPU time (user + system) of a run that must finish within 60 s (load-proof)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

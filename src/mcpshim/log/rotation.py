@@ -106,16 +106,29 @@ def rotate_locked(loc: Locations) -> Path | None:
     """Rename the live log to the next segment (the caller holds the lock and has checked
     the segments); None if the live log is empty.
 
-    Shims append by path, so one that opened the live log before the rename finishes its
-    write in the renamed segment: nothing is lost, and nothing is copied or truncated.
+    Shims append by path, so one that opened the live log before the switch finishes its
+    write in the new segment: nothing is lost, and nothing is copied or truncated. The live
+    name never goes missing: the segment is a second name for the file first, then a new
+    empty file (0600) is renamed over the live name. A shim that found the live log missing
+    for an instant would have created it with its caller's umask.
     """
     rotated = [p for p in segments(loc) if p != loc.log_file]
     new: Path | None = None
     if loc.log_file.exists() and loc.log_file.stat().st_size > 0:
         n = int(rotated[-1].name[9:]) + 1 if rotated else 1
         new = loc.log_dir / f"exec.log.{n:06d}"
-        os.rename(loc.log_file, new)
-        os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        fresh = loc.log_dir / ".exec.log.new"
+        with contextlib.suppress(FileNotFoundError):
+            fresh.unlink()  # left by a rotation that died half-way
+        os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            os.link(loc.log_file, new)
+        except OSError:  # a file system without hard links: the old way, with its instant
+            fresh.unlink()
+            os.rename(loc.log_file, new)
+            os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        else:
+            os.rename(fresh, loc.log_file)
     _prune_parent_markers(loc)
     return new
 

@@ -30,6 +30,7 @@ __all__ = [
     "ProcInfo",
     "Stat",
     "linux_info",
+    "parse_stat",
     "proc_fields",
     "proc_info",
     "psutil_conns",
@@ -80,6 +81,17 @@ def _psutil_start(p: psutil.Process) -> int | None:
         return None
 
 
+def parse_stat(pid: int, data: bytes) -> Stat | None:
+    """A /proc/PID/stat line; None when it is not one (cut short, or empty: the process is
+    gone)."""
+    close = data.rfind(b")")
+    f = data[close + 2 :].split()
+    if len(f) < 20:
+        return None
+    return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
+                int(f[19]), (*f[23:26], *f[45:47]))  # fmt: skip
+
+
 def read_stat(pid: int) -> Stat | None:
     """One process's identity and parent; None when it is gone."""
     if LINUX:
@@ -93,12 +105,7 @@ def read_stat(pid: int) -> Stat | None:
             return None
         finally:
             os.close(fd)
-        close = data.rfind(b")")
-        f = data[close + 2 :].split()
-        if len(f) < 20:
-            return None
-        return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
-                    int(f[19]), (*f[23:26], *f[45:47]))  # fmt: skip
+        return parse_stat(pid, data)
     try:
         p = psutil.Process(pid)
         with p.oneshot():

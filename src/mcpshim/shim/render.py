@@ -95,4 +95,18 @@ def render_shim(
         "@@TRIGGERS@@": redact_sh.sh_triggers(name, os.path.basename(target)),
         "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
     }
-    return _substitute(_template("shim.sh"), subs)
+    return _strip_comments(_substitute(_template("shim.sh"), subs))
+
+
+def _strip_comments(text: str) -> str:
+    """The shim without its comment lines and blank lines: sh reads every line of a shim on
+    every exec, and the commented text is in the package (`shims/shim.sh`). The first two
+    lines (interpreter, marker) and shellcheck directives stay."""
+    head, rest = text.split("\n", 2)[:2], text.split("\n", 2)[2]
+    kept = [
+        line
+        for line in rest.split("\n")
+        if line.strip() and not (line.lstrip().startswith("#") and "shellcheck" not in line)
+    ]
+    note = "# (comments are in the commented source: shims/shim.sh in the mcpshim package)"
+    return "\n".join([*head, note, *kept]) + "\n"

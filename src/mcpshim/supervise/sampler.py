@@ -1,13 +1,14 @@
 """Sampling a supervised family: who is in it, who no shim saw, what sockets it holds.
 
 Cost is the design constraint (a few per cent of one core at 100 ms with 50 processes).
-On Linux a tick lists /proc once, reads one `stat` per family member and per pid it has
-never seen, and remembers pids it has classified as outsiders: a pid leaves that set only
-when it disappears from /proc, and reusing it inside one interval would need the pid
-counter to wrap (pid_max is about 4 million). Details (exe, cmdline, cwd, environment
-names, sockets) are read once per process, when it is first seen, and again only when its
-`comm` or the addresses exec lays out change (an exec; a fork child seen before its exec
-has its parent's command line). Elsewhere psutil does the same work, more slowly.
+On Linux a tick lists /proc once, reads one `stat` per family member (one pread of a file
+it holds open: proc/statfds.py) and per pid it has never seen, and remembers pids it has
+classified as outsiders: a pid leaves that set only when it disappears from /proc, and
+reusing it inside one interval would need the pid counter to wrap. Details (exe, cmdline,
+cwd, environment names, sockets) are read once per process, when it is first seen, and
+again only when its `comm` or the addresses exec lays out change (an exec; a fork child
+seen before its exec has its parent's command line). Elsewhere psutil does the same work,
+more slowly.
 
 A new member is decided one tick later: a shim writes its record before it execs the
 target, so by the next tick the log says whether a shim saw it; if none did, it is
@@ -42,6 +43,7 @@ from mcpshim.proc.procinfo import (
     socket_table,
     start_ticks,
 )
+from mcpshim.proc.statfds import LastPid, StatFds
 from mcpshim.supervise.session import LogTail, utc_now
 
 __all__ = ["Emit", "Member", "Sampler"]
@@ -91,6 +93,11 @@ class Sampler:
         self._tool_exes: set[bytes] = set()
         self._sock_keys: set[tuple[int, str]] = set()
         self._ticks = 0
+        self._fds = StatFds()  # members' stat files, held open between ticks
+        self._last_stats: dict[int, Stat] = {}
+        self._family: dict[int, Stat] | None = None  # what the last full survey found
+        self._last_pid = LastPid() if LINUX else None
+        self._listed_at: int | None = None  # the last pid handed out when /proc was listed
 
     @property
     def members(self) -> Mapping[int, Member]:
@@ -133,18 +140,42 @@ class Sampler:
                 kids = []
             pids = {k.pid for k in kids} | set(self._members)
             return {p: st for p in pids if (st := read_stat(p)) is not None}
-        present = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+        last_pid = self._last_pid.read() if self._last_pid else None
+        if (
+            last_pid is not None
+            and last_pid == self._listed_at
+            and self._family is not None
+            and self._ticks % 10
+        ):
+            # No process was created since /proc was last listed: no new member can exist,
+            # and the members are read as they are (once a second /proc is listed anyway).
+            return {p: st for p in self._family if (st := self._fds.read(p)) is not None}
+        self._listed_at = last_pid
+        present = set(map(int, filter(str.isdigit, os.listdir("/proc"))))
         self._outsiders &= present
         out: dict[int, Stat] = {}
-        for pid in present - self._outsiders:
-            st = read_stat(pid)
+        for pid in present - self._outsiders - {self.root}:
+            st = self._fds.read(pid)
             if st is not None:
                 out[pid] = st
         return out
 
     def survey(self) -> dict[int, Stat]:
-        """Every live member of the family now, zombies included; updates membership."""
+        """Every live member of the family now, zombies included; updates membership.
+
+        When every line read is the one read last time (the same pids, each line unchanged:
+        StatFds hands back the same Stat), the family is the one found last time: members
+        are exactly that family once tick() has run, so the walk below would find it again.
+        """
         stats = self._stats()
+        last = self._last_stats
+        self._last_stats = stats
+        if (
+            self._family is not None
+            and stats.keys() == last.keys()
+            and all(st is last[pid] for pid, st in stats.items())
+        ):
+            return dict(self._family)
         kids: dict[int, list[int]] = {}
         for st in stats.values():
             kids.setdefault(st.ppid, []).append(st.pid)
@@ -164,7 +195,15 @@ class Sampler:
                 family[pid] = stats[pid]
         if LINUX:
             self._outsiders |= set(stats) - set(family) - {self.root}
+            self._fds.keep_only(set(family))
+            self._family = dict(family)
         return family
+
+    def close(self) -> None:
+        """Let go of the stat files held open (the session is over)."""
+        self._fds.close()
+        if self._last_pid is not None:
+            self._last_pid.close()
 
     # -- tick -----------------------------------------------------------------------------
 
@@ -179,6 +218,8 @@ class Sampler:
         fresh: list[Member] = []
         for pid, st in family.items():
             m: Member | None = self._members.get(pid)
+            if m is not None and m.stat is st:
+                continue  # the very line read last tick: nothing changed
             if m is not None and m.stat.start != st.start:
                 if m.state == "pending":
                     self._decide(m)

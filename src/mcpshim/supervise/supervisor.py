@@ -225,6 +225,7 @@ class Supervisor:
             # Done once the command ended and the family was accounted for; otherwise (an
             # error on the way out) the watcher ends the family, as if this process died.
             self.watcher.finish(done=self.status is not None)
+            self.sampler.close()
             self._give_back_terminal()
             self._restore_signals()
             self.remove_reader(wake_r)
