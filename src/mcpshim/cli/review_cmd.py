@@ -31,10 +31,11 @@ from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
-from mcpshim.family.compact import build_compact_forest
+from mcpshim.family.compact import read_compact_forest
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
+from mcpshim.log.rows import ExecRows
 from mcpshim.paths import Locations
 from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
 from mcpshim.render.md import render_calls_text
@@ -118,16 +119,16 @@ def tree_(
     supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
     cov = CoverageCollector(session)
 
-    def note(recs: Iterator[execlog.Record]) -> Iterator[execlog.Record]:
-        for rec in recs:
-            if isinstance(rec, execlog.EventRecord) and rec.kind == "session-start":
-                supervisors.update(session_parents(rec.data))
-            yield rec
+    def note(rec: execlog.EventRecord) -> None:
+        if rec.kind == "session-start":
+            supervisors.update(session_parents(rec.data))
 
-    with _records(loc) as (records, _problems):
-        seen = execlog.SessionSeen(cov.tee(note(records)), session)
-        forest = build_compact_forest(seen, session)
-    seen.check(loc)
+    problems: list[execlog.LogProblem] = []
+    rows = ExecRows()
+    forest, seen = read_compact_forest(rows.iter_log(loc, problems), rows, session, cov, note)
+    _problems_to_stderr(problems)
+    if not seen and session is not None:
+        raise execlog.missing_session(loc, session)
     if root_pid is not None:
         forest = forest.select_pid(root_pid)
     subject = {"log": str(loc.log_file), "session": session or "(all)"}

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
 from mcpshim.base.frozen import positional
+from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.images import Image, image_of
 from mcpshim.family.tree import Forest, Linker, Node
-from mcpshim.log.execlog import ExecRecord, Record, _utc
+from mcpshim.log.execlog import EventRecord, ExecRecord, Record, _utc, session_of
+from mcpshim.log.rows import ExecRows, Row, Tail
 
-__all__ = ["build_compact_forest"]
+__all__ = ["CompactRoots", "build_compact_forest", "read_compact_forest"]
 
 _NONE = -(1 << 63)  # None in an int column
 _WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in _Columns.wide
@@ -58,8 +60,8 @@ class _Columns:
             array(q),
             array(i),
         )
-        self.statics: list[tuple[object, ...]] = []
-        self._static_ids: dict[tuple[object, ...], int] = {}
+        self.statics: list[Tail] = []
+        self._static_ids: dict[Tail, int] = {}
         self.boots: list[str] = []
         self._boot_ids: dict[str, int] = {}
         self.segs: list[str] = []
@@ -102,31 +104,39 @@ class _Columns:
             col.append(-1)
         return len(self.pid) - 1
 
-    def _row(self, rec: ExecRecord) -> int:
-        static = (
-            rec.cwd,
-            rec.cwd_unknown,
-            rec.shim,
-            rec.target,
-            rec.invoked_as,
-            rec.args,
-            rec.session,
-            rec.redactions,
-            rec.parent_cmdline,
-            rec.path,
-        )
-        sid = self._static_ids.get(static)
+    def _static(self, tail: Tail) -> int:
+        sid = self._static_ids.get(tail)
         if sid is None:
-            sid = self._static_ids[static] = len(self.statics)
-            self.statics.append(static)
+            sid = self._static_ids[tail] = len(self.statics)
+            self.statics.append(tail)
+        return sid
+
+    def _seg(self, seg: str) -> int:
+        s = self._seg_ids.get(seg)
+        if s is None:
+            s = self._seg_ids[seg] = len(self.segs)
+            self.segs.append(seg)
+        return s
+
+    def _row(self, rec: ExecRecord) -> int:
+        sid = self._static(
+            Tail(
+                rec.cwd,
+                rec.cwd_unknown,
+                rec.shim,
+                rec.target,
+                rec.invoked_as,
+                rec.session,
+                rec.path,
+                rec.redactions,
+                rec.parent_cmdline,
+                rec.args,
+            )
+        )
         row = len(self.r_static)
         seg, sep, off = rec.where.rpartition("@")
         if sep and off.isascii() and off.isdigit() and str(int(off)) == off:
-            s = self._seg_ids.get(seg)
-            if s is None:
-                s = self._seg_ids[seg] = len(self.segs)
-                self.segs.append(seg)
-            self.r_seg.append(s)
+            self.r_seg.append(self._seg(seg))
             self.r_off.append(int(off))
         else:
             self.r_seg.append(-1)
@@ -192,6 +202,22 @@ class _Columns:
             self.sib[last] = child
         self.kid_last[parent] = child
 
+    def add_row(self, row: Row, sid: int, seg: int) -> None:
+        """A row of `log.rows` (a shim's common exec record) whose tail is static `sid`
+        and whose segment is `seg` here: what `add` does with its record."""
+        _, off, _, boot, pid, ppid, start, pstart, btime, uptime = row
+        ref = len(self.r_static)
+        self.r_seg.append(seg)
+        self.r_off.append(off)
+        self.r_time.append(math.nan if btime is None or uptime is None else btime + uptime)
+        for col, v in ((self.r_ppid, ppid), (self.r_start, start), (self.r_pstart, pstart)):
+            if v is not None and _WIDE < v <= _MAX:
+                col.append(v)
+            else:
+                self._put(col, v)
+        self.r_static.append(sid)
+        self._link("shim", boot, pid, ppid, start, pstart, self.statics[sid].session, ref)
+
     def add(self, rec: Record, session: str | None) -> None:
         if isinstance(rec, ExecRecord):
             if session is not None and rec.session != session:
@@ -207,6 +233,19 @@ class _Columns:
             ppid, start, pstart = img.ppid, img.start, img.parent_start
             ref = -1 - len(self.others)
             self.others.append(img)
+        self._link(source, boot, pid, ppid, start, pstart, sess, ref)
+
+    def _link(
+        self,
+        source: str,
+        boot: str,
+        pid: int,
+        ppid: int | None,
+        start: int | None,
+        pstart: int | None,
+        sess: str,
+        ref: int,
+    ) -> None:
         link = self.linker.add(boot, pid, ppid, start, pstart, sess)
         self.total += 1
         if not link.new:
@@ -240,7 +279,7 @@ class _Columns:
         ref = self.i_ref[k]
         if ref < 0:
             return self.others[-1 - ref]
-        (cwd, cwd_unknown, shim, target, argv0, args, sess, red, pcmd, path) = self.statics[
+        (cwd, cwd_unknown, shim, target, argv0, sess, path, red, pcmd, args) = self.statics[
             self.r_static[ref]
         ]
         seg = self.r_seg[ref]
@@ -297,7 +336,7 @@ class _Columns:
         return top
 
 
-class _Roots(Sequence[Node]):
+class CompactRoots(Sequence[Node]):
     """The roots in node order, each built (with its subtree) when asked for."""
 
     def __init__(self, cols: _Columns, ids: array[int]) -> None:
@@ -325,8 +364,62 @@ def build_compact_forest(records: Iterable[Record], session: str | None = None) 
     cols = _Columns()
     for rec in records:
         cols.add(rec, session)
+    return _forest(cols)
+
+
+def read_compact_forest(
+    items: Iterable[Row | Record],
+    rows: ExecRows,
+    session: str | None,
+    cov: CoverageCollector,
+    on_event: Callable[[EventRecord], None],
+) -> tuple[Forest, bool]:
+    """`build_compact_forest` over `log.rows`' rows and records, feeding `cov` every one
+    and `on_event` each event record; and whether any record is of `session` (a session
+    that matches nothing is a typo, see execlog.SessionSeen)."""
+    cols = _Columns()
+    seen = session is None
+    sids: list[int] = []  # rows' tail index -> static here
+    segs: list[int] = []  # rows' segment index -> segment here
+    tails = rows.tails
+    for item in items:
+        if isinstance(item, tuple):
+            row: Row = item
+            tid = row[2]
+            tail = tails[tid]
+            sess = tail.session
+            if cov.feed_exec(
+                sess,
+                tail.shim,
+                (row[3], row[4], row[6]),
+                bool(tail.parent_cmdline) and row[5] is not None,
+            ):
+                cov.parent_record(rows.record(row))
+            if session is not None and sess != session:
+                continue
+            seen = True
+            while len(sids) <= tid:
+                sids.append(-1)
+            sid = sids[tid]
+            if sid < 0:
+                sid = sids[tid] = cols._static(tail)
+            while len(segs) <= row[0]:
+                segs.append(cols._seg(rows.names[len(segs)]))
+            cols.add_row(row, sid, segs[row[0]])
+            continue
+        rec = item
+        if isinstance(rec, EventRecord):
+            on_event(rec)
+        cov.feed(rec)
+        if not seen and session_of(rec) == session:
+            seen = True
+        cols.add(rec, session)
+    return _forest(cols), seen
+
+
+def _forest(cols: _Columns) -> Forest:
     known, parent, kid = cols.known, cols.parent, cols.kid
     ids = array(
         "i", (n for n in range(len(cols.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))
     )
-    return Forest(_Roots(cols, ids), cols.count, cols.total)
+    return Forest(CompactRoots(cols, ids), cols.count, cols.total)

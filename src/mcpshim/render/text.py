@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from mcpshim.base.display import escape, quote_argv, safe
+from mcpshim.family.compact import CompactRoots
+from mcpshim.family.compact_text import compact_lines
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
@@ -146,6 +148,9 @@ def iter_tree_text(
     for k, v in subject.items():
         yield f"{k}: {escape(str(v))}"
     yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
+    if isinstance(forest.roots, CompactRoots):  # printed from its columns, the same lines
+        yield from compact_lines(forest.roots, supervisors, mark, _image_text)
+        return
     for root in forest.roots:
         yield ""
         stack: list[tuple[Node, str, str]] = [(root, "", "")]
