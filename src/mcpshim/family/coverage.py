@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,7 +116,7 @@ class _Session:
     shim: Counter[str] = field(default_factory=Counter)
     # Shells that went through a shim, the latest SHELLS_KEPT (a shell's first shimmed child,
     # whose record keeps the shell's command line, comes soon after the shell's own record)
-    shells: dict[tuple[str, int, int | None], None] = field(default_factory=dict)
+    shells: OrderedDict[tuple[str, int, int | None], None] = field(default_factory=OrderedDict)
     parent_seen: int = 0  # parent evidence records
     parents: list[tuple[ExecRecord, int | None]] = field(default_factory=list)  # no shim's
     traced: list[EventRecord] = field(default_factory=list)
@@ -155,7 +155,7 @@ class CoverageCollector:
         if shim in SHELLS:
             s.shells[ident] = None
             if len(s.shells) > SHELLS_KEPT:
-                del s.shells[next(iter(s.shells))]
+                s.shells.popitem(last=False)  # O(1), unlike a dict's first key
         return parent
 
     def parent_record(self, rec: ExecRecord) -> None:

@@ -157,7 +157,8 @@ class ExecRows:
         """The new tail's index, -1 for one the fast path does not take (remembered too:
         the same malformed bytes repeat)."""
         if self.max_tails is not None and len(self._tail_ids) >= self.max_tails:
-            self.tails, self._tail_nuls = [], []
+            self.tails.clear()  # in place: readers hold the list
+            self._tail_nuls.clear()
             self._tail_ids.clear()
             self.epoch += 1
         tail = _tail(raw)
