@@ -194,3 +194,9 @@ def test_stamp_of_seconds_is_the_stamp_of_its_datetime() -> None:
             "shim", "", execlog._utc(t), "", 1, None, None, None, b"/", "x", b"", b"", (), ""
         )
         assert stamp_of_seconds(t) == stamp(img), t
+
+
+def test_positional_takes_fields_named_like_its_helpers() -> None:
+    """tree.Link has a field `new`: the maker's own names must not shadow it."""
+    link = positional(tree.Link)(3, True, 1, False, None)
+    assert link == tree.Link(3, True, 1, False, None)

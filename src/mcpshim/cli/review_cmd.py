@@ -31,8 +31,8 @@ from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
-from mcpshim.family.compact import read_compact_forest
 from mcpshim.family.coverage import CoverageCollector
+from mcpshim.family.forestread import read_compact_forest
 from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
 from mcpshim.log.rows import ExecRows
@@ -40,7 +40,7 @@ from mcpshim.paths import Locations
 from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
 from mcpshim.render.md import render_calls_text
 from mcpshim.render.report import Report, coverage_lines
-from mcpshim.render.text import iter_tree_text
+from mcpshim.render.text import write_tree_text
 from mcpshim.review import baseline as baseline_mod
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES
@@ -82,6 +82,10 @@ class _Progress:
 
 def _progress(loc: Locations) -> _Progress | None:
     return _Progress(loc) if sys.stderr.isatty() else None
+
+
+def _echo(text: str) -> None:
+    click.echo(text, nl=False)
 
 
 @contextlib.contextmanager
@@ -140,15 +144,8 @@ def tree_(
     known = {str(loc.shim_dir): load_manifest(loc.shim_dir), **registry.installed()}
     shims = {name for m in known.values() if m is not None for name in m.shims}
     subject.update(coverage_lines(cov.results(shims, known)))
-    if fmt == "text":  # line by line: a large forest never becomes one string
-        batch: list[str] = []
-        for line in iter_tree_text(forest, subject, supervisors, sealed.mark):
-            batch.append(line)
-            if len(batch) >= 4096:
-                click.echo("\n".join(batch))
-                batch.clear()
-        if batch:
-            click.echo("\n".join(batch))
+    if fmt == "text":  # in batches of lines: a large forest never becomes one string
+        write_tree_text(forest, subject, _echo, supervisors, sealed.mark)
         for att in attribute_log(loc, session) if root_pid is None else []:
             click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return

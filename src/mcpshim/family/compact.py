@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from mcpshim.base.frozen import positional
-from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.images import Image, image_of
 from mcpshim.family.tree import Forest, Linker, Node
-from mcpshim.log.execlog import EventRecord, ExecRecord, Record, _utc, session_of
-from mcpshim.log.rows import ExecRows, Row, Tail
+from mcpshim.log.execlog import ExecRecord, Record, _utc
+from mcpshim.log.rows import Row, Tail
 
-__all__ = ["CompactRoots", "build_compact_forest", "read_compact_forest"]
+__all__ = ["CompactRoots", "build_compact_forest", "forest_of"]
 
 _NONE = -(1 << 63)  # None in an int column
 _WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in _Columns.wide
@@ -97,11 +96,21 @@ class _Columns:
             b = self._boot_ids[boot] = len(self.boots)
             self.boots.append(boot)
         self.boot.append(b)
-        self._put(self.pid, pid)
-        self._put(self.start, start)
+        if _WIDE < pid <= _MAX:
+            self.pid.append(pid)
+        else:
+            self._put(self.pid, pid)
+        if start is not None and _WIDE < start <= _MAX:
+            self.start.append(start)
+        else:
+            self._put(self.start, start)
         self.known.append(known)
-        for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
-            col.append(-1)
+        self.parent.append(-1)
+        self.kid.append(-1)
+        self.kid_last.append(-1)
+        self.sib.append(-1)
+        self.img.append(-1)
+        self.img_last.append(-1)
         return len(self.pid) - 1
 
     def _static(self, tail: Tail) -> int:
@@ -210,11 +219,18 @@ class _Columns:
         self.r_seg.append(seg)
         self.r_off.append(off)
         self.r_time.append(math.nan if btime is None or uptime is None else btime + uptime)
-        for col, v in ((self.r_ppid, ppid), (self.r_start, start), (self.r_pstart, pstart)):
-            if v is not None and _WIDE < v <= _MAX:
-                col.append(v)
-            else:
-                self._put(col, v)
+        if ppid is not None and _WIDE < ppid <= _MAX:
+            self.r_ppid.append(ppid)
+        else:
+            self._put(self.r_ppid, ppid)
+        if start is not None and _WIDE < start <= _MAX:
+            self.r_start.append(start)
+        else:
+            self._put(self.r_start, start)
+        if pstart is None:
+            self.r_pstart.append(_NONE)
+        else:
+            self._put(self.r_pstart, pstart)
         self.r_static.append(sid)
         self._link("shim", boot, pid, ppid, start, pstart, self.statics[sid].session, ref)
 
@@ -364,60 +380,10 @@ def build_compact_forest(records: Iterable[Record], session: str | None = None) 
     cols = _Columns()
     for rec in records:
         cols.add(rec, session)
-    return _forest(cols)
+    return forest_of(cols)
 
 
-def read_compact_forest(
-    items: Iterable[Row | Record],
-    rows: ExecRows,
-    session: str | None,
-    cov: CoverageCollector,
-    on_event: Callable[[EventRecord], None],
-) -> tuple[Forest, bool]:
-    """`build_compact_forest` over `log.rows`' rows and records, feeding `cov` every one
-    and `on_event` each event record; and whether any record is of `session` (a session
-    that matches nothing is a typo, see execlog.SessionSeen)."""
-    cols = _Columns()
-    seen = session is None
-    sids: list[int] = []  # rows' tail index -> static here
-    segs: list[int] = []  # rows' segment index -> segment here
-    tails = rows.tails
-    for item in items:
-        if isinstance(item, tuple):
-            row: Row = item
-            tid = row[2]
-            tail = tails[tid]
-            sess = tail.session
-            if cov.feed_exec(
-                sess,
-                tail.shim,
-                (row[3], row[4], row[6]),
-                bool(tail.parent_cmdline) and row[5] is not None,
-            ):
-                cov.parent_record(rows.record(row))
-            if session is not None and sess != session:
-                continue
-            seen = True
-            while len(sids) <= tid:
-                sids.append(-1)
-            sid = sids[tid]
-            if sid < 0:
-                sid = sids[tid] = cols._static(tail)
-            while len(segs) <= row[0]:
-                segs.append(cols._seg(rows.names[len(segs)]))
-            cols.add_row(row, sid, segs[row[0]])
-            continue
-        rec = item
-        if isinstance(rec, EventRecord):
-            on_event(rec)
-        cov.feed(rec)
-        if not seen and session_of(rec) == session:
-            seen = True
-        cols.add(rec, session)
-    return _forest(cols), seen
-
-
-def _forest(cols: _Columns) -> Forest:
+def forest_of(cols: _Columns) -> Forest:
     known, parent, kid = cols.known, cols.parent, cols.kid
     ids = array(
         "i", (n for n in range(len(cols.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))

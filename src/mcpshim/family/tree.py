@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from mcpshim.base.frozen import positional
 from mcpshim.family import trace_merge as _trace_merge  # trace images: registered in SOURCES
 from mcpshim.family.images import SOURCES, Image, image_of, images
 
@@ -46,6 +47,9 @@ class Link:
     parent: int | None  # the parent node (maybe an unknown node) when new
     unknown_parent: bool  # parent is an "unknown" node created for this ppid
     adopted: int | None  # an unknown node this new node turned out to be (merged into it)
+
+
+_make_link = positional(Link)  # a Link per record: without the frozen __init__'s setattrs
 
 
 class Linker:
@@ -118,14 +122,20 @@ class Linker:
         pstart: int | None,
         session: str = "",
     ) -> Link:
-        sess = self._sessions.setdefault(session, len(self._sessions)) if session else 0
-        by_pid = self._procs.setdefault(boot, {})
+        sess = 0
+        if session:
+            sess = self._sessions.get(session, -1)
+            if sess < 0:
+                sess = self._sessions[session] = len(self._sessions)
+        by_pid = self._procs.get(boot)
+        if by_pid is None:
+            by_pid = self._procs[boot] = {}
         slots = by_pid.get(pid)
         tag = (start + 1) if start is not None and start >= 0 else 0
         if slots:
             for packed in slots:
                 if packed >> 32 == tag:
-                    return Link(packed & 0xFFFFFFFF, False, None, False, None)
+                    return _make_link(packed & 0xFFFFFFFF, False, None, False, None)
         parent = unknown = None
         if ppid is not None and ppid != pid:
             found = self._find_parent(boot, ppid, start, pstart, sess)
@@ -157,7 +167,7 @@ class Linker:
             slots.append(packed)
             if len(slots) > _RECENT:
                 del slots[0]
-        return Link(node, True, parent, bool(unknown), adopted)
+        return _make_link(node, True, parent, bool(unknown), adopted)
 
     def absorb(self, later: Linker) -> int:
         """Append the state of a linker that read the records right after ours.
