@@ -95,9 +95,12 @@ class Linker:
     def _find_parent(
         self, boot: str, ppid: int, start: int | None, pstart: int | None, sess: int
     ) -> int:
-        slots = self._procs.get(boot, {}).get(ppid)
-        if not slots:
-            return -1
+        by_pid = self._procs.get(boot)
+        slots = by_pid.get(ppid) if by_pid is not None else None
+        return self._find_in(slots, start, pstart, sess) if slots else -1
+
+    def _find_in(self, slots: list[int], start: int | None, pstart: int | None, sess: int) -> int:
+        """_find_parent among the ppid's remembered processes."""
         best, best_start = -1, -2
         for packed in slots:
             s = (packed >> 32) - 1
@@ -138,7 +141,8 @@ class Linker:
                     return _make_link(packed & 0xFFFFFFFF, False, None, False, None)
         parent = unknown = None
         if ppid is not None and ppid != pid:
-            found = self._find_parent(boot, ppid, start, pstart, sess)
+            pslots = by_pid.get(ppid)
+            found = self._find_in(pslots, start, pstart, sess) if pslots else -1
             if found >= 0:
                 parent = found
             else:
@@ -150,7 +154,12 @@ class Linker:
                 elif start is not None and (u[1] < 0 or start < u[1]):
                     u[1] = start
                 parent, unknown = u[0], True
-        node = self._new_node(self.family(parent) if parent is not None else None, sess)
+        fam = None
+        if parent is not None:
+            fam = self._node_fam[parent]
+            if self._fam_parent[fam] != fam:
+                fam = self.family_of_family(fam)
+        node = self._new_node(fam, sess)
         adopted = None
         u = self._unknown.get((boot, pid, sess))
         if u is not None and start is not None and u[1] >= start:
