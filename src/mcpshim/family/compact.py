@@ -202,18 +202,10 @@ class _Columns:
                 self.img_last[node] = k
         return False
 
-    def _adopt_child(self, parent: int, child: int) -> None:
-        self.parent[child] = parent
-        last = self.kid_last[parent]
-        if last < 0:
-            self.kid[parent] = child
-        else:
-            self.sib[last] = child
-        self.kid_last[parent] = child
-
-    def add_row(self, row: Row, sid: int, seg: int) -> None:
+    def add_row(self, row: Row, sid: int, seg: int, sess: str) -> None:
         """A row of `log.rows` (a shim's common exec record) whose tail is static `sid`
-        and whose segment is `seg` here: what `add` does with its record."""
+        and whose segment is `seg` here (its session `sess`): what `add` does with its
+        record."""
         _, off, _, boot, pid, ppid, start, pstart, btime, uptime = row
         ref = len(self.r_static)
         self.r_seg.append(seg)
@@ -232,7 +224,7 @@ class _Columns:
         else:
             self._put(self.r_pstart, pstart)
         self.r_static.append(sid)
-        self._link("shim", boot, pid, ppid, start, pstart, self.statics[sid].session, ref)
+        self._link("shim", boot, pid, ppid, start, pstart, sess, ref)
 
     def add(self, rec: Record, session: str | None) -> None:
         if isinstance(rec, ExecRecord):
@@ -274,12 +266,22 @@ class _Columns:
             assert link.parent is not None
             self._new_node(boot, self.linker.unknown_pid[link.parent], None, False)
         node = self._new_node(boot, pid, start, True)
-        self._append_image(node, ref)
+        k = len(self.i_ref)  # its first image (_append_image, for a node that has none)
+        self.i_ref.append(ref)
+        self.i_next.append(-1)
+        self.img[node] = self.img_last[node] = k
         if ref < 0:
             self.mixed.add(node)
         self.count += 1
-        if link.parent is not None:
-            self._adopt_child(link.parent, node)
+        parent = link.parent
+        if parent is not None:  # _adopt_child
+            self.parent[node] = parent
+            last = self.kid_last[parent]
+            if last < 0:
+                self.kid[parent] = node
+            else:
+                self.sib[last] = node
+            self.kid_last[parent] = node
         if link.adopted is not None:
             orphanage = link.adopted
             c = self.kid[orphanage]

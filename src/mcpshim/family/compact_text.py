@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 
 from mcpshim.base.display import escape, quote_arg, quote_argv, safe
-from mcpshim.family.compact import CompactRoots, _Columns
+from mcpshim.family.compact import _WIDE, CompactRoots, _Columns
 from mcpshim.family.images import Image
 from mcpshim.log.boot import MAX_SECONDS
 from mcpshim.log.logview import cwd_text
@@ -123,42 +123,58 @@ class _Printer:
         return f"? {pid} (parent not in log) boot {escape(boot[:8])}"
 
     def lines(self, root: int) -> Iterator[str]:
+        """One root's lines, as render.text.iter_tree_text makes them from its Nodes. The
+        common case (a known process, a shim's image) is inlined: a million lines."""
         c = self.c
-        kid, sib, img, nxt = c.kid, c.sib, c.img, c.i_next
-        stack: list[tuple[int, str, str]] = [(root, "", "")]
+        kid, sib, img, nxt, iref = c.kid, c.sib, c.img, c.i_next, c.i_ref
+        pids, known, r_static, r_time, statics = c.pid, c.known, c.r_static, c.r_time, c.statics
+        rests, marking = self.rest, self.mark is not None
+        # (node, lead, cont, the cwd of the nearest ancestor's last image: _parent_cwd)
+        stack: list[tuple[int, str, str, bytes | None]] = [(root, "", "", None)]
         while stack:
-            node, lead, cont = stack.pop()
-            head = self._head(node)
+            node, lead, cont, pcwd = stack.pop()
+            pid = pids[node]
+            head = str(pid) if known[node] and pid > _WIDE else self._head(node)
             k = img[node]
             if k < 0:
                 yield lead + head
+                cwd = pcwd
             else:
-                text, cwd, unknown = self.image(k)
-                extra = (
-                    f"  cwd {cwd_text(cwd, unknown)}"
-                    if unknown or cwd != self._parent_cwd(node)
-                    else ""
-                )
-                yield f"{lead}{head} {text}{extra}{self._mark_of(k)}"
-                prev = cwd
-                pad = f"{cont}{' ' * len(head)} exec "
-                k = nxt[k]
+                prev = pcwd
+                pad = ""
                 while k >= 0:
-                    text, cwd, unknown = self.image(k)
-                    extra = f"  cwd {cwd_text(cwd, unknown)}" if cwd != prev or unknown else ""
-                    yield f"{pad}{text}{extra}{self._mark_of(k)}"
+                    ref = iref[k]
+                    if ref >= 0:
+                        sid = r_static[ref]
+                        st = statics[sid]
+                        cwd, unknown = st[0], st[1]
+                        rest = rests[sid]
+                        if rest is None:
+                            rest = self._rest(sid)
+                        text = f"[shim] {stamp_of_seconds(r_time[ref])} {rest}"
+                    else:
+                        text, cwd, unknown = self.image(k)
+                    extra = f"  cwd {cwd_text(cwd, unknown)}" if unknown or cwd != prev else ""
+                    mk = self._mark_of(k) if marking else ""
+                    if not pad:
+                        yield f"{lead}{head} {text}{extra}{mk}"
+                        pad = f"{cont}{' ' * len(head)} exec "
+                    else:
+                        yield f"{pad}{text}{extra}{mk}"
                     prev = cwd
                     k = nxt[k]
-            kids = []
             ch = kid[node]
+            if ch < 0:
+                continue
+            kids = []
             while ch >= 0:
                 kids.append(ch)
                 ch = sib[ch]
+            stack.append((kids.pop(), cont + "└─ ", cont + "   ", cwd))
             if kids:
-                last = kids.pop()
-                stack.append((last, cont + "└─ ", cont + "   "))
+                mid_lead, mid_cont = cont + "├─ ", cont + "│  "
                 for ch in reversed(kids):
-                    stack.append((ch, cont + "├─ ", cont + "│  "))
+                    stack.append((ch, mid_lead, mid_cont, cwd))
 
 
 def compact_lines(

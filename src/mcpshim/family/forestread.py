@@ -56,7 +56,7 @@ def read_compact_forest(
                 sid = sids[tid] = cols._static(tail)
             while len(segs) <= row[0]:
                 segs.append(cols._seg(rows.names[len(segs)]))
-            cols.add_row(row, sid, segs[row[0]])
+            cols.add_row(row, sid, segs[row[0]], sess)
             continue
         rec = item
         if isinstance(rec, EventRecord):
