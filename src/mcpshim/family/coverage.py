@@ -143,17 +143,17 @@ class CoverageCollector:
         return s
 
     def feed_exec(
-        self, session: str, shim: str, ident: tuple[str, int, int | None], parent: bool
+        self, session: str, shim: str, boot: str, pid: int, start: int | None, parent: bool
     ) -> bool:
         """An exec record by its fields (`feed` for an `ExecRecord`): its session, shim,
-        (boot id, pid, start), and whether it holds its parent's command line and ppid.
+        boot id, pid, start, and whether it holds its parent's command line and ppid.
         True when the record itself must follow (`parent_record`): it is kept."""
         s = self._get(session)
         if s is None:
             return False
         s.shim[shim] += 1
         if shim in SHELLS:
-            s.shells[ident] = None
+            s.shells[(boot, pid, start)] = None
             if len(s.shells) > SHELLS_KEPT:
                 s.shells.popitem(last=False)  # O(1), unlike a dict's first key
         return parent
@@ -169,7 +169,7 @@ class CoverageCollector:
     def feed(self, rec: Record) -> None:
         if isinstance(rec, ExecRecord):
             parent = bool(rec.parent_cmdline) and rec.ppid is not None
-            if self.feed_exec(rec.session, rec.shim, (rec.boot_id, rec.pid, rec.start), parent):
+            if self.feed_exec(rec.session, rec.shim, rec.boot_id, rec.pid, rec.start, parent):
                 self.parent_record(rec)
             return
         if rec.kind not in _KINDS:

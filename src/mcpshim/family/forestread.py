@@ -42,7 +42,9 @@ def read_compact_forest(
             if cov.feed_exec(
                 sess,
                 tail.shim,
-                (row[3], row[4], row[6]),
+                row[3],
+                row[4],
+                row[6],
                 bool(tail.parent_cmdline) and row[5] is not None,
             ):
                 cov.parent_record(rows.record(row))

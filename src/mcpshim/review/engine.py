@@ -207,7 +207,9 @@ def scan(
             if coverage is not None and coverage.feed_exec(
                 rsess,
                 tail.shim,
-                (rec[3], rec[4], rec[6]),
+                rec[3],
+                rec[4],
+                rec[6],
                 bool(tail.parent_cmdline) and rec[5] is not None,
             ):
                 coverage.parent_record(exec_rows.record(rec))
@@ -285,7 +287,7 @@ def scan(
             )
             rsess = img.session
         n_images += 1
-        link = linker.add(*ident)
+        link = linker.add(ident[0], ident[1], ident[2], ident[3], ident[4], ident[5])
         fam = linker.family(link.node)
         if link.new:
             n_procs += 1
