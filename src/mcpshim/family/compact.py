@@ -386,8 +386,12 @@ def build_compact_forest(records: Iterable[Record], session: str | None = None) 
 
 
 def forest_of(cols: _Columns) -> Forest:
+    """The forest of built columns; what only building needed is let go (the linker's
+    state, the last child and image of each node: a tenth of the memory)."""
     known, parent, kid = cols.known, cols.parent, cols.kid
     ids = array(
         "i", (n for n in range(len(cols.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))
     )
+    cols.linker = Linker()
+    cols.kid_last, cols.img_last = array("i"), array("i")
     return Forest(CompactRoots(cols, ids), cols.count, cols.total)

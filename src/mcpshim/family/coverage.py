@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,7 @@ from mcpshim.family.bypass import (
     shim_dirs_of,
 )
 from mcpshim.family.images import Image, bytes_field, image_of, parse_time
+from mcpshim.family.shellset import ShellSet
 from mcpshim.family.trace_merge import argv_field, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
@@ -116,7 +117,7 @@ class _Session:
     shim: Counter[str] = field(default_factory=Counter)
     # Shells that went through a shim, the latest SHELLS_KEPT (a shell's first shimmed child,
     # whose record keeps the shell's command line, comes soon after the shell's own record)
-    shells: OrderedDict[tuple[str, int, int | None], None] = field(default_factory=OrderedDict)
+    shells: ShellSet = field(default_factory=ShellSet)
     parent_seen: int = 0  # parent evidence records
     parents: list[tuple[ExecRecord, int | None]] = field(default_factory=list)  # no shim's
     traced: list[EventRecord] = field(default_factory=list)
@@ -153,9 +154,7 @@ class CoverageCollector:
             return False
         s.shim[shim] += 1
         if shim in SHELLS:
-            s.shells[(boot, pid, start)] = None
-            if len(s.shells) > SHELLS_KEPT:
-                s.shells.popitem(last=False)  # O(1), unlike a dict's first key
+            s.shells.add(boot, pid, start, SHELLS_KEPT)
         return parent
 
     def parent_record(self, rec: ExecRecord) -> None:

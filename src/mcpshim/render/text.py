@@ -7,6 +7,7 @@ argument cannot move the cursor or fake a line.
 from __future__ import annotations
 
 import codecs
+import gc
 import itertools
 import multiprocessing
 import os
@@ -235,13 +236,18 @@ def write_tree_text(
             args=(spool.fileno(), roots, sup, mark, mid),
             daemon=True,
         )
-        child.start()
+        # Objects the collector does not visit stay shared by the two processes while both
+        # print: a collection writes to each object it visits, which copies its page
+        gc.freeze()
         try:
+            child.start()
             _emit_lines(
                 itertools.chain(lines, compact_lines(roots, sup, mark, _image_text, 0, mid)), emit
             )
         finally:
-            child.join()
+            if child.pid is not None:
+                child.join()
+            gc.unfreeze()
         if child.exitcode != 0:
             _emit_lines(compact_lines(roots, sup, mark, _image_text, mid), emit)
             return
