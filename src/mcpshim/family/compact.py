@@ -32,6 +32,8 @@ _NONE = -(1 << 63)  # None in an int column
 _WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in _Columns.wide
 _MAX = (1 << 63) - 1
 _make_image = positional(Image)
+#: -1 for the link columns of nodes to come; they run ahead of `pid`, whose length counts
+_UNSET = array("i", [-1]) * 4096
 
 
 class _Columns:
@@ -105,13 +107,11 @@ class _Columns:
         else:
             self._put(self.start, start)
         self.known.append(known)
-        self.parent.append(-1)
-        self.kid.append(-1)
-        self.kid_last.append(-1)
-        self.sib.append(-1)
-        self.img.append(-1)
-        self.img_last.append(-1)
-        return len(self.pid) - 1
+        node = len(self.pid) - 1
+        if node >= len(self.parent):  # the links start as -1, a block at a time
+            for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
+                col.extend(_UNSET)
+        return node
 
     def _static(self, tail: Tail) -> int:
         sid = self._static_ids.get(tail)
@@ -394,4 +394,7 @@ def forest_of(cols: _Columns) -> Forest:
     )
     cols.linker = Linker()
     cols.kid_last, cols.img_last = array("i"), array("i")
+    n = len(cols.pid)
+    for col in (cols.parent, cols.kid, cols.sib, cols.img):
+        del col[n:]
     return Forest(CompactRoots(cols, ids), cols.count, cols.total)
