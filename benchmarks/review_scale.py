@@ -10,14 +10,19 @@ the peak RSS of its largest process (wait4) and the peak of its processes' Pss s
 two processes are counted together), with the part that is not file pages (the log's
 pages a command maps count in RSS, not in what it allocated). Issue 20's targets on the
 project's 2-core machine: review < 5 s and < 200 MB in all, tree < 5 s and < 300 MB.
+Anchors in the same run: `start-up` (`mcpshim --version`), `floor` (one process reading
+the log as rows and linking every one, the least a command that links families does in
+this Python) and, with --jq, jq selecting the shell lines from the same records as JSON
+lines (a C program's plain scan).
 
     python benchmarks/review_scale.py [--records N] [--keep DIR [--reuse]] [--skip-tree]
-        [--skip-review]
+        [--skip-review] [--jq]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -242,6 +247,35 @@ def measure(argv: list[str]) -> Usage:
     return Usage(wall, usage.ru_maxrss / 1024, peak[0] / 1024, peak[1] / 1024, proc.returncode, cpu)
 
 
+#: the anchor in the same run: what any command that links families does at the least in
+#: this Python, in one process (log.rows' rows, each linked by tree.Linker)
+FLOOR = """
+import sys
+from mcpshim.family.tree import Linker
+from mcpshim.log.rows import ExecRows
+rows, linker = ExecRows(), Linker()
+add, tails = linker.add, rows.tails
+with open(sys.argv[1], "rb") as fh:
+    for r in rows.read(fh, "exec.log", None, []):
+        add(r[3], r[4], r[5], r[6], r[7], tails[r[2]].session)
+"""
+
+
+def write_jsonl(log: Path, out: Path) -> None:
+    """The log's exec records as JSON lines (one object per record), for the jq anchor."""
+    from mcpshim.log.rows import ExecRows
+
+    rows = ExecRows()
+    with open(log, "rb") as fh, open(out, "w") as dst:
+        for r in rows.read(fh, "exec.log", None, []):
+            if isinstance(r, tuple):
+                t = rows.tails[r[2]]
+                doc = {"boot": r[3], "pid": r[4], "ppid": r[5], "start": r[6], "shim": t.shim}
+                doc |= {"args": [a.decode("utf-8", "replace") for a in t.args]}
+                doc |= {"cwd": t.cwd.decode("utf-8", "replace"), "session": t.session}
+                dst.write(json.dumps(doc) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -249,6 +283,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="With --keep: read the log there.")
     ap.add_argument("--skip-tree", action="store_true")
     ap.add_argument("--skip-review", action="store_true")
+    ap.add_argument("--jq", action="store_true", help="Time jq over the log as JSON lines.")
     args = ap.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="mcpshim-scale-"))
     log_dir, shim_dir = base / "log", base / "shims"
@@ -267,14 +302,22 @@ def main() -> None:
     runs = {} if args.skip_review else {"review": [*cli, "review", *loc, "--format", "json"]}
     if not args.skip_tree:
         runs["tree"] = [*cli, "tree", *loc, "--format", "text"]
+    runs["start-up"] = [*cli, "--version"]
+    runs["floor"] = [sys.executable, "-c", FLOOR, str(log_dir / "exec.log")]
+    if args.jq:
+        jsonl = base / "exec.jsonl"
+        if not jsonl.exists():
+            write_jsonl(log_dir / "exec.log", jsonl)
+        # a review-like scan in C: every record parsed, the shell lines picked out
+        runs["jq"] = ["jq", "-c", 'select(.shim == "sh") | .args', str(jsonl)]
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, argv in runs.items():
         u = measure(argv)
         print(
-            f"{name:6} {u.wall:6.2f} s  {args.records / u.wall:10,.0f} records/s  "
+            f"{name:8} {u.wall:6.2f} s  {args.records / u.wall:10,.0f} records/s  "
             f"CPU {u.cpu:6.2f} s  peak RSS {u.rss:5.0f} MB (largest process)  "
             f"peak PSS {u.pss:5.0f} MB (all processes; {u.anon:.0f} MB not file pages)  "
-            f"exit {u.code}  (target {TARGETS_OF[name]})"
+            f"exit {u.code}" + (f"  (target {TARGETS_OF[name]})" if name in TARGETS_OF else "")
         )
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.keep is None:
