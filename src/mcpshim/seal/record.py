@@ -157,7 +157,7 @@ def parse_stamp(text: str) -> int | None:
 def find_seals(buf: Buffer, start: int, end: int) -> Iterator[tuple[int, int, Seal | None, str]]:
     """(offset, end of record, seal or None, why not) for each seal record in buf[start:end].
 
-    A mapped log is searched 64 MiB at a time and the pages searched are given back (a
+    A mapped log is searched 16 MiB at a time and the pages searched are given back (a
     read-only file mapping: they are page cache, counted in RSS until dropped; read again,
     they fault back in), so a header's search of an unsealed log stays small."""
     pos = start
@@ -179,7 +179,7 @@ def find_seals(buf: Buffer, start: int, end: int) -> Iterator[tuple[int, int, Se
         pos = e + 2
 
 
-_STEP = 64 << 20
+_STEP = 16 << 20
 
 
 def _find_marker(buf: Buffer, pos: int, end: int) -> int:
