@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import multiprocessing
 import os
+import pickle
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -179,8 +181,12 @@ def _child(
     sess: str | None,
     relayed: set[str],
 ) -> None:
-    payload = _scan_part(loc, ranges, ctx, sess, relayed)
-    conn.send(payload)  # type: ignore[attr-defined]
+    # Pickled first and its objects let go before the bytes go out: while the parent
+    # reads and unpickles them, this process holds the bytes alone (the two processes'
+    # memory together peaks here)
+    data = pickle.dumps(_scan_part(loc, ranges, ctx, sess, relayed), pickle.HIGHEST_PROTOCOL)
+    gc.collect()
+    conn.send_bytes(data)  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
@@ -244,7 +250,8 @@ def review_log(
         try:
             part1 = here(first)
             try:
-                part2, problems2 = recv.recv()
+                # our own forked child's bytes over a private pipe (what recv() unpickles)
+                part2, problems2 = pickle.loads(recv.recv_bytes())  # noqa: S301
             except EOFError:  # the child died: do its half here
                 part2, problems2 = _scan_part(loc, second, ctx, session, relayed)
         finally:
