@@ -8,8 +8,11 @@ with --log, then times, in this process, each stage of the reading path cumulati
     read     the file in 4 MiB chunks, records counted by their end marker (the I/O floor)
     frame    the framing: the bytes between two end markers, one piece per record
     fields   + each piece cut into its fields and checked whole (no stray NUL)
+    rows     frame + each exec record as a row (log.rows: the fields that link a process
+             decoded per record, its tail once per distinct tail): what tree and review read
+    link     + each row linked into its family (tree.Linker.add): the least either does
     decode   + each record decoded (execlog.read_stream: ExecRecord / EventRecord)
-    images   + each record made an Image (family.tree.images: what tree and review link)
+    images   + each record made an Image (family.tree.images: the other commands' path)
 
 Stages run in a new random order each round (--rounds, default 3), so load from elsewhere
 on the machine falls on all alike; it prints each stage's median records/s, microseconds
@@ -18,7 +21,8 @@ per record, and its time as a ratio to `read`, the baseline of the same run.
     python benchmarks/reader_scale.py [--records N] [--log FILE] [--rounds R] [--stages a,b]
 
 With PYTHONPATH set to another checkout's src, `--stages read,decode,images` times that
-code on the same log (frame and fields use the reader's internals of this checkout).
+code on the same log (frame and fields use the reader's internals of this checkout; rows
+and link exist from issue 20 on).
 """
 
 from __future__ import annotations
@@ -42,9 +46,11 @@ from review_scale import generate
 
 def _read(path: Path) -> int:
     n = 0
+    last = b""
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
-            n += chunk.count(b"\0\n")
+            n += chunk.count(b"\0\n") + (last == b"\0" and chunk[:1] == b"\n")
+            last = chunk[-1:]
     return n
 
 
@@ -66,6 +72,26 @@ def _fields(path: Path) -> int:
     return n
 
 
+def _rows(path: Path) -> int:
+    from mcpshim.log.rows import ExecRows
+
+    with open(path, "rb") as fh:
+        return sum(1 for _ in ExecRows().read(fh, path.name, None, []))
+
+
+def _link(path: Path) -> int:
+    from mcpshim.log.rows import ExecRows
+
+    rows, linker = ExecRows(), tree.Linker()
+    add, tails, n = linker.add, rows.tails, 0
+    with open(path, "rb") as fh:
+        for row in rows.read(fh, path.name, None, []):
+            if isinstance(row, tuple):
+                add(row[3], row[4], row[5], row[6], row[7], tails[row[2]].session)
+                n += 1
+    return n
+
+
 def _decode(path: Path) -> int:
     with open(path, "rb") as fh:
         return sum(1 for _ in execlog.read_stream(fh, path.name, None, []))
@@ -80,6 +106,8 @@ STAGES: dict[str, Callable[[Path], int]] = {
     "read": _read,
     "frame": _frame,
     "fields": _fields,
+    "rows": _rows,
+    "link": _link,
     "decode": _decode,
     "images": _images,
 }

@@ -119,14 +119,16 @@ def main() -> None:
     )
     cli = [sys.executable, "-m", "mcpshim"]
     listing = [*cli, "sessions", "--dir", str(shim_dir), "--log-dir", str(log_dir)]
-    wall0, rss0, code = measure([sys.executable, "-c", BASELINE, str(shim_dir), str(log_dir)])
+    wall0, rss0, _, _, code, _ = measure(
+        [sys.executable, "-c", BASELINE, str(shim_dir), str(log_dir)]
+    )
     assert code == 0, "the baseline failed"
     print(f"{'baseline (decode all)':26} {wall0:6.2f} s  peak RSS {rss0:5.0f} MB")
-    start, _, _ = measure([*cli, "--version"])
+    start = measure([*cli, "--version"]).wall
     print(f"{'mcpshim --version':26} {start:6.2f} s  (start-up: Python and the CLI's imports)")
 
     def show(label: str, argv: list[str]) -> None:
-        wall, rss, code = measure(argv)
+        wall, rss, _, _, code, _ = measure(argv)
         print(
             f"{label:26} {wall:6.2f} s  peak RSS {rss:5.0f} MB  exit {code}  "
             f"{wall / wall0:.3f} x baseline  (target < 2 s)"

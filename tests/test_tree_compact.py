@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from conftest import Home
 from mcpshim.base.frozen import positional
 from mcpshim.family import trace_merge, tree
 from mcpshim.family.compact import build_compact_forest
+from mcpshim.family.compact_text import stamp_of_seconds
 from mcpshim.family.view import stamp
 from mcpshim.log import eventlog, execlog
 from mcpshim.render.dot import render_tree_dot
@@ -176,3 +178,25 @@ def test_positional_builds_the_same_frozen_instance() -> None:
         rec.pid = 8  # type: ignore[misc]
     with pytest.raises(TypeError):
         positional(execlog.LogProblem)  # no slots
+
+
+def test_stamp_of_seconds_is_the_stamp_of_its_datetime() -> None:
+    """The column printer's stamp rounds microseconds as datetime.fromtimestamp does."""
+    rnd = random.Random(21)
+    values = [rnd.uniform(0, 4e9) for _ in range(20_000)]
+    values += [
+        rnd.randrange(0, 4_000_000_000) + rnd.randrange(0, 1000) / 1000 for _ in range(20_000)
+    ]
+    values += [x + d for x in (1735689600.0, 1e9, 0.0) for d in (0.0004995, 0.9995, 0.9999995)]
+    values += [1e11 - 1, 1e11, -0.5, math.nan, math.inf]
+    for t in values:
+        img = tree.Image(
+            "shim", "", execlog._utc(t), "", 1, None, None, None, b"/", "x", b"", b"", (), ""
+        )
+        assert stamp_of_seconds(t) == stamp(img), t
+
+
+def test_positional_takes_fields_named_like_its_helpers() -> None:
+    """tree.Link has a field `new`: the maker's own names must not shadow it."""
+    link = positional(tree.Link)(3, True, 1, False, None)
+    assert link == tree.Link(3, True, 1, False, None)

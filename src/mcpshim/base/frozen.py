@@ -27,12 +27,19 @@ def positional(cls: type[T]) -> Callable[..., T]:
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__name__} has a __post_init__")
     names = [f.name for f in dataclasses.fields(cls)]
-    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    if any(name.startswith("_positional_") for name in names):
+        raise TypeError(f"{cls.__name__} has a field named like positional's own names")
+    # the helpers' names cannot be a field's (a field `new` would shadow object.__new__)
+    env: dict[str, Any] = {"_positional_new": object.__new__, "_positional_cls": cls}
     body = []
     for i, name in enumerate(names):
-        env[f"set{i}"] = cls.__dict__[name].__set__
-        body.append(f"    set{i}(obj, {name})\n")
-    src = f"def make({', '.join(names)}):\n    obj = new(cls)\n{''.join(body)}    return obj\n"
+        env[f"_positional_set{i}"] = cls.__dict__[name].__set__
+        body.append(f"    _positional_set{i}(_positional_obj, {name})\n")
+    src = (
+        f"def make({', '.join(names)}):\n"
+        "    _positional_obj = _positional_new(_positional_cls)\n"
+        f"{''.join(body)}    return _positional_obj\n"
+    )
     exec(src, env)  # noqa: S102 - the source is built from the class's own field names
     make: Callable[..., T] = env["make"]
     return make

@@ -31,15 +31,16 @@ from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
 from mcpshim.family import tree
 from mcpshim.family.attribution import attribute_log
-from mcpshim.family.compact import build_compact_forest
 from mcpshim.family.coverage import CoverageCollector
+from mcpshim.family.forestread import read_compact_forest
 from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
+from mcpshim.log.rows import ExecRows
 from mcpshim.paths import Locations
 from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
 from mcpshim.render.md import render_calls_text
 from mcpshim.render.report import Report, coverage_lines
-from mcpshim.render.text import iter_tree_text
+from mcpshim.render.text import write_tree_text
 from mcpshim.review import baseline as baseline_mod
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES
@@ -83,6 +84,10 @@ def _progress(loc: Locations) -> _Progress | None:
     return _Progress(loc) if sys.stderr.isatty() else None
 
 
+def _echo(text: str) -> None:
+    click.echo(text, nl=False)
+
+
 @contextlib.contextmanager
 def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[execlog.LogProblem]]]:
     problems: list[execlog.LogProblem] = []
@@ -118,16 +123,16 @@ def tree_(
     supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
     cov = CoverageCollector(session)
 
-    def note(recs: Iterator[execlog.Record]) -> Iterator[execlog.Record]:
-        for rec in recs:
-            if isinstance(rec, execlog.EventRecord) and rec.kind == "session-start":
-                supervisors.update(session_parents(rec.data))
-            yield rec
+    def note(rec: execlog.EventRecord) -> None:
+        if rec.kind == "session-start":
+            supervisors.update(session_parents(rec.data))
 
-    with _records(loc) as (records, _problems):
-        seen = execlog.SessionSeen(cov.tee(note(records)), session)
-        forest = build_compact_forest(seen, session)
-    seen.check(loc)
+    problems: list[execlog.LogProblem] = []
+    rows = ExecRows()
+    forest, seen = read_compact_forest(rows.iter_log(loc, problems), rows, session, cov, note)
+    _problems_to_stderr(problems)
+    if not seen and session is not None:
+        raise execlog.missing_session(loc, session)
     if root_pid is not None:
         forest = forest.select_pid(root_pid)
     subject = {"log": str(loc.log_file), "session": session or "(all)"}
@@ -139,15 +144,8 @@ def tree_(
     known = {str(loc.shim_dir): load_manifest(loc.shim_dir), **registry.installed()}
     shims = {name for m in known.values() if m is not None for name in m.shims}
     subject.update(coverage_lines(cov.results(shims, known)))
-    if fmt == "text":  # line by line: a large forest never becomes one string
-        batch: list[str] = []
-        for line in iter_tree_text(forest, subject, supervisors, sealed.mark):
-            batch.append(line)
-            if len(batch) >= 4096:
-                click.echo("\n".join(batch))
-                batch.clear()
-        if batch:
-            click.echo("\n".join(batch))
+    if fmt == "text":  # in batches of lines: a large forest never becomes one string
+        write_tree_text(forest, subject, _echo, supervisors, sealed.mark)
         for att in attribute_log(loc, session) if root_pid is None else []:
             click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return

@@ -24,13 +24,16 @@ from mcpshim.base.frozen import positional
 from mcpshim.family.images import Image, image_of
 from mcpshim.family.tree import Forest, Linker, Node
 from mcpshim.log.execlog import ExecRecord, Record, _utc
+from mcpshim.log.rows import Row, Tail
 
-__all__ = ["build_compact_forest"]
+__all__ = ["CompactRoots", "build_compact_forest", "forest_of"]
 
 _NONE = -(1 << 63)  # None in an int column
 _WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in _Columns.wide
 _MAX = (1 << 63) - 1
 _make_image = positional(Image)
+#: -1 for the link columns of nodes to come; they run ahead of `pid`, whose length counts
+_UNSET = array("i", [-1]) * 4096
 
 
 class _Columns:
@@ -58,8 +61,8 @@ class _Columns:
             array(q),
             array(i),
         )
-        self.statics: list[tuple[object, ...]] = []
-        self._static_ids: dict[tuple[object, ...], int] = {}
+        self.statics: list[Tail] = []
+        self._static_ids: dict[Tail, int] = {}
         self.boots: list[str] = []
         self._boot_ids: dict[str, int] = {}
         self.segs: list[str] = []
@@ -95,38 +98,54 @@ class _Columns:
             b = self._boot_ids[boot] = len(self.boots)
             self.boots.append(boot)
         self.boot.append(b)
-        self._put(self.pid, pid)
-        self._put(self.start, start)
+        if _WIDE < pid <= _MAX:
+            self.pid.append(pid)
+        else:
+            self._put(self.pid, pid)
+        if start is not None and _WIDE < start <= _MAX:
+            self.start.append(start)
+        else:
+            self._put(self.start, start)
         self.known.append(known)
-        for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
-            col.append(-1)
-        return len(self.pid) - 1
+        node = len(self.pid) - 1
+        if node >= len(self.parent):  # the links start as -1, a block at a time
+            for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
+                col.extend(_UNSET)
+        return node
+
+    def _static(self, tail: Tail) -> int:
+        sid = self._static_ids.get(tail)
+        if sid is None:
+            sid = self._static_ids[tail] = len(self.statics)
+            self.statics.append(tail)
+        return sid
+
+    def _seg(self, seg: str) -> int:
+        s = self._seg_ids.get(seg)
+        if s is None:
+            s = self._seg_ids[seg] = len(self.segs)
+            self.segs.append(seg)
+        return s
 
     def _row(self, rec: ExecRecord) -> int:
-        static = (
-            rec.cwd,
-            rec.cwd_unknown,
-            rec.shim,
-            rec.target,
-            rec.invoked_as,
-            rec.args,
-            rec.session,
-            rec.redactions,
-            rec.parent_cmdline,
-            rec.path,
+        sid = self._static(
+            Tail(
+                rec.cwd,
+                rec.cwd_unknown,
+                rec.shim,
+                rec.target,
+                rec.invoked_as,
+                rec.session,
+                rec.path,
+                rec.redactions,
+                rec.parent_cmdline,
+                rec.args,
+            )
         )
-        sid = self._static_ids.get(static)
-        if sid is None:
-            sid = self._static_ids[static] = len(self.statics)
-            self.statics.append(static)
         row = len(self.r_static)
         seg, sep, off = rec.where.rpartition("@")
         if sep and off.isascii() and off.isdigit() and str(int(off)) == off:
-            s = self._seg_ids.get(seg)
-            if s is None:
-                s = self._seg_ids[seg] = len(self.segs)
-                self.segs.append(seg)
-            self.r_seg.append(s)
+            self.r_seg.append(self._seg(seg))
             self.r_off.append(int(off))
         else:
             self.r_seg.append(-1)
@@ -183,14 +202,29 @@ class _Columns:
                 self.img_last[node] = k
         return False
 
-    def _adopt_child(self, parent: int, child: int) -> None:
-        self.parent[child] = parent
-        last = self.kid_last[parent]
-        if last < 0:
-            self.kid[parent] = child
+    def add_row(self, row: Row, sid: int, seg: int, sess: str) -> None:
+        """A row of `log.rows` (a shim's common exec record) whose tail is static `sid`
+        and whose segment is `seg` here (its session `sess`): what `add` does with its
+        record."""
+        _, off, _, boot, pid, ppid, start, pstart, btime, uptime = row
+        ref = len(self.r_static)
+        self.r_seg.append(seg)
+        self.r_off.append(off)
+        self.r_time.append(math.nan if btime is None or uptime is None else btime + uptime)
+        if ppid is not None and _WIDE < ppid <= _MAX:
+            self.r_ppid.append(ppid)
         else:
-            self.sib[last] = child
-        self.kid_last[parent] = child
+            self._put(self.r_ppid, ppid)
+        if start is not None and _WIDE < start <= _MAX:
+            self.r_start.append(start)
+        else:
+            self._put(self.r_start, start)
+        if pstart is None:
+            self.r_pstart.append(_NONE)
+        else:
+            self._put(self.r_pstart, pstart)
+        self.r_static.append(sid)
+        self._link("shim", boot, pid, ppid, start, pstart, sess, ref)
 
     def add(self, rec: Record, session: str | None) -> None:
         if isinstance(rec, ExecRecord):
@@ -207,6 +241,19 @@ class _Columns:
             ppid, start, pstart = img.ppid, img.start, img.parent_start
             ref = -1 - len(self.others)
             self.others.append(img)
+        self._link(source, boot, pid, ppid, start, pstart, sess, ref)
+
+    def _link(
+        self,
+        source: str,
+        boot: str,
+        pid: int,
+        ppid: int | None,
+        start: int | None,
+        pstart: int | None,
+        sess: str,
+        ref: int,
+    ) -> None:
         link = self.linker.add(boot, pid, ppid, start, pstart, sess)
         self.total += 1
         if not link.new:
@@ -219,12 +266,22 @@ class _Columns:
             assert link.parent is not None
             self._new_node(boot, self.linker.unknown_pid[link.parent], None, False)
         node = self._new_node(boot, pid, start, True)
-        self._append_image(node, ref)
+        k = len(self.i_ref)  # its first image (_append_image, for a node that has none)
+        self.i_ref.append(ref)
+        self.i_next.append(-1)
+        self.img[node] = self.img_last[node] = k
         if ref < 0:
             self.mixed.add(node)
         self.count += 1
-        if link.parent is not None:
-            self._adopt_child(link.parent, node)
+        parent = link.parent
+        if parent is not None:  # _adopt_child
+            self.parent[node] = parent
+            last = self.kid_last[parent]
+            if last < 0:
+                self.kid[parent] = node
+            else:
+                self.sib[last] = node
+            self.kid_last[parent] = node
         if link.adopted is not None:
             orphanage = link.adopted
             c = self.kid[orphanage]
@@ -240,7 +297,7 @@ class _Columns:
         ref = self.i_ref[k]
         if ref < 0:
             return self.others[-1 - ref]
-        (cwd, cwd_unknown, shim, target, argv0, args, sess, red, pcmd, path) = self.statics[
+        (cwd, cwd_unknown, shim, target, argv0, sess, path, red, pcmd, args) = self.statics[
             self.r_static[ref]
         ]
         seg = self.r_seg[ref]
@@ -297,7 +354,7 @@ class _Columns:
         return top
 
 
-class _Roots(Sequence[Node]):
+class CompactRoots(Sequence[Node]):
     """The roots in node order, each built (with its subtree) when asked for."""
 
     def __init__(self, cols: _Columns, ids: array[int]) -> None:
@@ -325,8 +382,19 @@ def build_compact_forest(records: Iterable[Record], session: str | None = None) 
     cols = _Columns()
     for rec in records:
         cols.add(rec, session)
+    return forest_of(cols)
+
+
+def forest_of(cols: _Columns) -> Forest:
+    """The forest of built columns; what only building needed is let go (the linker's
+    state, the last child and image of each node: a tenth of the memory)."""
     known, parent, kid = cols.known, cols.parent, cols.kid
     ids = array(
         "i", (n for n in range(len(cols.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))
     )
-    return Forest(_Roots(cols, ids), cols.count, cols.total)
+    cols.linker = Linker()
+    cols.kid_last, cols.img_last = array("i"), array("i")
+    n = len(cols.pid)
+    for col in (cols.parent, cols.kid, cols.sib, cols.img):
+        del col[n:]
+    return Forest(CompactRoots(cols, ids), cols.count, cols.total)

@@ -31,6 +31,7 @@ from mcpshim.family.bypass import (
     shim_dirs_of,
 )
 from mcpshim.family.images import Image, bytes_field, image_of, parse_time
+from mcpshim.family.shellset import ShellSet
 from mcpshim.family.trace_merge import argv_field, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
@@ -116,7 +117,7 @@ class _Session:
     shim: Counter[str] = field(default_factory=Counter)
     # Shells that went through a shim, the latest SHELLS_KEPT (a shell's first shimmed child,
     # whose record keeps the shell's command line, comes soon after the shell's own record)
-    shells: dict[tuple[str, int, int | None], None] = field(default_factory=dict)
+    shells: ShellSet = field(default_factory=ShellSet)
     parent_seen: int = 0  # parent evidence records
     parents: list[tuple[ExecRecord, int | None]] = field(default_factory=list)  # no shim's
     traced: list[EventRecord] = field(default_factory=list)
@@ -142,20 +143,33 @@ class CoverageCollector:
             s = self.sessions[sid] = _Session()
         return s
 
+    def feed_exec(
+        self, session: str, shim: str, boot: str, pid: int, start: int | None, parent: bool
+    ) -> bool:
+        """An exec record by its fields (`feed` for an `ExecRecord`): its session, shim,
+        boot id, pid, start, and whether it holds its parent's command line and ppid.
+        True when the record itself must follow (`parent_record`): it is kept."""
+        s = self._get(session)
+        if s is None:
+            return False
+        s.shim[shim] += 1
+        if shim in SHELLS:
+            s.shells.add(boot, pid, start, SHELLS_KEPT)
+        return parent
+
+    def parent_record(self, rec: ExecRecord) -> None:
+        """The record `feed_exec` asked for: parent evidence, kept unless its shell is."""
+        s = self._get(rec.session)
+        assert s is not None and rec.ppid is not None
+        s.parent_seen += 1
+        if (rec.boot_id, rec.ppid, rec.parent_start) not in s.shells:
+            s.parents.append((rec, rec.parent_start))
+
     def feed(self, rec: Record) -> None:
         if isinstance(rec, ExecRecord):
-            s = self._get(rec.session)
-            if s is None:
-                return
-            s.shim[rec.shim] += 1
-            if rec.shim in SHELLS:
-                s.shells[(rec.boot_id, rec.pid, rec.start)] = None
-                if len(s.shells) > SHELLS_KEPT:
-                    del s.shells[next(iter(s.shells))]
-            if rec.parent_cmdline and rec.ppid is not None:
-                s.parent_seen += 1
-                if (rec.boot_id, rec.ppid, rec.parent_start) not in s.shells:
-                    s.parents.append((rec, rec.parent_start))
+            parent = bool(rec.parent_cmdline) and rec.ppid is not None
+            if self.feed_exec(rec.session, rec.shim, rec.boot_id, rec.pid, rec.start, parent):
+                self.parent_record(rec)
             return
         if rec.kind not in _KINDS:
             return

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from mcpshim.base.frozen import positional
 from mcpshim.family import trace_merge as _trace_merge  # trace images: registered in SOURCES
 from mcpshim.family.images import SOURCES, Image, image_of, images
 
@@ -46,6 +47,9 @@ class Link:
     parent: int | None  # the parent node (maybe an unknown node) when new
     unknown_parent: bool  # parent is an "unknown" node created for this ppid
     adopted: int | None  # an unknown node this new node turned out to be (merged into it)
+
+
+_make_link = positional(Link)  # a Link per record: without the frozen __init__'s setattrs
 
 
 class Linker:
@@ -91,9 +95,12 @@ class Linker:
     def _find_parent(
         self, boot: str, ppid: int, start: int | None, pstart: int | None, sess: int
     ) -> int:
-        slots = self._procs.get(boot, {}).get(ppid)
-        if not slots:
-            return -1
+        by_pid = self._procs.get(boot)
+        slots = by_pid.get(ppid) if by_pid is not None else None
+        return self._find_in(slots, start, pstart, sess) if slots else -1
+
+    def _find_in(self, slots: list[int], start: int | None, pstart: int | None, sess: int) -> int:
+        """_find_parent among the ppid's remembered processes."""
         best, best_start = -1, -2
         for packed in slots:
             s = (packed >> 32) - 1
@@ -118,17 +125,24 @@ class Linker:
         pstart: int | None,
         session: str = "",
     ) -> Link:
-        sess = self._sessions.setdefault(session, len(self._sessions)) if session else 0
-        by_pid = self._procs.setdefault(boot, {})
+        sess = 0
+        if session:
+            sess = self._sessions.get(session, -1)
+            if sess < 0:
+                sess = self._sessions[session] = len(self._sessions)
+        by_pid = self._procs.get(boot)
+        if by_pid is None:
+            by_pid = self._procs[boot] = {}
         slots = by_pid.get(pid)
         tag = (start + 1) if start is not None and start >= 0 else 0
         if slots:
             for packed in slots:
                 if packed >> 32 == tag:
-                    return Link(packed & 0xFFFFFFFF, False, None, False, None)
+                    return _make_link(packed & 0xFFFFFFFF, False, None, False, None)
         parent = unknown = None
         if ppid is not None and ppid != pid:
-            found = self._find_parent(boot, ppid, start, pstart, sess)
+            pslots = by_pid.get(ppid)
+            found = self._find_in(pslots, start, pstart, sess) if pslots else -1
             if found >= 0:
                 parent = found
             else:
@@ -140,7 +154,12 @@ class Linker:
                 elif start is not None and (u[1] < 0 or start < u[1]):
                     u[1] = start
                 parent, unknown = u[0], True
-        node = self._new_node(self.family(parent) if parent is not None else None, sess)
+        fam = None
+        if parent is not None:
+            fam = self._node_fam[parent]
+            if self._fam_parent[fam] != fam:
+                fam = self.family_of_family(fam)
+        node = self._new_node(fam, sess)
         adopted = None
         u = self._unknown.get((boot, pid, sess))
         if u is not None and start is not None and u[1] >= start:
@@ -157,7 +176,7 @@ class Linker:
             slots.append(packed)
             if len(slots) > _RECENT:
                 del slots[0]
-        return Link(node, True, parent, bool(unknown), adopted)
+        return _make_link(node, True, parent, bool(unknown), adopted)
 
     def absorb(self, later: Linker) -> int:
         """Append the state of a linker that read the records right after ours.

@@ -47,6 +47,7 @@ __all__ = [
     "SessionSeen",
     "bodies",
     "current_boot_id",
+    "decode_piece",
     "encode_record",
     "iter_records",
     "missing_session",
@@ -324,32 +325,42 @@ def read_stream(
     base: int = 0,
 ) -> Iterator[Record]:
     """Stream records from one log file (read from offset `base` on); memory holds one
-    chunk plus the largest record.
+    chunk plus the largest record."""
+    for pos, piece in pieces(stream, name, problems, base):
+        rec = decode_piece(pos, piece, name, spill_dir, problems, anchors)
+        if rec is not None:
+            yield rec
+
+
+def decode_piece(
+    pos: int,
+    piece: bytes,
+    name: str,
+    spill_dir: Path | None,
+    problems: list[LogProblem],
+    anchors: Anchors = _NO_ANCHORS,
+) -> Record | None:
+    """The record one framed piece holds (framing.pieces), or None with the problem said.
 
     The common piece is one whole record, `\\0R` then fields and no other NUL: it is
     split once and decoded here; anything else (a pointer, a torn record, stray bytes)
     takes the general path (`framing.body_of`, `_parse_one`), which says what is wrong."""
-    for pos, piece in pieces(stream, name, problems, base):
-        if piece.startswith(b"\0R"):
-            parts = piece.split(b"\0=")
-            if parts[0] == b"\0R" and piece.count(b"\0") == len(parts):
-                where = f"{name}@{pos}"
-                try:
-                    rec: Record | None = _decode(parts[1:], where, anchors)
-                except (ValueError, UnicodeDecodeError) as exc:
-                    rec = None
-                    problems.append(LogProblem(where, str(exc)))
-                if rec is not None:
-                    yield rec
-                continue
-        at, body = body_of(pos, piece, name, problems)
-        if at < 0:
-            continue
-        rec, problem = _parse_one(body, f"{name}@{at}", spill_dir, anchors)
-        if rec is not None:
-            yield rec
-        else:
-            problems.append(LogProblem(f"{name}@{at}", problem))
+    if piece.startswith(b"\0R"):
+        parts = piece.split(b"\0=")
+        if parts[0] == b"\0R" and piece.count(b"\0") == len(parts):
+            where = f"{name}@{pos}"
+            try:
+                return _decode(parts[1:], where, anchors)
+            except (ValueError, UnicodeDecodeError) as exc:
+                problems.append(LogProblem(where, str(exc)))
+                return None
+    at, body = body_of(pos, piece, name, problems)
+    if at < 0:
+        return None
+    rec, problem = _parse_one(body, f"{name}@{at}", spill_dir, anchors)
+    if rec is None:
+        problems.append(LogProblem(f"{name}@{at}", problem))
+    return rec
 
 
 def bodies(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:

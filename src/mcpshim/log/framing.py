@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 __all__ = ["LogProblem", "bodies", "body_of", "pieces"]
 
-_CHUNK = 1 << 22
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -30,29 +30,24 @@ def pieces(
     """(offset, bytes) between two end markers, empty ones skipped; a trailing piece
     without its end marker goes to `problems`. Memory holds one chunk plus the largest
     record."""
-    carry = b""  # base: the file offset of carry[0] (of the stream's start at first)
+    carry = b""  # pos: the file offset of carry[0] (of the stream's start at first)
+    pos = base
     while True:
         chunk = stream.read(_CHUNK)
         buf = carry + chunk if carry else chunk
-        end = buf.rfind(b"\0\n") if chunk else len(buf)
-        if end < 0:
-            carry = buf
-            continue
-        pos = base
-        pieces = (buf[:end] if chunk else buf).split(b"\0\n")
-        torn = b"" if chunk else pieces.pop()
+        pieces = buf.split(b"\0\n")
+        carry = pieces.pop()  # after the last end marker: the next chunk completes it
+        del buf  # memory holds the chunk, its pieces and the carry (about three chunks)
         for piece in pieces:
             if piece:
                 yield pos, piece
             pos += len(piece) + 2
         if not chunk:
-            if torn:
+            if carry:
                 problems.append(
                     LogProblem(f"{name}@{pos}", "torn trailing record (cut short while written)")
                 )
             return
-        carry = buf[end + 2 :]
-        base += end + 2
 
 
 def body_of(pos: int, piece: bytes, name: str, problems: list[LogProblem]) -> tuple[int, bytes]:

@@ -6,10 +6,19 @@ argument cannot move the cursor or fake a line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import codecs
+import gc
+import itertools
+import multiprocessing
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from mcpshim.base.display import escape, quote_argv, safe
+from mcpshim.family.compact import CompactRoots
+from mcpshim.family.compact_text import compact_lines, halfway
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
@@ -17,7 +26,7 @@ from mcpshim.render.report import Report, coverage_lines, sorted_findings
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.verdicts import CallVerdict
 
-__all__ = ["iter_tree_text", "render_findings_text", "render_tree_text"]
+__all__ = ["iter_tree_text", "render_findings_text", "render_tree_text", "write_tree_text"]
 
 
 def _call_block(v: CallVerdict) -> list[str]:
@@ -143,9 +152,10 @@ def iter_tree_text(
     sessions' start records (family.view.session_parents). `mark(where)`: a word to show
     after an image (a record no verified seal covers)."""
     supervisors = supervisors or {}
-    for k, v in subject.items():
-        yield f"{k}: {escape(str(v))}"
-    yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
+    yield from _tree_header(forest, subject)
+    if isinstance(forest.roots, CompactRoots):  # printed from its columns, the same lines
+        yield from compact_lines(forest.roots, supervisors, mark, _image_text)
+        return
     for root in forest.roots:
         yield ""
         stack: list[tuple[Node, str, str]] = [(root, "", "")]
@@ -174,9 +184,100 @@ def iter_tree_text(
                 )
 
 
+def _tree_header(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
+    for k, v in subject.items():
+        yield f"{k}: {escape(str(v))}"
+    yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
+
+
 def render_tree_text(
     forest: Forest,
     subject: Mapping[str, Any],
     supervisors: Mapping[tuple[str, int], str] | None = None,
 ) -> str:
     return "\n".join(iter_tree_text(forest, subject, supervisors)) + "\n"
+
+
+#: below this many images a second process costs more than it saves
+SPLIT_IMAGES = 200_000
+_BATCH = 4096
+
+
+def write_tree_text(
+    forest: Forest,
+    subject: Mapping[str, Any],
+    emit: Callable[[str], None],
+    supervisors: Mapping[tuple[str, int], str] | None = None,
+    mark: Callable[[str], str] | None = None,
+    workers: int | None = None,
+) -> None:
+    """iter_tree_text's lines, each followed by a newline, handed to `emit` in batches
+    (a large forest never becomes one string). A large compact forest is printed by two
+    processes: a forked child writes the second half of the roots to a temporary file
+    while this process emits the first, then the child's text follows, the same text
+    (the printer is a pure function of the forest). Without fork, one CPU, or a child
+    that fails, this process prints it all."""
+    roots = forest.roots
+    cpus = workers or os.cpu_count() or 1
+    can_fork = "fork" in multiprocessing.get_all_start_methods()
+    if not (
+        isinstance(roots, CompactRoots) and forest.images >= SPLIT_IMAGES and cpus > 1 and can_fork
+    ):
+        _emit_lines(iter_tree_text(forest, subject, supervisors, mark), emit)
+        return
+    mid = halfway(roots)
+    lines = list(_tree_header(forest, subject))
+    sup = supervisors or {}
+    with tempfile.TemporaryFile() as spool:
+        sys.stdout.flush()  # the child must not inherit, and write, this process's buffer
+        mp = multiprocessing.get_context("fork")
+        child = mp.Process(
+            target=_print_part,
+            args=(spool.fileno(), roots, sup, mark, mid),
+            daemon=True,
+        )
+        # Objects the collector does not visit stay shared by the two processes while both
+        # print: a collection writes to each object it visits, which copies its page
+        gc.freeze()
+        try:
+            child.start()
+            _emit_lines(
+                itertools.chain(lines, compact_lines(roots, sup, mark, _image_text, 0, mid)), emit
+            )
+        finally:
+            if child.pid is not None:
+                child.join()
+            gc.unfreeze()
+        if child.exitcode != 0:
+            _emit_lines(compact_lines(roots, sup, mark, _image_text, mid), emit)
+            return
+        spool.seek(0)
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # chunks cut characters
+        while chunk := spool.read(1 << 22):
+            emit(decoder.decode(chunk))
+        emit(decoder.decode(b"", final=True))
+
+
+def _print_part(
+    fd: int,
+    roots: CompactRoots,
+    supervisors: Mapping[tuple[str, int], str],
+    mark: Callable[[str], str] | None,
+    lo: int,
+) -> None:
+    """The child's half: roots from `lo` on, as text, into the spool file (whole lines)."""
+    with os.fdopen(os.dup(fd), "w", encoding="utf-8", errors="surrogatepass") as out:
+        _emit_lines(compact_lines(roots, supervisors, mark, _image_text, lo), out.write)
+
+
+def _emit_lines(lines: Iterable[str], emit: Callable[[str], object]) -> None:
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= _BATCH:
+            batch.append("")
+            emit("\n".join(batch))
+            batch.clear()
+    if batch:
+        batch.append("")
+        emit("\n".join(batch))

@@ -17,6 +17,7 @@ from mcpshim.family.coverage import CoverageCollector, SessionCoverage
 from mcpshim.family.tree import Image, Linker, image_of
 from mcpshim.family.view import evidence_line, session_parents, stamp
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
+from mcpshim.log.rows import ExecRows, Row
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.findings import Evidence, Finding
 from mcpshim.review.policy import Policy, apply_policy
@@ -154,7 +155,7 @@ class _Sessions:
 
 
 def scan(
-    records: Iterable[Record],
+    records: Iterable[Row | Record],
     ctx: Context,
     session: str | None = None,
     progress: Progress | None = None,
@@ -163,6 +164,7 @@ def scan(
     session_ev: SessionEvidence | None = None,
     relayed: Iterable[str] = (),
     coverage: CoverageCollector | None = None,
+    rows: ExecRows | None = None,
 ) -> Scan:
     """The hot loop: link each image, run the checks once per distinct invocation, fold hits.
 
@@ -182,24 +184,71 @@ def scan(
     sess = _Sessions(relayed)
     events: list[Record] = []
     n_records = n_images = n_procs = n_in = 0  # n_in: records of the session, any kind
+    exec_rows = rows if rows is not None else ExecRows()
+    tails, epoch = exec_rows.tails, exec_rows.epoch
+    tail_keys: list[tuple[object, ...] | None] = []  # a row's tail -> its memo key
+
+    def image(item: Row | Record) -> Image | None:
+        return image_of(exec_rows.record(item) if isinstance(item, tuple) else item)
+
     for rec in records:
         n_records += 1
-        if progress is not None and n_records % every == 0:
-            progress(n_records, rec.where)
-        if coverage is not None:
-            coverage.feed(rec)
         # An exec record becomes an Image only when a check, a label or a piece of evidence
         # needs one; the checks are pure over the memo key's fields (filesystem facts are
-        # cached in ctx) and real logs repeat their commands.
+        # cached in ctx) and real logs repeat their commands. A row (log.rows) is an exec
+        # record not even made a record: its tail's fields were decoded once.
         img: Image | None = None
-        if isinstance(rec, ExecRecord):
+        if isinstance(rec, tuple):
+            if progress is not None and n_records % every == 0:
+                progress(n_records, exec_rows.where(rec))
+            tid = rec[2]
+            tail = tails[tid]
+            rsess = tail.session
+            if coverage is not None and coverage.feed_exec(
+                rsess,
+                tail.shim,
+                rec[3],
+                rec[4],
+                rec[6],
+                bool(tail.parent_cmdline) and rec[5] is not None,
+            ):
+                coverage.parent_record(exec_rows.record(rec))
+            if session is not None and rsess != session:
+                continue
+            n_in += 1
+            if session_ev is not None and rsess:
+                session_ev.feed_exec(rsess, rec[4], rec[6], tail.shim)
+            ident = (rec[3], rec[4], rec[5], rec[6], rec[7], rsess)
+            if epoch != exec_rows.epoch:
+                tail_keys.clear()
+                epoch = exec_rows.epoch
+            while len(tail_keys) <= tid:
+                tail_keys.append(None)
+            tkey = tail_keys[tid]
+            if tkey is None:
+                tkey = tail_keys[tid] = (
+                    "shim",
+                    tail.shim,
+                    tail.target,
+                    tail.invoked_as,
+                    tail.args,
+                    tail.cwd,
+                    tail.redactions,
+                    tail.path,
+                )
+            memo_key: tuple[object, ...] = tkey
+        elif isinstance(rec, ExecRecord):
+            if progress is not None and n_records % every == 0:
+                progress(n_records, rec.where)
+            if coverage is not None:
+                coverage.feed(rec)
             if session is not None and rec.session != session:
                 continue
             n_in += 1
             if session_ev is not None and rec.session:
                 session_ev.feed(rec)
             ident = (rec.boot_id, rec.pid, rec.ppid, rec.start, rec.parent_start, rec.session)
-            memo_key: tuple[object, ...] = (
+            memo_key = (
                 "shim",
                 rec.shim,
                 rec.target,
@@ -211,6 +260,10 @@ def scan(
             )
             rsess = rec.session
         else:
+            if progress is not None and n_records % every == 0:
+                progress(n_records, rec.where)
+            if coverage is not None:
+                coverage.feed(rec)
             if session is None or session_of(rec) == session:
                 n_in += 1
             sess.feed(rec)
@@ -234,17 +287,17 @@ def scan(
             )
             rsess = img.session
         n_images += 1
-        link = linker.add(*ident)
+        link = linker.add(ident[0], ident[1], ident[2], ident[3], ident[4], ident[5])
         fam = linker.family(link.node)
         if link.new:
             n_procs += 1
             if fam not in heads:
-                img = img or image_of(rec)
+                img = img or image(rec)
                 assert img is not None
                 heads[fam] = (img, ident[2] if link.unknown_parent else None)
         hits = memo.get(memo_key)
         if hits is None:
-            img = img or image_of(rec)
+            img = img or image(rec)
             assert img is not None
             if len(memo) >= MEMO_CAP:
                 memo.clear()
@@ -277,7 +330,7 @@ def scan(
             a.keep_all = a.keep_all or keep_all
             a.count += 1
             if keep_all or len(a.evidence) < EVIDENCE_KEEP:
-                img = img or image_of(rec)
+                img = img or image(rec)
                 assert img is not None
                 a.evidence.append(_evidence(img, hit))
     by_key = {(k >> 32, a.hit.rule.id, a.hit.key): a for k, a in acc.items()}

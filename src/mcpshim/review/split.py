@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import multiprocessing
 import os
+import pickle
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,9 +26,11 @@ from mcpshim.family.attribution import log_has_relayed_sessions
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.log.rows import ExecRows, Row
 from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.engine import (
+    MEMO_CAP,
     Progress,
     ReviewResult,
     Scan,
@@ -116,10 +120,16 @@ def _plan(fds: list[tuple[int, str, int]]) -> tuple[list[_Range], list[_Range]] 
     return None
 
 
-def _records(loc: Locations, ranges: list[_Range], problems: list[LogProblem]) -> Iterator[Record]:
-    anchors = execlog.Anchors(loc.boot_dir)
+def _rows(loc: Locations) -> ExecRows:
+    """A row reader whose tail table stays bounded (a log of all-new command lines)."""
+    return ExecRows(execlog.Anchors(loc.boot_dir), max_tails=MEMO_CAP)
+
+
+def _records(
+    loc: Locations, rows: ExecRows, ranges: list[_Range], problems: list[LogProblem]
+) -> Iterator[Row | Record]:
     for r in ranges:
-        yield from execlog.read_stream(_PRead(r), r.name, loc.spill_dir, problems, anchors)  # type: ignore[arg-type]
+        yield from rows.read(_PRead(r), r.name, loc.spill_dir, problems)  # type: ignore[arg-type]
 
 
 def _shift(where: str, name: str, offset: int) -> str:
@@ -149,13 +159,15 @@ def _scan_part(
 ) -> tuple[Scan, list[LogProblem]]:
     problems: list[LogProblem] = []
     cov = CoverageCollector(session)
+    rows = _rows(loc)
     result = scan(
-        _records(loc, ranges, problems),
+        _records(loc, rows, ranges, problems),
         ctx,
         session,
         keep_events=True,
         relayed=relayed,
         coverage=cov,
+        rows=rows,
     )
     _fix_offsets(result, problems, ranges[0])
     return result, problems
@@ -169,8 +181,12 @@ def _child(
     sess: str | None,
     relayed: set[str],
 ) -> None:
-    payload = _scan_part(loc, ranges, ctx, sess, relayed)
-    conn.send(payload)  # type: ignore[attr-defined]
+    # Pickled first and its objects let go before the bytes go out: while the parent
+    # reads and unpickles them, this process holds the bytes alone (the two processes'
+    # memory together peaks here)
+    data = pickle.dumps(_scan_part(loc, ranges, ctx, sess, relayed), pickle.HIGHEST_PROTOCOL)
+    gc.collect()
+    conn.send_bytes(data)  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
@@ -205,14 +221,16 @@ def review_log(
 
         def here(ranges: list[_Range]) -> Scan:
             """Scan in this process, feeding the session events and the progress line."""
+            rows = _rows(loc)
             return scan(
-                _records(loc, ranges, problems),
+                _records(loc, rows, ranges, problems),
                 ctx,
                 session,
                 progress,
                 session_ev=session_ev,
                 relayed=relayed,
                 coverage=CoverageCollector(session),
+                rows=rows,
             )
 
         if plan is None:
@@ -232,7 +250,8 @@ def review_log(
         try:
             part1 = here(first)
             try:
-                part2, problems2 = recv.recv()
+                # our own forked child's bytes over a private pipe (what recv() unpickles)
+                part2, problems2 = pickle.loads(recv.recv_bytes())  # noqa: S301
             except EOFError:  # the child died: do its half here
                 part2, problems2 = _scan_part(loc, second, ctx, session, relayed)
         finally:

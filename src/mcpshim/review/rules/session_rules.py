@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,15 +121,21 @@ class SessionEvidence:
         self.shim_names = frozenset(shim_names)
         self.session = session
         self._sessions: dict[str, _Session] = {}
-        self._names: dict[tuple[int, int | None], str] = {}
+        # oldest first; an OrderedDict drops its oldest in O(1) (a dict's first key is found
+        # past every key deleted before it: quadratic at the cap)
+        self._names: OrderedDict[tuple[int, int | None], str] = OrderedDict()
+
+    def feed_exec(self, session: str, pid: int, start: int | None, shim: str) -> None:
+        """`feed` for an exec record, by its fields."""
+        if session and (self.session is None or session == self.session):
+            # the names of shimmed processes, for the sockets they hold (bounded)
+            self._names[(pid, start)] = shim
+            if len(self._names) > _NAMES_CAP:
+                self._names.popitem(last=False)
 
     def feed(self, rec: Record) -> None:
         if isinstance(rec, ExecRecord):
-            if rec.session and (self.session is None or rec.session == self.session):
-                # the names of shimmed processes, for the sockets they hold (bounded)
-                self._names[(rec.pid, rec.start)] = rec.shim
-                if len(self._names) > _NAMES_CAP:
-                    del self._names[next(iter(self._names))]
+            self.feed_exec(rec.session, rec.pid, rec.start, rec.shim)
             return
         sid = rec.data.get("session")
         if not isinstance(sid, str) or (self.session is not None and sid != self.session):
