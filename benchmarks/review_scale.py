@@ -10,7 +10,8 @@ the peak RSS of its largest process (wait4) and the peak of its processes' Pss s
 two processes are counted together), with the part that is not file pages (the log's
 pages a command maps count in RSS, not in what it allocated). Issue 20's targets on the
 project's 2-core machine: review < 5 s and < 200 MB in all, tree < 5 s and < 300 MB.
-Anchors in the same run: `start-up` (`mcpshim --version`), `floor` (one process reading
+Anchors in the same run: `start-up` (`mcpshim review --help`: the interpreter, the CLI and
+the review command's imports; commands load lazily), `floor` (one process reading
 the log as rows and linking every one, the least a command that links families does in
 this Python) and, with --jq, jq selecting the shell lines from the same records as JSON
 lines (a C program's plain scan).
@@ -302,7 +303,7 @@ def main() -> None:
     runs = {} if args.skip_review else {"review": [*cli, "review", *loc, "--format", "json"]}
     if not args.skip_tree:
         runs["tree"] = [*cli, "tree", *loc, "--format", "text"]
-    runs["start-up"] = [*cli, "--version"]
+    runs["start-up"] = [*cli, "review", "--help"]
     runs["floor"] = [sys.executable, "-c", FLOOR, str(log_dir / "exec.log")]
     if args.jq:
         jsonl = base / "exec.jsonl"
