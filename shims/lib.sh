@@ -643,7 +643,8 @@ _mcpshim_st22() {
 # library's writes (a log to make anew, a record too large for one write).
 _mcpshim_emit() {
 	# One record is one write() while it fits the shells' output buffers (bash: 4096 bytes)
-	# and, under bash, whose stdout is line-buffered, while no field holds a newline.
+	# and, under bash, whose stdout is line-buffered, while no field holds a newline. The
+	# arguments' formats are the shim's (_mcpshim_fa: one per argument, as many as here).
 	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + 300))
 	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
 	_mcpshim_w=
@@ -652,42 +653,18 @@ _mcpshim_emit() {
 '*) _mcpshim_w=1 ;;
 		esac
 	fi
-	# One \0=%s per argument: written out for few, built by doubling for many.
-	case $# in
-	0) _mcpshim_f= ;;
-	1) _mcpshim_f='\0=%s' ;;
-	2) _mcpshim_f='\0=%s\0=%s' ;;
-	3) _mcpshim_f='\0=%s\0=%s\0=%s' ;;
-	*)
-		_mcpshim_f=
-		_mcpshim_u='\0=%s'
-		_mcpshim_k=$#
-		while [ "$_mcpshim_k" -gt 0 ]; do
-			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
-			_mcpshim_u=$_mcpshim_u$_mcpshim_u
-			_mcpshim_k=$((_mcpshim_k / 2))
-		done
-		;;
-	esac
-	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
+	_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_fa'\0\n'
 	set -- 1 exec "$_mcpshim_bt" "$_mcpshim_up" "$_mcpshim_boot" "$$" "$_mcpshim_ppid" \
 		"$_mcpshim_start" "$_mcpshim_pst" "$_mcpshim_cwd" "$_mcpshim_name" "$_mcpshim_tgt" "$0" \
 		"${MCPSHIM_SESSION-}" "${PATH-}" "${_mcpshim_rr#,}" "$_mcpshim_pc" "$#" "$@"
 	if [ "$_mcpshim_z" -le 4000 ] && [ -z "$_mcpshim_w" ]; then
-		# Only into a regular file of this user's that is no symlink: a FIFO would block the
-		# open, a symlink would send the record elsewhere. Anything else (a missing log
-		# too) is the library's to sort out. (3 stats: the cost of never following a link.)
-		if [ -f "$_mcpshim_log/exec.log" ] && [ -O "$_mcpshim_log/exec.log" ] &&
-			! [ -h "$_mcpshim_log/exec.log" ]; then
-			printf "$_mcpshim_f" "$@" >>"$_mcpshim_log/exec.log" && return
-			_mcpshim_bad='exec.log cannot be written'
-			return 1
-		fi
-		_mcpshim_lib exec.log && _mcpshim_write append exec.log "$_mcpshim_f" "$@"
+		# (_mcpshim_write checks the log as the shim does: never through a link, a FIFO or
+		# another user's file; a log gone is made anew.)
+		_mcpshim_write append exec.log "$_mcpshim_f" "$@"
 		return
 	fi
-	# A larger record goes whole into a file of its own (rare: the library does it).
-	_mcpshim_lib spill/ && _mcpshim_spill "$@"
+	# A larger record goes whole into a file of its own.
+	_mcpshim_spill "$@"
 }
 
 # The parent shell's start time and command line, and the marker (FILE, under the log dir)

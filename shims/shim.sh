@@ -108,52 +108,51 @@ _mcpshim_lib() {
 	*@*) case "$*" in *://*) _mcpshim_hit=1 ;; esac ;;
 	esac
 	[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
-	# The format: one \0=%s per argument, written out for few, built by doubling for many;
-	# without its library the shim cannot tell secrets apart, so it keeps none of the
-	# arguments' text: the format then holds a placeholder per argument, and no argument
-	# is passed to printf (${_mcpshim_av+"$@"}). The arguments themselves never change:
-	# the target gets them as they came.
+	# The format: one \0=%s per argument, written out for few, built by doubling for many
+	# (_mcpshim_fa; the library's writer uses it too). Without its library the shim cannot
+	# tell secrets apart, so it keeps none of the arguments' text: the format then holds a
+	# placeholder per argument, and no argument is passed to printf (${_mcpshim_av+"$@"}).
+	# The arguments themselves never change: the target gets them as they came.
 	_mcpshim_u='\0=%s'
+	if [ -n "$_mcpshim_hit" ] && ! _mcpshim_lib; then
+		_mcpshim_pc=${_mcpshim_pc:+'[REDACTED:scrubber-missing]'}
+		_mcpshim_rr=,scrubber-missing
+		_mcpshim_u='\0=[REDACTED:scrubber-missing]'
+		_mcpshim_hit=''
+		unset _mcpshim_av
+	fi
+	case $# in
+	0) _mcpshim_fa='' ;;
+	1) _mcpshim_fa=$_mcpshim_u ;;
+	2) _mcpshim_fa=$_mcpshim_u$_mcpshim_u ;;
+	3) _mcpshim_fa=$_mcpshim_u$_mcpshim_u$_mcpshim_u ;;
+	*)
+		_mcpshim_fa=''
+		_mcpshim_k=$#
+		while [ "$_mcpshim_k" -gt 0 ]; do
+			[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_fa=$_mcpshim_fa$_mcpshim_u
+			_mcpshim_u=$_mcpshim_u$_mcpshim_u
+			_mcpshim_k=$((_mcpshim_k / 2))
+		done
+		;;
+	esac
 	if [ -n "$_mcpshim_bad" ] && [ "$_mcpshim_fail" = refuse ]; then
 		_mcpshim_ok= # a refused exec leaves no record: it did not happen
-	elif [ -z "$_mcpshim_hit" ]; then
-		:
-	elif _mcpshim_lib; then
+	elif [ -n "$_mcpshim_hit" ]; then
 		# the library scrubs the arguments and writes the record (_mcpshim_emit)
 		[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
 		_mcpshim_redact "$@" && _mcpshim_ok=
 	else
-		_mcpshim_pc=${_mcpshim_pc:+'[REDACTED:scrubber-missing]'}
-		_mcpshim_rr=,scrubber-missing
-		_mcpshim_u='\0=[REDACTED:scrubber-missing]'
-		unset _mcpshim_av
-	fi
-	if [ "$_mcpshim_ok" = 0 ]; then
-		case $# in
-		0) _mcpshim_f= ;;
-		1) _mcpshim_f=$_mcpshim_u ;;
-		2) _mcpshim_f=$_mcpshim_u$_mcpshim_u ;;
-		3) _mcpshim_f=$_mcpshim_u$_mcpshim_u$_mcpshim_u ;;
-		*)
-			_mcpshim_f=
-			_mcpshim_k=$#
-			while [ "$_mcpshim_k" -gt 0 ]; do
-				[ $((_mcpshim_k % 2)) -eq 1 ] && _mcpshim_f=$_mcpshim_f$_mcpshim_u
-				_mcpshim_u=$_mcpshim_u$_mcpshim_u
-				_mcpshim_k=$((_mcpshim_k / 2))
-			done
-			;;
-		esac
 		# One record is one write() while it fits the shells' output buffers (bash: 4096
 		# bytes) and, under bash, whose stdout is line-buffered, while no field holds a
 		# newline. ("$*" joins with at most one character: its length plus 2 per argument
 		# bounds the arguments' part; the format's length bounds the placeholders'.)
 		_mcpshim_a="$*"
-		_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + ${#_mcpshim_a} + ${#_mcpshim_f} + 2 * $# + 300))
+		_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + ${#_mcpshim_a} + ${#_mcpshim_fa} + 2 * $# + 300))
 		[ -n "${BASH_VERSION-}" ] && case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
 '*) _mcpshim_w=1 ;;
 		esac
-		_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_f'\0\n'
+		_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_fa'\0\n'
 		# Only into a regular file of this user's that is no symlink: a FIFO would block the
 		# open, a symlink would send the record elsewhere. Anything else (a missing log
 		# too, or a record too large for one write) is the library's to sort out, with the
@@ -197,6 +196,6 @@ unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_fn _mcpshim_log _mcpshim_tgt 
 	_mcpshim_nx _mcpshim_z _mcpshim_w _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp \
 	_mcpshim_up _mcpshim_bt _mcpshim_boot _mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_pc \
 	_mcpshim_pp _mcpshim_st _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok _mcpshim_libok \
-	_mcpshim_bad _mcpshim_um _mcpshim_m _mcpshim_q _mcpshim_y _mcpshim_e _mcpshim_av _mcpshim_name
+	_mcpshim_bad _mcpshim_um _mcpshim_m _mcpshim_q _mcpshim_y _mcpshim_e _mcpshim_av _mcpshim_name _mcpshim_fa
 case $_mcpshim_us in x*) _=${_mcpshim_us#x} exec @@TARGET@@ "$@" ;; esac
 exec @@TARGET@@ "$@"
