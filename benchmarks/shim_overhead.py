@@ -1,12 +1,13 @@
 """Added cost of one exec through an mcpshim shim, against baselines run in the same process.
 
-Runs `git --version` N times each way, interleaved (direct, the dash `exec` floor, the
-article's wrapper, the mcpshim shim), and prints the median wall time per exec, the median
-added over direct, and the ratio, then the same for CPU time (user + system of the child,
-from wait4), which load on the machine moves less. Shims and logs live in a throwaway
-directory. With --against REV, the shim as the commit REV of this repository wrote it runs
-in the same rounds (its `mcpshim install`, from `git archive`), and the difference between
-the two is printed: how the shim's cost changed since REV, on today's machine.
+Runs `git --version` N times each way, interleaved in a new random order each round
+(direct, the dash `exec` floor, the article's wrapper, the mcpshim shim), and prints the
+median wall time per exec, the median added over direct, and the ratio, then the same
+for CPU time (user + system of the child, from wait4), which load moves less. Shims and
+logs live in a throwaway directory. With --against REV, the shim as the commit REV of this
+repository wrote it runs in the same rounds (its `mcpshim install`, from `git archive`),
+and the difference between the two is printed: how the shim's cost changed since REV, on
+today's machine.
 
     python benchmarks/shim_overhead.py [-n 400] [--command git --version] [--against REV]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -98,8 +100,10 @@ def main() -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         for argv in variants.values():  # warm caches once
             spawn_wait(argv, devnull)
+        order = list(variants.items())
         for _ in range(opts.n):
-            for key, argv in variants.items():
+            random.shuffle(order)  # no variant always runs right after another
+            for key, argv in order:
                 wall, used = spawn_wait(argv, devnull)
                 times[key].append(wall)
                 cpu[key].append(used)
