@@ -317,18 +317,14 @@ def test_identities_ask_the_package_manager_once_per_batch(tmp_path: Path) -> No
 def test_approve_on_a_thousand_execs_is_quick(tmp_path: Path, monkeypatch: Any) -> None:
     """The issue's bound (2 s) for the command's own work, measured in this process on a
     log benchmarks/approve_scale.py writes; the figures against CLI start-up are its job."""
-    import importlib.util
     import time
 
     from click.testing import CliRunner
 
+    from fixtures.benchmod import load_benchmark
     from mcpshim.cli import cli
 
-    path = Path(__file__).parents[1] / "benchmarks" / "approve_scale.py"
-    spec = importlib.util.spec_from_file_location("approve_scale", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("approve_scale")
     bench.generate(tmp_path / "log", 1000)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     lock = tmp_path / "l.lock"

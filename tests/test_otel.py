@@ -5,7 +5,6 @@ the records, findings as events, and the same ids every time."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from conftest import Home
+from fixtures.benchmod import load_benchmark
 from fixtures.otelscenario import (
     MCPSHIM,
     by_name,
@@ -32,8 +32,6 @@ from mcpshim.cli import cli
 from mcpshim.log.execlog import EventRecord, ExecRecord
 from mcpshim.log.logview import entity_id
 from mcpshim.otel.sdk import export_traces
-
-BENCH = Path(__file__).parents[1] / "benchmarks" / "otel_export.py"
 
 
 def _ids(spans: Any) -> set[tuple[int, int, int | None]]:
@@ -219,10 +217,7 @@ def test_ten_thousand_execs_export_is_not_quadratic(tmp_path: Path) -> None:
     """A generous bound on the command's own work in this process, to a real receiver: a
     pass over every call per process (as review's tool-call rules and attribution made
     before) took over 45 s here. The issue's 5 s is benchmarks/otel_export.py's figure."""
-    spec = importlib.util.spec_from_file_location("otel_export", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("otel_export")
     bench.generate(tmp_path / "log", 10_000)
     argv = ["export", "otlp", "--dir", str(tmp_path / "shims"), "--log-dir", str(tmp_path / "log")]
     with receiver() as got:

@@ -8,7 +8,6 @@ nothing else is."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from fixtures.benchmod import load_benchmark
 from mcpshim import __version__
 from mcpshim.family import attribution
 from mcpshim.log import execlog
@@ -38,15 +38,9 @@ from mcpshim.review.engine import review
 from mcpshim.review.policy import default_policy
 from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, tool_call_review
 
-BENCH = Path(__file__).parents[1] / "benchmarks" / "otel_export.py"
-
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("otel_export", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("otel_export")
 
 
 def _session(tmp_path: Path, execs: int) -> tuple[Locations, str, list[SessionTrace]]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -29,6 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import Home
+from fixtures.benchmod import load_benchmark
 from mcpshim.cli import cli
 from mcpshim.family import compact_text
 from mcpshim.render import text as text_view
@@ -54,12 +54,7 @@ ARGS = {
 
 
 def _bench() -> object:
-    path = Path(__file__).parents[1] / "benchmarks" / "review_scale.py"
-    spec = importlib.util.spec_from_file_location("review_scale", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("review_scale")
 
 
 def write_log(base: Path) -> None:

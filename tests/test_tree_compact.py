@@ -12,7 +12,6 @@ images merged with a shim's, a session filter).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import random
 from datetime import datetime, timedelta, timezone
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
+from fixtures.benchmod import load_benchmark
 from mcpshim.base.frozen import positional
 from mcpshim.family import trace_merge, tree
 from mcpshim.family.compact import build_compact_forest
@@ -44,12 +44,7 @@ MAIN_TEXT_SHA256 = "55b40f0821ccc8a3ef955501bdd4fd63cd81d14ee60a4f3e2d828a82dc2c
 
 
 def _bench() -> object:
-    path = Path(__file__).parents[1] / "benchmarks" / "review_scale.py"
-    spec = importlib.util.spec_from_file_location("review_scale", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("review_scale")
 
 
 def _views(forest: tree.Forest) -> tuple[str, str, str]:
