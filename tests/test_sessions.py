@@ -100,8 +100,12 @@ def test_filters_since_and_server(three: Home) -> None:
 
 
 def test_review_marks_its_highest_severity(three: Home) -> None:
-    sid = str(_listed(three)[1]["id"])
-    done = _cli(three, "review", "--session", sid[:18], "--fail-on", "high")
+    ids = [str(s["id"]) for s in _listed(three)]
+    sid = ids[1]
+    # the shortest prefix no other session shares: two sessions can start in the same second
+    # and their random parts can share a first digit
+    cut = next(n for n in range(18, len(sid) + 1) if [i[:n] for i in ids].count(sid[:n]) == 1)
+    done = _cli(three, "review", "--session", sid[:cut], "--fail-on", "high")
     assert done.returncode == 0, done.stderr
     [listed] = [s for s in _listed(three) if s["id"] == sid]
     assert listed["severity"] in ("none", "info", "low", "medium", "high")
