@@ -1,0 +1,303 @@
+"""Linking: each record's process (boot id, pid, start time) and its parent and family.
+
+A PID alone is ancestry, not identity: pids are reused. A child is linked to the latest
+remembered process with pid == its ppid in its boot that started no later than it (see
+`family.tree`). `Linker.add` links one record; `Linker.add_many` links a run of records
+in one call, with the same results and state as `add` on each in turn, without a call
+and a `Link` per record: tree and review link a million records this way.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mcpshim.base.frozen import positional
+
+__all__ = ["Link", "Linker", "Links"]
+
+_RECENT = 4  # processes remembered per (boot, pid): pid reuse needs only the latest few
+_NODE = 0xFFFFFFFF  # a packed slot's node bits
+NOT_NEW = -2  # Links.parent of a record whose process was already known
+NO_PARENT = -1  # Links.parent of a new process without a ppid (or its own pid as ppid)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    node: int
+    new: bool  # the first image of this process
+    parent: int | None  # the parent node (maybe an unknown node) when new
+    unknown_parent: bool  # parent is an "unknown" node created for this ppid
+    adopted: int | None  # an unknown node this new node turned out to be (merged into it)
+
+
+class Links(NamedTuple):
+    """`Linker.add_many`'s answer, a list entry per record (what `Link` says of one)."""
+
+    node: list[int]
+    #: the parent node when new (maybe an unknown node), NO_PARENT without one, NOT_NEW
+    parent: list[int]
+    family: list[int]  # the node's family right after its record was linked
+    unknown_parent: set[int]  # the records whose parent is an "unknown" node
+    adopted: dict[int, int]  # record -> the unknown node its new process turned out to be
+
+
+_make_link = positional(Link)  # a Link per record: without the frozen __init__'s setattrs
+
+
+class Linker:
+    """Streaming identity and family assignment.
+
+    Remembers the latest few processes per (boot, pid) as packed ints ((start+1) << 32 | node),
+    and per node its family (union-find, so adopting an unknown parent merges families).
+    """
+
+    def __init__(self) -> None:
+        self._procs: dict[str, dict[int, list[int]]] = {}
+        # (boot, ppid, session) -> [node, min child start]
+        self._unknown: dict[tuple[str, int, int], list[int]] = {}
+        self._node_fam = array("q")
+        self._node_sess = array("l")  # index into _sessions
+        self._sessions: dict[str, int] = {"": 0}
+        self._fam_parent = array("q")
+        self.unknown_pid: dict[int, int] = {}  # unknown node -> the ppid it stands for
+
+    @property
+    def nodes(self) -> int:
+        return len(self._node_fam)
+
+    def family(self, node: int) -> int:
+        return self.family_of_family(self._node_fam[node])
+
+    def family_of_family(self, fam: int) -> int:
+        """The family a (possibly merged) family id now belongs to."""
+        parent = self._fam_parent
+        while parent[fam] != fam:
+            parent[fam] = parent[parent[fam]]
+            fam = parent[fam]
+        return fam
+
+    def _new_node(self, fam: int | None, sess: int = 0) -> int:
+        if fam is None:
+            fam = len(self._fam_parent)
+            self._fam_parent.append(fam)
+        self._node_fam.append(fam)
+        self._node_sess.append(sess)
+        return len(self._node_fam) - 1
+
+    def _find_parent(
+        self, boot: str, ppid: int, start: int | None, pstart: int | None, sess: int
+    ) -> int:
+        by_pid = self._procs.get(boot)
+        slots = by_pid.get(ppid) if by_pid is not None else None
+        return self._find_in(slots, start, pstart, sess) if slots else -1
+
+    def _find_in(self, slots: list[int], start: int | None, pstart: int | None, sess: int) -> int:
+        """_find_parent among the ppid's remembered processes."""
+        best, best_start = -1, -2
+        for packed in slots:
+            s = (packed >> 32) - 1
+            # A session id is inherited: a process of another session is not the parent.
+            other = self._node_sess[packed & 0xFFFFFFFF]
+            if sess and other and other != sess:
+                continue
+            if pstart is not None:
+                if s == pstart:
+                    return packed & 0xFFFFFFFF
+                continue
+            if (start is None or s < 0 or s <= start) and s >= best_start:
+                best, best_start = packed & 0xFFFFFFFF, s
+        return best
+
+    def add(
+        self,
+        boot: str,
+        pid: int,
+        ppid: int | None,
+        start: int | None,
+        pstart: int | None,
+        session: str = "",
+    ) -> Link:
+        sess = 0
+        if session:
+            sess = self._sessions.get(session, -1)
+            if sess < 0:
+                sess = self._sessions[session] = len(self._sessions)
+        by_pid = self._procs.get(boot)
+        if by_pid is None:
+            by_pid = self._procs[boot] = {}
+        slots = by_pid.get(pid)
+        tag = (start + 1) if start is not None and start >= 0 else 0
+        if slots:
+            for packed in slots:
+                if packed >> 32 == tag:
+                    return _make_link(packed & 0xFFFFFFFF, False, None, False, None)
+        parent = unknown = None
+        if ppid is not None and ppid != pid:
+            pslots = by_pid.get(ppid)
+            found = self._find_in(pslots, start, pstart, sess) if pslots else -1
+            if found >= 0:
+                parent = found
+            else:
+                u = self._unknown.get((boot, ppid, sess))
+                if u is None:
+                    u = [self._new_node(None), start if start is not None else -1]
+                    self._unknown[(boot, ppid, sess)] = u
+                    self.unknown_pid[u[0]] = ppid
+                elif start is not None and (u[1] < 0 or start < u[1]):
+                    u[1] = start
+                parent, unknown = u[0], True
+        fam = None
+        if parent is not None:
+            fam = self._node_fam[parent]
+            if self._fam_parent[fam] != fam:
+                fam = self.family_of_family(fam)
+        node = self._new_node(fam, sess)
+        adopted = None
+        u = self._unknown.get((boot, pid, sess))
+        if u is not None and start is not None and u[1] >= start:
+            # The parent that was missing turns up: its children started after it did.
+            del self._unknown[(boot, pid, sess)]
+            ufam, mine = self.family(u[0]), self.family(node)
+            if ufam != mine:
+                self._fam_parent[ufam] = mine
+            adopted = u[0]
+        packed = (tag << 32) | node
+        if slots is None:
+            by_pid[pid] = [packed]
+        else:
+            slots.append(packed)
+            if len(slots) > _RECENT:
+                del slots[0]
+        return _make_link(node, True, parent, bool(unknown), adopted)
+
+    def add_many(
+        self,
+        boots: Sequence[str],
+        pids: Sequence[int],
+        ppids: Sequence[int | None],
+        starts: Sequence[int | None],
+        pstarts: Sequence[int | None],
+        sessions: Sequence[str],
+    ) -> Links:
+        """`add` of each record in turn (equal sequences, one entry a record), in one loop.
+
+        The same nodes, parents, families and state as that many `add` calls: this is
+        `add` with its helpers written inline, so a change to one is made to both (the
+        tests hold them equal on fuzzed records)."""
+        n = len(pids)
+        sids = self._sessions
+        for name in dict.fromkeys(sessions):  # numbered in order of first use, as add does
+            if name not in sids:
+                sids[name] = len(sids)
+        procs, unknown, unknown_pid = self._procs, self._unknown, self.unknown_pid
+        node_fam, node_sess, fam_parent = self._node_fam, self._node_sess, self._fam_parent
+        find_in, family_of_family = self._find_in, self.family_of_family
+        out = Links([0] * n, [NOT_NEW] * n, [0] * n, set(), {})
+        out_node, out_parent, out_fam = out.node, out.parent, out.family
+        last_boot: str | None = None
+        by_pid: dict[int, list[int]] = {}
+        i = -1
+        for boot, pid, ppid, start, pstart, sess in zip(
+            boots, pids, ppids, starts, pstarts, map(sids.__getitem__, sessions), strict=True
+        ):
+            i += 1
+            if boot != last_boot:
+                got = procs.get(boot)
+                by_pid = procs[boot] = {} if got is None else got
+                last_boot = boot
+            slots = by_pid.get(pid)
+            tag = (start + 1) if start is not None and start >= 0 else 0
+            if slots:
+                node = -1
+                for packed in slots:
+                    if packed >> 32 == tag:
+                        node = packed & _NODE
+                        break
+                if node >= 0:
+                    fam = node_fam[node]
+                    out_node[i] = node
+                    out_fam[i] = fam if fam_parent[fam] == fam else family_of_family(fam)
+                    continue
+            parent = NO_PARENT
+            if ppid is not None and ppid != pid:
+                pslots = by_pid.get(ppid)
+                if pslots:
+                    parent = find_in(pslots, start, pstart, sess)
+                if parent < 0:
+                    u = unknown.get((boot, ppid, sess))
+                    if u is None:
+                        u = [self._new_node(None), start if start is not None else -1]
+                        unknown[(boot, ppid, sess)] = u
+                        unknown_pid[u[0]] = ppid
+                    elif start is not None and (u[1] < 0 or start < u[1]):
+                        u[1] = start
+                    parent = u[0]
+                    out.unknown_parent.add(i)
+            if parent >= 0:
+                fam = node_fam[parent]
+                if fam_parent[fam] != fam:
+                    fam = family_of_family(fam)
+            else:
+                fam = len(fam_parent)
+                fam_parent.append(fam)
+            node = len(node_fam)
+            node_fam.append(fam)
+            node_sess.append(sess)
+            if unknown:
+                u = unknown.get((boot, pid, sess))
+                if u is not None and start is not None and u[1] >= start:
+                    del unknown[(boot, pid, sess)]
+                    ufam = self.family(u[0])
+                    if ufam != fam:
+                        fam_parent[ufam] = fam
+                    out.adopted[i] = u[0]
+            if slots is None:
+                by_pid[pid] = [(tag << 32) | node]
+            else:
+                slots.append((tag << 32) | node)
+                if len(slots) > _RECENT:
+                    del slots[0]
+            out_node[i] = node
+            out_parent[i] = parent
+            out_fam[i] = fam
+        return out
+
+    def absorb(self, later: Linker) -> int:
+        """Append the state of a linker that read the records right after ours.
+
+        Its unknown parents are looked up among our processes (the parent was in our part
+        of the log); its processes become the latest of their pids. Returns the offset
+        added to its family ids. (An unknown parent of ours that turns up in its part is
+        not adopted: the window for that is the few records around the split.)
+        """
+        node_off, fam_off = len(self._node_fam), len(self._fam_parent)
+        sess_map = array("l", [0] * len(later._sessions))
+        for name, idx in later._sessions.items():
+            sess_map[idx] = self._sessions.setdefault(name, len(self._sessions)) if name else 0
+        self._node_fam.extend(f + fam_off for f in later._node_fam)
+        self._node_sess.extend(sess_map[x] for x in later._node_sess)
+        self._fam_parent.extend(p + fam_off for p in later._fam_parent)
+        for unode, ppid in later.unknown_pid.items():
+            self.unknown_pid[unode + node_off] = ppid
+        for (boot, ppid, lsess), (unode, first) in later._unknown.items():
+            sess = sess_map[lsess]
+            mine = self.family(unode + node_off)
+            found = self._find_parent(boot, ppid, first if first >= 0 else None, None, sess)
+            if found < 0:
+                u = self._unknown.get((boot, ppid, sess))
+                if u is None:
+                    self._unknown[(boot, ppid, sess)] = [unode + node_off, first]
+                    continue
+                found = u[0]
+            theirs = self.family(found)
+            if theirs != mine:
+                self._fam_parent[mine] = theirs
+        for boot, by_pid in later._procs.items():
+            ours = self._procs.setdefault(boot, {})
+            for pid, slots in by_pid.items():
+                moved = [((p >> 32) << 32) | ((p & 0xFFFFFFFF) + node_off) for p in slots]
+                ours[pid] = (ours.get(pid, []) + moved)[-_RECENT:]
+        return fam_off
