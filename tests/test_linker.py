@@ -23,8 +23,8 @@ def _records(rnd: random.Random, n: int) -> list[Rec]:
     clock = 1000
     for _ in range(n):
         if out and rnd.random() < 0.15:  # an exec chain: the same process again
-            boot, pid, ppid, start, pstart, sess = rnd.choice(out[-20:])
-            out.append((boot, pid, rnd.choice([ppid, ppid, None]), start, pstart, sess))
+            prev = rnd.choice(out[-20:])
+            out.append((*prev[:2], rnd.choice([prev[2], prev[2], None]), *prev[3:]))
             continue
         clock += rnd.randint(0, 3)
         start: int | None = clock - (rnd.randint(0, 40) if rnd.random() < 0.2 else 0)
@@ -61,7 +61,7 @@ def _state(linker: Linker) -> tuple[object, ...]:
 
 
 def _one_by_one(linker: Linker, recs: list[Rec]) -> list[tuple[object, ...]]:
-    out = []
+    out: list[tuple[object, ...]] = []
     for r in recs:
         link = linker.add(*r)
         out.append(

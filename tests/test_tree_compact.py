@@ -22,11 +22,13 @@ import pytest
 from conftest import Home
 from fixtures.benchmod import load_benchmark
 from mcpshim.base.frozen import positional
-from mcpshim.family import trace_merge, tree
+from mcpshim.family import forestread, trace_merge, tree
 from mcpshim.family.compact import build_compact_forest
 from mcpshim.family.compact_text import stamp_of_seconds
+from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.view import stamp
 from mcpshim.log import eventlog, execlog
+from mcpshim.log.rows import ExecRows
 from mcpshim.render.dot import render_tree_dot
 from mcpshim.render.json import render_tree_json
 from mcpshim.render.text import render_tree_text
@@ -91,7 +93,7 @@ def _trace(home: Home, pid: int, ppid: int, start: int, argv: list[str], shim: b
     eventlog.append_event(home.loc, "trace-exec", data)
 
 
-def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> None:
+def _rare_log(home: Home) -> None:
     loc = home.loc
     # pid reuse: 500 lived at 1000 with a child, then again at 5000; a late child of the first
     fake_exec(loc, boot=BOOT_A, pid=500, ppid=1, start=1000, shim="sh", args=["-c", "a"])
@@ -138,6 +140,11 @@ def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> No
     wide = 9_999_999_999_999_999_999
     fake_exec(loc, boot=BOOT_A, pid=wide, ppid=wide - 1, start=wide, args=["w"])
     fake_exec(loc, boot=BOOT_A, pid=wide - 2, ppid=wide, start=wide, args=["v"])
+    fake_exec(loc, boot=BOOT_A, pid=903, ppid=wide, start=wide, args=["u"])  # a row, wide
+
+
+def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> None:
+    _rare_log(home)
     recs = list(home.records())
     assert any(isinstance(r, execlog.EventRecord) for r in recs)
     for session in (None, "s1", ""):
@@ -195,3 +202,26 @@ def test_positional_takes_fields_named_like_its_helpers() -> None:
     """tree.Link has a field `new`: the maker's own names must not shadow it."""
     link = positional(tree.Link)(3, True, 1, False, None)
     assert link == tree.Link(3, True, 1, False, None)
+
+
+@pytest.mark.parametrize("run", [1, 2, 3, 5, 4096])
+def test_rows_linked_a_run_at_a_time_give_the_same_forest(
+    home: Home, monkeypatch: pytest.MonkeyPatch, run: int
+) -> None:
+    """tree reads rows (log.rows) and links them a run at a time (forestread.add_rows):
+    the forest of records linked one at a time, whatever the runs' length, on the rare
+    cases (pid reuse, adoption, traced images merged into a row's node, wide values)."""
+    _rare_log(home)
+    recs = list(home.records())
+    monkeypatch.setattr(forestread, "RUN", run)
+    for session in (None, "s1", ""):
+        rows = ExecRows()
+        problems: list[execlog.LogProblem] = []
+        items = list(rows.iter_log(home.loc, problems))
+        assert sum(isinstance(i, tuple) for i in items) > 10  # rows, not records
+        new, _ = forestread.read_compact_forest(
+            items, rows, session, CoverageCollector(session), lambda _: None
+        )
+        old = build_compact_forest(recs, session)
+        assert _views(new) == _views(old), session
+        assert (new.count, new.images) == (old.count, old.images)

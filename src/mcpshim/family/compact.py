@@ -24,7 +24,7 @@ from mcpshim.base.frozen import positional
 from mcpshim.family.images import Image, image_of
 from mcpshim.family.tree import Forest, Linker, Node
 from mcpshim.log.execlog import ExecRecord, Record, _utc
-from mcpshim.log.rows import Row, Tail
+from mcpshim.log.rows import Tail
 
 __all__ = ["CompactRoots", "build_compact_forest", "forest_of"]
 
@@ -201,30 +201,6 @@ class _Columns:
                 self.i_next[k] = -1
                 self.img_last[node] = k
         return False
-
-    def add_row(self, row: Row, sid: int, seg: int, sess: str) -> None:
-        """A row of `log.rows` (a shim's common exec record) whose tail is static `sid`
-        and whose segment is `seg` here (its session `sess`): what `add` does with its
-        record."""
-        _, off, _, boot, pid, ppid, start, pstart, btime, uptime = row
-        ref = len(self.r_static)
-        self.r_seg.append(seg)
-        self.r_off.append(off)
-        self.r_time.append(math.nan if btime is None or uptime is None else btime + uptime)
-        if ppid is not None and _WIDE < ppid <= _MAX:
-            self.r_ppid.append(ppid)
-        else:
-            self._put(self.r_ppid, ppid)
-        if start is not None and _WIDE < start <= _MAX:
-            self.r_start.append(start)
-        else:
-            self._put(self.r_start, start)
-        if pstart is None:
-            self.r_pstart.append(_NONE)
-        else:
-            self._put(self.r_pstart, pstart)
-        self.r_static.append(sid)
-        self._link("shim", boot, pid, ppid, start, pstart, sess, ref)
 
     def add(self, rec: Record, session: str | None) -> None:
         if isinstance(rec, ExecRecord):
