@@ -210,7 +210,7 @@ class Linker:
                 last_boot = boot
             slots = by_pid.get(pid)
             tag = (start + 1) if start is not None and start >= 0 else 0
-            if slots:
+            if slots and max(slots) >> 32 >= tag:  # a later start than all: a new process
                 node = -1
                 for packed in slots:
                     if packed >> 32 == tag:
@@ -225,7 +225,19 @@ class Linker:
             if ppid is not None and ppid != pid:
                 pslots = by_pid.get(ppid)
                 if pslots:
-                    parent = find_in(pslots, start, pstart, sess)
+                    # the latest start is the best when it qualifies (the usual case)
+                    latest = max(pslots)
+                    s = (latest >> 32) - 1
+                    other = node_sess[latest & _NODE]
+                    if (
+                        pstart is None
+                        and start is not None
+                        and 0 <= s <= start
+                        and (other == sess or not sess or not other)
+                    ):
+                        parent = latest & _NODE
+                    else:
+                        parent = find_in(pslots, start, pstart, sess)
                 if parent < 0:
                     u = unknown.get((boot, ppid, sess))
                     if u is None:
