@@ -173,9 +173,10 @@ class ExecRows:
     def where(self, row: Row) -> str:
         return f"{self.names[row[0]]}@{row[1]}"
 
-    def record(self, row: Row) -> ExecRecord:
-        """The `ExecRecord` execlog.read_stream makes of this row's record."""
-        t = self.tails[row[2]]
+    def record(self, row: Row, tail: Tail | None = None) -> ExecRecord:
+        """The `ExecRecord` execlog.read_stream makes of this row's record (`tail`: its
+        tail, kept by a reader that reads on before it asks, see `max_tails`)."""
+        t = self.tails[row[2]] if tail is None else tail
         return _make_exec(
             row[8],
             row[9],
