@@ -144,7 +144,11 @@ class ExecRows:
                             int(pid_b),
                             int(ppid_b) if ppid_b.isdigit() and len(ppid_b) <= 18 else _int(ppid_b),
                             int(st_b) if st_b.isdigit() and len(st_b) <= 18 else _int(st_b),
-                            int(pst_b) if pst_b.isdigit() and len(pst_b) <= 18 else _int(pst_b),
+                            None  # the parent's start: a shim rarely knows it
+                            if not pst_b
+                            else int(pst_b)
+                            if pst_b.isdigit() and len(pst_b) <= 18
+                            else _int(pst_b),
                             btime,
                             clock_seconds(up),
                         )
