@@ -8,7 +8,9 @@ falls on all alike: `direct` (the server as a client starts it), `direct-again`
 (identical: the A/A comparison, what noise alone makes) and `run` (the server under
 `mcpshim run --mcp`, the relay recording every call); with --floor also `floor`, the
 server behind a bare splice relay that records nothing (relay_latency.FLOOR): what any
-process in the path costs.
+process in the path costs. With --strace also `floor+strace` (the bare relay, the server
+under plain strace with `run`'s trace options, trace.strace.strace_argv: what strace alone
+costs) and `no-trace` (`run --mcp --no-trace`).
 
 Between two calls the client waits --gap ms, as an agent does between tool calls (a model
 turn takes far longer): the recorder writes a call's records in that pause, as it would.
@@ -21,7 +23,7 @@ resampling sessions and then calls (benchmarks/stats), and whether that is measu
 ('-': the interval holds zero; '+': slower; '<': faster).
 
     .venv/bin/python benchmarks/relay_sdk.py [--rounds 100] [--sessions 3] [--gap 10] [--floor]
-        [--sizes 1,1024,...] [--tree NAME=DIR ...]
+        [--strace] [--sizes 1,1024,...] [--tree NAME=DIR ...]
 
 --tree NAME=DIR adds a variant: `run --mcp` from another checkout's src/ (a change measured
 against this one, or this one against an older commit's worktree).
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +47,7 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from mcpshim.trace.strace import strace_argv
 from relay_latency import FLOOR, throwaway_env
 from stats import grouped_median_diff_ci, verdict
 
@@ -119,6 +123,12 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=10.0, help="ms between calls (0: none)")
     ap.add_argument("--floor", action="store_true", help="also time a bare splice relay")
     ap.add_argument(
+        "--strace",
+        action="store_true",
+        help="also time `floor+strace` (the bare relay, the server under plain strace with "
+        "run --trace's options, its output into a file) and `run --no-trace`",
+    )
+    ap.add_argument(
         "--enforce",
         action="store_true",
         help="also time `run --mcp --lock L --enforce` (the relay that parses each request "
@@ -150,8 +160,15 @@ def main() -> None:
         env = throwaway_env(tmp)
         run = [sys.executable, "-m", "mcpshim", "run", "--dir", f"{tmp}/shims", "--mcp", "--"]
         variants = {"direct": server, "direct-again": server, "run": [*run, *server]}
-        if args.floor:
+        if args.floor or args.strace:
             variants["floor"] = [sys.executable, "-c", FLOOR, *server]
+        if args.strace:
+            strace = shutil.which("strace")
+            if strace is None:
+                ap.error("--strace: no strace on PATH")
+            traced = strace_argv(strace, f"{tmp}/strace.out", server)
+            variants["floor+strace"] = [sys.executable, "-c", FLOOR, *traced]
+            variants["no-trace"] = [*run[:-1], "--no-trace", "--", *server]
         if args.enforce:
             lock = approve(tmp, env, [*run, *server])
             enforce = [*run[:-1], "--lock", lock, "--enforce", "--"]
@@ -174,8 +191,12 @@ def main() -> None:
     # (label, baseline, variant): each variant against direct; with --floor also what the
     # recording relay adds to the bare one (what mcpshim costs beyond having a process there).
     pairs = [(f"+{name} med", "direct", name) for name in variants if name != "direct"]
-    if args.floor:
+    if args.floor or args.strace:
         pairs.append(("run-floor med", "floor", "run"))
+    if args.strace:
+        # what strace alone adds to the bare relay, and what `run` adds beyond that anchor
+        pairs.append(("strace-floor", "floor", "floor+strace"))
+        pairs.append(("run-fl+strace", "floor+strace", "run"))
     if args.enforce:
         pairs.append(("enf-run med", "run", "enforce"))
     head = f"{'size':>8} {'direct med':>10} {'p95':>7}"
