@@ -4,6 +4,8 @@ One dash loop fork+execs `git --version` N times; the loop runs these ways, inte
 several rounds, in a new random order each round:
   direct            no tracer
   shimmed           through the git shim
+  bare strace       `strace -f --seccomp-bpf -e trace=execve` into a file: what any
+                    ptrace-based exec tracer pays here (the anchor of issue 20's item 5)
   traced (file)     the tracing before issue 21: strace without -v, writing to a file
   traced            the session's tracing now: strace -v into a FIFO that `TraceRun.pump`
                     drains here, cutting every exec's environment down to PATH before it
@@ -159,9 +161,11 @@ def main() -> int:
         shimmed = {**plain, "PATH": f"{loc.shim_dir}:{plain['PATH']}"}
         output = root / "strace.out"
         old = strace_argv(strace, str(output), cmd, env=False)
+        bare = [strace, "-DD", "-q", "-f", "--seccomp-bpf", "-o", str(output), "-e", "trace=execve"]
         variants: dict[str, Callable[[], float]] = {
             "direct": lambda: run_plain(cmd, plain),
             "shimmed": lambda: run_plain(cmd, shimmed),
+            "bare strace": lambda: run_plain([*bare, "--", *cmd], plain),
             "traced (file)": lambda: run_plain(old, plain),
             "traced": lambda: run_session(loc, strace, cmd, plain),
             "traced + shimmed": lambda: run_session(loc, strace, cmd, shimmed),
@@ -222,6 +226,9 @@ def main() -> int:
     print(
         f"tracing adds {added:.3f} ms per exec ({verdict} the 0.3 ms target); before: {before:.3f}"
     )
+    over_bare = (med["traced"] - med["bare strace"]) * 1e3
+    cpu_over_bare = (mcpu["traced"] - mcpu["bare strace"]) * 1e3
+    print(f"tracing over bare strace: {over_bare:.3f} ms wall, {cpu_over_bare:.3f} ms CPU per exec")
     print(f"parsing the trace into {n_records} records: {parse * 1e3:.3f} ms per exec")
     return 0
 
