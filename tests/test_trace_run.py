@@ -14,7 +14,7 @@ from subprocess import DEVNULL
 import pytest
 
 from conftest import Home, install
-from fixtures.runhelp import events, only_session, run, run_argv
+from fixtures.runhelp import events, needs_trace, only_session, run, run_argv
 from fixtures.seccomp import DENY_PTRACE_PRELUDE
 from mcpshim.family.trace_merge import collapse, pair_shim_records, trace_image
 from mcpshim.family.tree import build_forest, images
@@ -26,8 +26,6 @@ from mcpshim.trace.probe import trace_unavailable
 from mcpshim.trace.run import TraceRun
 from mcpshim.trace.strace import MAX_ARG_STRLEN
 
-TRACEABLE = sys.platform.startswith("linux") and trace_unavailable(None)[0] is not None
-needs_trace = pytest.mark.skipif(not TRACEABLE, reason="needs Linux with strace allowed")
 GIT = shutil.which("git", path="/usr/bin:/bin")
 DENY_PTRACE_EXEC = (
     DENY_PTRACE_PRELUDE

@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
-from fixtures.runhelp import run
-from mcpshim.trace.probe import trace_unavailable
+from fixtures.runhelp import needs_trace, run
 
-TRACEABLE = sys.platform.startswith("linux") and trace_unavailable(None)[0] is not None
 CALLS = 2000
 
 # Each part makes CALLS getppid()s and reports how often it was switched out meanwhile:
@@ -68,7 +66,7 @@ WORKLOAD = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not TRACEABLE, reason="needs Linux with strace allowed")
+@needs_trace
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the raw clone is x86_64's")
 def test_threads_and_children_are_not_stopped_at_every_syscall(home: Home, tmp_path: Path) -> None:
     script = tmp_path / "work.py"
