@@ -18,10 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from corpus.harness import SEVERITIES, Outcome, UnavailableError, run_scenario, score
-from corpus.scenarios import ALL
+from tests.corpus.harness import SEVERITIES, Outcome, UnavailableError, run_scenario, score
+from tests.corpus.scenarios import ALL
 
 
 def _fmt_row(cells: list[str], widths: list[int]) -> str:

@@ -9,10 +9,11 @@ command -v dash >/dev/null || need+=(dash)
 command -v strace >/dev/null || need+=(strace)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v lsof >/dev/null || need+=(lsof)
+command -v zsh >/dev/null || need+=(zsh)
 command -v chromium >/dev/null || need+=(chromium)
 command -v rsyslogd >/dev/null || [ -x /usr/sbin/rsyslogd ] || need+=(rsyslog)
 command -v logger >/dev/null || need+=(bsdutils)
-# Arize Phoenix, the real OpenTelemetry engine of tests/test_otel_phoenix.py: big (about
+# Arize Phoenix, the real OpenTelemetry engine of tests/otel/test_phoenix.py: big (about
 # 850 MB, a few minutes to install) and with dependencies of its own, so in a venv of its own.
 phoenix_venv=.venv-phoenix
 if [ ! -x "$phoenix_venv/bin/phoenix" ]; then

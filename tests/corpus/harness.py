@@ -8,7 +8,7 @@ json` reads the session and its findings are compared with the scenario's expect
 rule id, severity and the tool call they sit under. Expected findings are what is true of
 the session, not what mcpshim said when the scenario was written.
 
-Used by tests/test_corpus.py (each scenario asserts its findings) and by
+Used by tests/corpus/test_corpus.py (each scenario asserts its findings) and by
 benchmarks/findings_quality.py (precision and recall over the whole corpus).
 """
 

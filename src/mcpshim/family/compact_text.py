@@ -5,7 +5,7 @@ build a Node and an Image per process and image first, which costs as much as pr
 Here the same lines come from the arrays: a shim image's text after its time stamp is made
 once per command line (the log repeats them), a stamp's date and time to the second once
 per second, and images of other sources (observed, traced) are printed by the view's own
-`image_text`. tests/test_tree_compact.py holds the two printers to the same bytes.
+`image_text`. tests/family/test_compact.py holds the two printers to the same bytes.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from corpus.harness import Scenario
-from corpus.scenarios import (
+from tests.corpus.harness import Scenario
+from tests.corpus.scenarios import (
     attack_background_helper,
     attack_credential_arg,
     attack_formatter,

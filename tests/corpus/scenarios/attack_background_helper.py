@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from corpus.harness import HERE, Expect, Scenario
+from tests.corpus.harness import HERE, Expect, Scenario
 
 SCENARIO = Scenario(
     name="attack-background-helper",

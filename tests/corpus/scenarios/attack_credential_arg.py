@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from corpus.harness import HERE, Expect, Scenario, Workspace
+from tests.corpus.harness import HERE, Expect, Scenario, Workspace
 
 TOKEN = "ghp_" + "Zq8" * 12  # GitHub token shape, not a real token
 

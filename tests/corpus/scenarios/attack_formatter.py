@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from corpus.harness import HERE, Expect, Scenario, Workspace
+from tests.corpus.harness import HERE, Expect, Scenario, Workspace
 
 
 def _setup(w: Workspace) -> None:

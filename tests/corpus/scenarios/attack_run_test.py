@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 
-from corpus.harness import HERE, Expect, Scenario, Workspace
+from tests.corpus.harness import HERE, Expect, Scenario, Workspace
 
 RUN_JS = """\
 const { spawn } = require('child_process');

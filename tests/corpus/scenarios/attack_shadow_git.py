@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from corpus.harness import HERE, Expect, Scenario, Workspace, git_repo
+from tests.corpus.harness import HERE, Expect, Scenario, Workspace, git_repo
 
 SHADOW = """\
 #!/usr/bin/env node

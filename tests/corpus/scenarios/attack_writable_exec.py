@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from corpus.harness import HERE, Expect, Scenario, Workspace
+from tests.corpus.harness import HERE, Expect, Scenario, Workspace
 
 HELPER = """\
 #!/usr/bin/env node

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from corpus.harness import REPO, Expect, Scenario, Workspace, git_repo
+from tests.corpus.harness import REPO, Expect, Scenario, Workspace, git_repo
 
 
 def _setup(w: Workspace) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from corpus.harness import REPO, Expect, Scenario
+from tests.corpus.harness import REPO, Expect, Scenario
 
 SCENARIO = Scenario(
     name="benign-fixture-mcp-server",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from corpus.harness import REPO, Expect, Scenario, Workspace
+from tests.corpus.harness import REPO, Expect, Scenario, Workspace
 
 
 def _setup(w: Workspace) -> None:

@@ -6,7 +6,7 @@ its own start (`#!/usr/bin/env node`, which finds node through PATH). Nothing to
 
 from __future__ import annotations
 
-from corpus.harness import NO_CALL, Expect, Scenario, Workspace, git_repo, servers_installed
+from tests.corpus.harness import NO_CALL, Expect, Scenario, Workspace, git_repo, servers_installed
 
 
 def _server(w: Workspace) -> list[str]:

@@ -7,7 +7,7 @@ reviewer's attention at medium or above.
 
 from __future__ import annotations
 
-from corpus.harness import (
+from tests.corpus.harness import (
     ANY_CALL,
     NO_CALL,
     Expect,

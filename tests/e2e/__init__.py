@@ -1,0 +1,1 @@
+"""Whole-product runs: the README's commands, a client config end to end, the smoke test."""

@@ -1,0 +1,227 @@
+"""tree's forest in columns (family.compact) against the object forest it replaces.
+
+The reference is `tree.build_forest(tree.images(records))`, the Node/Image forest that
+attribution still builds per session and that `tree` built for the whole log before
+issue 20: both are rendered by the same text, JSON and dot views and must agree byte for
+byte, on the seeded 50,000-record log of benchmarks/review_scale.py (the realistic shape:
+pids wrapping, two boots, exec images, unknown parents) and on a small log holding the
+rarer cases (pid reuse, a parent that turns up after its child, observed and traced
+images merged with a shim's, a session filter).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from mcpshim.base.frozen import positional
+from mcpshim.family import forestread, trace_merge, tree
+from mcpshim.family.compact import build_compact_forest
+from mcpshim.family.compact_text import stamp_of_seconds
+from mcpshim.family.coverage import CoverageCollector
+from mcpshim.family.view import stamp
+from mcpshim.log import eventlog, execlog
+from mcpshim.log.rows import ExecRows
+from mcpshim.render.dot import render_tree_dot
+from mcpshim.render.json import render_tree_json
+from mcpshim.render.text import render_tree_text
+from tests.fixtures.benchmod import load_benchmark
+from tests.fixtures.home import Home
+from tests.fixtures.reviewkit import fake_exec
+
+_ = trace_merge  # registers the trace sources
+
+BOOT_A = "aaaaaaaa-0000-4000-8000-000000000001"
+BOOT_B = "bbbbbbbb-0000-4000-8000-000000000002"
+
+#: SHA-256 of render_tree_text(forest, {}) of the seeded 50,000-record log (its temporary
+#: directory written as TMP), computed with main d6f18bd's code (before issue 20) by
+#: tree.build_forest(tree.images(records)); the same figure the CLI's output gave then.
+MAIN_TEXT_SHA256 = "55b40f0821ccc8a3ef955501bdd4fd63cd81d14ee60a4f3e2d828a82dc2ce156"
+
+
+def _bench() -> object:
+    return load_benchmark("review_scale")
+
+
+def _views(forest: tree.Forest) -> tuple[str, str, str]:
+    return render_tree_text(forest, {}), render_tree_json(forest, {}), render_tree_dot(forest, {})
+
+
+def _records(log_dir: Path) -> list[execlog.Record]:
+    problems: list[execlog.LogProblem] = []
+    with open(log_dir / "exec.log", "rb") as fh:
+        recs = list(execlog.read_stream(fh, "exec.log", log_dir / "spill", problems))
+    assert problems == []
+    return recs
+
+
+def test_compact_forest_equals_the_object_forest_on_a_seeded_log(tmp_path: Path) -> None:
+    bench = _bench()
+    bench.generate(tmp_path / "log", tmp_path / "shims", 50_000)  # type: ignore[attr-defined]
+    recs = _records(tmp_path / "log")
+    assert len(recs) == 50_000
+    old = tree.build_forest(tree.images(recs))
+    new = build_compact_forest(recs)
+    assert (new.count, new.images, len(new.roots)) == (old.count, old.images, len(old.roots))
+    assert old.count > 40_000 and len(old.roots) > 1  # processes, exec images, unknown roots
+    text, js, dot = _views(new)
+    assert (text, js, dot) == _views(old)
+    digest = hashlib.sha256(text.replace(str(tmp_path), "TMP").encode()).hexdigest()
+    assert digest == MAIN_TEXT_SHA256
+    # one session, as `tree --session` reads it
+    sess = next(r.session for r in recs[len(recs) // 2 :] if isinstance(r, execlog.ExecRecord))
+    old_s = tree.build_forest(tree.images(recs, sess))
+    assert _views(build_compact_forest(recs, sess)) == _views(old_s)
+
+
+def _trace(home: Home, pid: int, ppid: int, start: int, argv: list[str], shim: bool) -> None:
+    data: dict[str, object] = {
+        "session": "",
+        "time": "2026-01-02T03:04:05.678+02:00",
+        "boot_id": BOOT_A,
+    }
+    data |= {"pid": pid, "ppid": ppid, "start": start, "result": "ok", "cwd": "/w"}
+    data |= {"filename": "/usr/bin/" + argv[0], "argv": argv}
+    if shim:
+        data["via_shim"] = "/shims/" + argv[0]
+    eventlog.append_event(home.loc, "trace-exec", data)
+
+
+def _rare_log(home: Home) -> None:
+    loc = home.loc
+    # pid reuse: 500 lived at 1000 with a child, then again at 5000; a late child of the first
+    fake_exec(loc, boot=BOOT_A, pid=500, ppid=1, start=1000, shim="sh", args=["-c", "a"])
+    fake_exec(loc, boot=BOOT_A, pid=501, ppid=500, start=1010, args=["status"], cwd="/x")
+    fake_exec(loc, boot=BOOT_A, pid=500, ppid=1, start=5000, shim="sh", args=["-c", "b"])
+    fake_exec(loc, boot=BOOT_A, pid=777, ppid=500, start=5050, args=["log"], session="s1")
+    fake_exec(loc, boot=BOOT_A, pid=778, ppid=500, start=1020, args=["diff"])
+    fake_exec(loc, boot=BOOT_B, pid=501, ppid=500, start=1010, args=["show"])
+    # a child logged before its parent: the parent adopts the unknown node's children
+    fake_exec(loc, boot=BOOT_A, pid=11, ppid=10, start=105, args=["status"], session="s1")
+    fake_exec(loc, boot=BOOT_A, pid=12, ppid=10, start=106, args=["log"], session="s1")
+    fake_exec(
+        loc, boot=BOOT_A, pid=10, ppid=1, start=100, shim="sh", args=["-c", "q"], session="s1"
+    )
+    # one process, several images: sh then exec git; traced halves merged into the shim's
+    fake_exec(loc, boot=BOOT_A, pid=900, ppid=10, start=110, shim="sh", args=["-c", "exec git"])
+    _trace(home, 900, 10, 110, ["git", "log"], shim=True)
+    fake_exec(loc, boot=BOOT_A, pid=900, ppid=10, start=110, args=["log"], cwd="/y")
+    _trace(home, 900, 10, 110, ["git", "log"], shim=True)  # after the shim's: not shown
+    _trace(home, 901, 900, 120, ["cat", "f"], shim=True)
+    _trace(home, 901, 900, 120, ["cat", "f"], shim=False)
+    fake_exec(loc, boot=BOOT_A, pid=901, ppid=900, start=120, shim="cat", target="/usr/bin/cat")
+    eventlog.append_event(
+        loc,
+        "observed",
+        {"session": "s1", "time": "2026-01-02T03:04:05Z", "boot_id": BOOT_A, "pid": 950},
+    )
+    eventlog.append_event(
+        loc,
+        "observed",
+        {
+            "session": "",
+            "time": "0999-01-02T03:04:05.5+00:00",
+            "boot_id": BOOT_A,
+            "pid": 951,
+            "ppid": 900,
+            "start": 130,
+            "exe": "/usr/bin/sleep",
+            "cmdline": ["sleep", "x"],
+            "cmdline_b64": {"1": "/w=="},
+        },
+    )
+    # pids and starts of up to 19 digits are read as numbers: wider than an array's int64
+    wide = 9_999_999_999_999_999_999
+    fake_exec(loc, boot=BOOT_A, pid=wide, ppid=wide - 1, start=wide, args=["w"])
+    fake_exec(loc, boot=BOOT_A, pid=wide - 2, ppid=wide, start=wide, args=["v"])
+    fake_exec(loc, boot=BOOT_A, pid=903, ppid=wide, start=wide, args=["u"])  # a row, wide
+
+
+def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> None:
+    _rare_log(home)
+    recs = list(home.records())
+    assert any(isinstance(r, execlog.EventRecord) for r in recs)
+    for session in (None, "s1", ""):
+        old = tree.build_forest(tree.images(recs, session))
+        new = build_compact_forest(recs, session)
+        assert _views(new) == _views(old), session
+        assert [n.pid for r in new.roots for n in r.walk()] == [
+            n.pid for r in old.roots for n in r.walk()
+        ]
+    assert "[trace" in render_tree_text(tree.build_forest(tree.images(recs)), {})
+    assert new.select_pid(900).count == old.select_pid(900).count > 0
+
+
+def test_stamp_formats_as_strftime_did() -> None:
+    rnd = random.Random(20)
+    zones = [timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-9, minutes=-30))]
+    for _ in range(20_000):
+        t = datetime(1, 1, 1, tzinfo=rnd.choice(zones)) + timedelta(
+            microseconds=rnd.randrange(0, 315_537_897_599_999_999)
+        )
+        img = tree.Image("shim", "", t, "", 1, None, None, None, b"/", "x", b"", b"", (), "")
+        assert stamp(img) == t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", t
+
+
+def test_positional_builds_the_same_frozen_instance() -> None:
+    make = positional(execlog.ExecRecord)
+    values: tuple[object, ...] = (1.5, 2.0, "b", 7, 1, 3, None, b"/", "git", b"/g", b"/s")
+    values += ("s", b"P", ("x",), (b"a",), "exec.log@0", b"", "exec", "")
+    rec = make(*values)
+    same = execlog.ExecRecord(*values)  # type: ignore[arg-type]
+    assert rec == same and hash(rec) == hash(same)
+    with pytest.raises(AttributeError):
+        rec.pid = 8  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        positional(execlog.LogProblem)  # no slots
+
+
+def test_stamp_of_seconds_is_the_stamp_of_its_datetime() -> None:
+    """The column printer's stamp rounds microseconds as datetime.fromtimestamp does."""
+    rnd = random.Random(21)
+    values = [rnd.uniform(0, 4e9) for _ in range(20_000)]
+    values += [
+        rnd.randrange(0, 4_000_000_000) + rnd.randrange(0, 1000) / 1000 for _ in range(20_000)
+    ]
+    values += [x + d for x in (1735689600.0, 1e9, 0.0) for d in (0.0004995, 0.9995, 0.9999995)]
+    values += [1e11 - 1, 1e11, -0.5, math.nan, math.inf]
+    for t in values:
+        img = tree.Image(
+            "shim", "", execlog._utc(t), "", 1, None, None, None, b"/", "x", b"", b"", (), ""
+        )
+        assert stamp_of_seconds(t) == stamp(img), t
+
+
+def test_positional_takes_fields_named_like_its_helpers() -> None:
+    """tree.Link has a field `new`: the maker's own names must not shadow it."""
+    link = positional(tree.Link)(3, True, 1, False, None)
+    assert link == tree.Link(3, True, 1, False, None)
+
+
+@pytest.mark.parametrize("run", [1, 2, 3, 5, 4096])
+def test_rows_linked_a_run_at_a_time_give_the_same_forest(
+    home: Home, monkeypatch: pytest.MonkeyPatch, run: int
+) -> None:
+    """tree reads rows (log.rows) and links them a run at a time (forestread.add_rows):
+    the forest of records linked one at a time, whatever the runs' length, on the rare
+    cases (pid reuse, adoption, traced images merged into a row's node, wide values)."""
+    _rare_log(home)
+    recs = list(home.records())
+    monkeypatch.setattr(forestread, "RUN", run)
+    for session in (None, "s1", ""):
+        rows = ExecRows()
+        problems: list[execlog.LogProblem] = []
+        items = list(rows.iter_log(home.loc, problems))
+        assert sum(isinstance(i, tuple) for i in items) > 10  # rows, not records
+        new, _ = forestread.read_compact_forest(
+            items, rows, session, CoverageCollector(session), lambda _: None
+        )
+        old = build_compact_forest(recs, session)
+        assert _views(new) == _views(old), session
+        assert (new.count, new.images) == (old.count, old.images)

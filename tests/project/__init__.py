@@ -1,0 +1,1 @@
+"""The project itself: its layout and imports."""

@@ -1,0 +1,84 @@
+"""The shell line that started a shimmed child (parent evidence) is shown wherever the child
+is: `log` (text, json, ecs), `tree` (text, json, dot) and a review finding's evidence,
+escaped for the terminal and with its secrets redacted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcpshim.shim import install as shim_install
+from tests.fixtures.home import Home
+
+MCPSHIM = [sys.executable, "-m", "mcpshim"]
+PW = "hunter2-correct-horse"
+
+
+def _cli(home: Home, *args: str) -> str:
+    out = subprocess.run(
+        [*MCPSHIM, *args], env=home.env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode in (0, 1), out.stderr
+    assert "\x1b" not in out.stdout
+    return out.stdout
+
+
+@pytest.fixture
+def seeded(home: Home, tmp_path: Path, interpreter: str) -> Home:
+    """`/bin/sh -c LINE`, started by absolute path (no shim sees the shell), runs a shimmed
+    curl with a credential; LINE holds a newline and a terminal escape too."""
+    fake = tmp_path / "bin" / "curl"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    shim_install.install(
+        home.loc, [], {"curl": str(fake)}, interpreter=interpreter, allow_unsafe=True
+    )
+    line = f"curl -u admin:{PW} https://api.example/x\nprintf '\\033[2J' >/dev/null"
+    env = {**home.env, "PATH": f"{home.loc.shim_dir}:/usr/bin:/bin"}
+    subprocess.run(["/bin/sh", "-c", line], env=env, check=True, timeout=60)
+    [rec] = home.execs()
+    assert rec.parent_cmdline.startswith(b"/bin/sh-ccurl -u ")  # kept, and read below
+    return home
+
+
+SHOWN = "started by $'/bin/sh-ccurl -u [REDACTED:option-value] https://api.example/x\\n"
+
+
+def test_the_parent_line_loses_its_secret(seeded: Home) -> None:
+    [rec] = seeded.execs()
+    assert rec.parent_cmdline.startswith(b"/bin/sh-ccurl -u [REDACTED:option-value] https")
+    assert PW.encode() not in seeded.loc.log_file.read_bytes()
+
+
+def test_log_shows_the_parent_line_in_every_format(seeded: Home) -> None:
+    text = _cli(seeded, "log")
+    assert SHOWN in text.splitlines()[1] and PW not in text
+    [doc] = [json.loads(x) for x in _cli(seeded, "log", "--format", "json").splitlines()]
+    assert doc["parent_cmdline"].startswith("/bin/sh-ccurl -u [REDACTED:option-value] ")
+    assert "\\033[2J" in doc["parent_cmdline"]  # the script's own text, as it was typed
+    [ecs] = [json.loads(x) for x in _cli(seeded, "log", "--format", "ecs").splitlines()]
+    assert ecs["process"]["parent"]["command_line"] == doc["parent_cmdline"]
+
+
+def test_tree_shows_the_parent_line(seeded: Home) -> None:
+    text = _cli(seeded, "tree")
+    assert SHOWN in text and PW not in text
+    doc = json.loads(_cli(seeded, "tree", "--format", "json"))
+    [root] = doc["roots"]
+    [child] = root["children"] if not root["known"] else [root]
+    assert child["images"][0]["parent_cmdline"].startswith("/bin/sh-ccurl -u [REDACTED")
+    assert "started by" in _cli(seeded, "tree", "--format", "dot")
+
+
+def test_review_evidence_shows_the_parent_line(seeded: Home) -> None:
+    text = _cli(seeded, "review")
+    assert "MCS110" in text and SHOWN in text and PW not in text
+    doc = json.loads(_cli(seeded, "review", "--format", "json"))
+    [finding] = [f for f in doc["findings"] if f["rule"] == "MCS110"]
+    assert SHOWN in finding["evidence"][0]["text"]
+    assert finding["evidence"][0]["parent_cmdline"].startswith("/bin/sh-ccurl -u [REDACTED")

@@ -1,0 +1,1 @@
+"""Tests of mcpshim's supervise package."""
