@@ -3,12 +3,12 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint
+.PHONY: demo test lint coverage
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -19,6 +19,18 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
 
+# the suite in parallel (one worker a core), then the few tests that need the machine alone
 test: $(STAMP) lint
 	bash scripts/system-deps.sh
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n auto -m "not alone"
+	$(VENV)/bin/pytest -m alone
+
+# line coverage of src/mcpshim, the CLI's own processes included: artifacts/coverage/
+coverage: $(STAMP)
+	bash scripts/system-deps.sh
+	rm -rf artifacts/coverage && mkdir -p artifacts/coverage
+	$(VENV)/bin/pytest -n auto --cov --cov-report=
+	$(VENV)/bin/coverage combine -q
+	$(VENV)/bin/coverage report --format=total > artifacts/coverage/total.txt
+	$(VENV)/bin/coverage html -q -d artifacts/coverage/html
+	@echo "line coverage of src/mcpshim: $$(cat artifacts/coverage/total.txt) % (artifacts/coverage/html/index.html)"
