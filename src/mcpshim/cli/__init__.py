@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 
 import click
 
@@ -26,7 +27,7 @@ __all__ = ["cli", "click_message", "main"]
 
 #: Each command and the module that defines it (its COMMANDS), imported when the command
 #: runs: a command's start-up pays for its own imports, not every command's
-#: (tests/test_cli_lazy.py checks the table against the modules).
+#: (tests/cli/test_lazy.py checks the table against the modules).
 COMMAND_MODULES = {
     "install": "shims_cmd", "uninstall": "shims_cmd", "list": "shims_cmd", "path": "shims_cmd",
     "log": "log_cmd", "sessions": "sessions_cmd", "run": "run_cmd", "snapshot": "run_cmd",
@@ -35,6 +36,10 @@ COMMAND_MODULES = {
     "baseline": "review_cmd", "report": "report_cmd", "approve": "approve_cmd",
     "export": "export_cmd", "completion": "completion_cmd",
 }  # fmt: skip
+
+
+#: set by `--debug` (an option, never the environment: an agent sets that)
+_DEBUG: list[bool] = []
 
 
 class _Commands(click.Group):
@@ -56,6 +61,14 @@ class _Commands(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="mcpshim")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _DEBUG.append(True) if value else None,
+    help="On an error, print the traceback behind its one line (for a bug report).",
+)
 def cli() -> None:
     """Show what a local MCP server really runs.
 
@@ -67,12 +80,15 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the single place where errors become exit codes."""
+    _DEBUG.clear()
     try:
         rv = cli.main(args=argv, prog_name="mcpshim", standalone_mode=False)
     except McpshimError as exc:
+        _traceback()
         click.echo(f"mcpshim: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:  # click's usage errors speak as ours do
+        _traceback()
         click.echo(f"mcpshim: error: {click_message(exc)}", err=True)
         sys.exit(EXIT_USAGE)
     except click.exceptions.Exit as exc:
@@ -83,9 +99,16 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(0)
     except OSError as exc:
+        _traceback()
         click.echo(f"mcpshim: error: {describe(exc)}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _traceback() -> None:
+    """Under --debug, the traceback of the exception being handled, before its one line."""
+    if _DEBUG:
+        traceback.print_exc(file=sys.stderr)
 
 
 def click_message(exc: click.ClickException) -> str:

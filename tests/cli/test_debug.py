@@ -1,0 +1,54 @@
+"""`--debug` shows the traceback behind an error; without it an error stays one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fixtures.home import Home
+
+MCPSHIM = [sys.executable, "-m", "mcpshim"]
+
+
+def _review_missing_policy(
+    home: Home, tmp_path: Path, *pre: str
+) -> subprocess.CompletedProcess[str]:
+    missing = tmp_path / "no-such-policy.toml"
+    return subprocess.run(
+        [*MCPSHIM, *pre, "review", "--policy", str(missing)],
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_an_error_is_one_line_without_debug(home: Home, tmp_path: Path) -> None:
+    out = _review_missing_policy(home, tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("mcpshim: error: ") and "cannot read policy" in out.stderr
+
+
+def test_debug_prints_the_traceback_then_the_same_line(home: Home, tmp_path: Path) -> None:
+    plain = _review_missing_policy(home, tmp_path)
+    out = _review_missing_policy(home, tmp_path, "--debug")
+    assert out.returncode == 2
+    assert out.stderr.startswith("Traceback (most recent call last):")
+    assert "InputError" in out.stderr and "load_policy" in out.stderr
+    assert out.stderr.splitlines()[-1] == plain.stderr.strip()
+
+
+def test_debug_is_an_option_not_the_environment(home: Home, tmp_path: Path) -> None:
+    env = {**home.env, "MCPSHIM_DEBUG": "1", "DEBUG": "1"}
+    out = subprocess.run(
+        [*MCPSHIM, "review", "--policy", str(tmp_path / "none.toml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in out.stderr
