@@ -26,11 +26,12 @@ test: $(STAMP) lint
 	$(VENV)/bin/pytest -m alone
 
 # line coverage of src/mcpshim, the CLI's own processes included: artifacts/coverage/
+# (pytest-cov combines the workers' and the subprocesses' data into COVERAGE_FILE)
+coverage: export COVERAGE_FILE = $(CURDIR)/artifacts/coverage/.coverage
 coverage: $(STAMP)
 	bash scripts/system-deps.sh
 	rm -rf artifacts/coverage && mkdir -p artifacts/coverage
 	$(VENV)/bin/pytest -n auto --cov --cov-report=
-	$(VENV)/bin/coverage combine -q
 	$(VENV)/bin/coverage report --format=total > artifacts/coverage/total.txt
 	$(VENV)/bin/coverage html -q -d artifacts/coverage/html
 	@echo "line coverage of src/mcpshim: $$(cat artifacts/coverage/total.txt) % (artifacts/coverage/html/index.html)"
