@@ -139,6 +139,17 @@ def test_lines_of_other_shapes_never_keep_a_value() -> None:
         head + b'execve("' + hexed("/bin/x") + b'", ["' + hexed("x") + b'", ...], ["' + secret,
         head + b'execve("' + hexed("/bin/x") + b'"' + b', ["' + secret,
         head + b'execve("' + hexed("/bin/x") + b'", [], ["' + secret + b'" <unfinished ...>',
+        # fexecve of a memfd: its fd is an unlinked file, `(deleted)` after the path
+        head
+        + b"execveat(3<"
+        + hexed("/memfd:payload")
+        + b'>(deleted), "", ["'
+        + hexed("payload")
+        + b'"], ["'
+        + secret
+        + b'", "'
+        + path
+        + b'"], AT_EMPTY_PATH) = 0',
     ]
     for line in shapes:
         out = sanitize(line)
@@ -147,7 +158,10 @@ def test_lines_of_other_shapes_never_keep_a_value() -> None:
     assert ev is not None and ev.env_path == b"/a:/b" and ev.result == "ok"
     assert sanitize(shapes[1]).endswith(b"<unfinished ...>")
     assert path in sanitize(shapes[1])
-    assert sanitize(shapes[-1]).endswith(b"execve(?) <unfinished ...>")  # not understood
+    assert sanitize(shapes[-2]).endswith(b"execve(?) <unfinished ...>")  # not understood
+    memfd = parse_line(4242, sanitize(shapes[-1])[len(b"4242  ") :])
+    assert memfd is not None and memfd.dirfd_path == b"/memfd:payload"
+    assert memfd.env_path == b"/a:/b" and memfd.result == "ok"
     # Lines that are not exec calls pass unchanged.
     other = head + b"clone(child_stack=NULL, flags=SIGCHLD) = 4243"
     assert sanitize(other) == other

@@ -13,9 +13,10 @@ import pytest
 
 from mcpshim.log import execlog
 from mcpshim.trace.probe import trace_unavailable
-from mcpshim.trace.records import exec_payloads
+from mcpshim.trace.records import connect_payloads, exec_payloads
 from mcpshim.trace.run import is_gone, tracer_of
 from mcpshim.trace.strace import (
+    CONNECT,
     MAX_ARG_STRLEN,
     ExecAttempt,
     Trace,
@@ -34,14 +35,19 @@ SH = "/bin/sh"
 
 
 def traced(
-    tmp_path: Path, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    tmp_path: Path,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    extra: tuple[str, ...] = (),
 ) -> tuple[Trace, int, int]:
     """Run argv under the session's exact strace command line; parse what it wrote."""
     assert STRACE is not None
     output = tmp_path / "strace.out"
     wd = cwd or tmp_path
     # Without -v: these tests need no environment (test_trace_env has the one that does).
-    proc = subprocess.Popen(strace_argv(STRACE, str(output), argv, env=False), env=env, cwd=wd)
+    cmd = strace_argv(STRACE, str(output), argv, env=False, extra=extra)
+    proc = subprocess.Popen(cmd, env=env, cwd=wd)
     tracer = 0
     deadline = time.monotonic() + 10
     while not tracer and time.monotonic() < deadline:
@@ -123,6 +129,55 @@ def test_failed_exec_for_good(tmp_path: Path) -> None:
     assert [e.search_step for e in attempts] == [True, True, False]
     kinds = [p["result"] for k, p in exec_payloads(trace, "S", "B", {}) if k == "trace-exec"]
     assert kinds == ["ok", "ENOENT", "ENOENT", "ENOENT"]
+
+
+def test_connects_traced_for_a_contained_session(tmp_path: Path) -> None:
+    """With CONNECT traced (a contained session that restricts connections), each inet
+    connect is parsed with its address, port and result; Unix sockets are not; only the
+    ones the refusal function claims become records, with why."""
+    code = (
+        "import socket\n"
+        "for fam, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):\n"
+        "    try: socket.socket(fam).connect((host, 9))\n"
+        "    except OSError: pass\n"
+        "try: socket.socket(socket.AF_UNIX).connect('/nonexistent')\n"
+        "except OSError: pass\n"
+    )
+    trace, root, status = traced(tmp_path, [sys.executable, "-c", code], extra=CONNECT)
+    assert status == 0
+    got = [(c.addr, c.port, c.result) for c in trace.connects]
+    assert got == [(b"127.0.0.1", 9, "ECONNREFUSED"), (b"::1", 9, "ECONNREFUSED")]
+    assert all(c.pid == root for c in trace.connects)
+    claimed = list(connect_payloads(trace, "S", "B", {}, lambda port, r: f"port {port}"))
+    assert [p["raddr"] for p in claimed] == ["127.0.0.1:9", "[::1]:9"]
+    assert claimed[0]["blocked"] == "port 9" and claimed[0]["exe"] == sys.executable
+    assert list(connect_payloads(trace, "S", "B", {}, lambda port, r: None)) == []
+    plain, _, _ = traced(tmp_path, [sys.executable, "-c", code])
+    assert plain.connects == []  # not traced unless asked for
+
+
+def test_an_exec_from_a_memfd_is_recorded(tmp_path: Path) -> None:
+    """fexecve of a memfd is execveat(fd, "", AT_EMPTY_PATH), its fd shown by -y with
+    `(deleted)` after it: the attempt is recorded with the memfd's name as its file."""
+    code = (
+        "import os\n"
+        "fd = os.memfd_create('payload', 0)\n"
+        "os.write(fd, open('/bin/true', 'rb').read())\n"
+        "os.execve(fd, ['payload'], {})\n"
+    )
+    trace, _root, status = traced(tmp_path, [sys.executable, "-c", code])
+    assert status == 0
+    assert [e.filename for e in ok(trace)][-1] == b"/memfd:payload"
+
+
+def test_a_refused_exec_says_why_in_its_record(tmp_path: Path) -> None:
+    trace, _root, _status = traced(tmp_path, [SH, "-c", f"{tmp_path}/nothing-here; exit 0"])
+
+    def refused(filename: bytes, cwd: bytes | None, result: str) -> str | None:
+        return f"refused {os.path.basename(filename).decode()}" if result == "ENOENT" else None
+
+    found = [p for k, p in exec_payloads(trace, "S", "B", {}, (), refused) if k == "trace-exec"]
+    assert [p.get("blocked") for p in found] == [None, "refused nothing-here"]
 
 
 def test_argv_round_trips_exactly(tmp_path: Path) -> None:

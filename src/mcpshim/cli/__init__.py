@@ -6,7 +6,7 @@ OSError the machine raised: a full disk, a read-only file, a missing directory),
 as one line on stderr, never a traceback. `run` exits with its command's status.
 
 May import: base, log, shim, proc, trace, family, relay, supervise, review, pathcheck, render,
-contract, otel, seal.
+contract, otel, seal, sandbox.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -17,6 +19,8 @@ from mcpshim.errors import McpshimError, UsageError
 from mcpshim.log import retention
 from mcpshim.otel import sdk
 from mcpshim.relay.gate import Gate
+from mcpshim.sandbox import contained, landlock
+from mcpshim.sandbox.contained import ContainError, Containment
 from mcpshim.seal.follow import following
 from mcpshim.seal.state import unsealed_check
 from mcpshim.shim import zdotdir as zdotdir_mod
@@ -27,6 +31,14 @@ from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
 from mcpshim.trace import run as trace_run
 
 __all__ = ["COMMANDS"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
+    """NAME [on|auto|off]: the option alone means on."""
+    return click.option(name, type=click.Choice(["on", "auto", "off"]), default=default,
+                        show_default=True, is_flag=False, flag_value="on", help=help)  # fmt: skip
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -53,14 +65,10 @@ __all__ = ["COMMANDS"]
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL for --on-exit terminate.",
 )
-@click.option(
+@_tristate(
     "--trace",
-    type=click.Choice(["on", "auto", "off"]),
-    default="auto",
-    show_default=True,
-    is_flag=False,
-    flag_value="on",
-    help="Linux: record every exec of the family with strace. auto: trace where strace "
+    "auto",
+    "Linux: record every exec of the family with strace. auto: trace where strace "
     "can, else fall back to shims plus sampling (recorded, and shown in review's coverage "
     "line); --trace (on): refuse to run untraced.",
 )
@@ -102,6 +110,31 @@ __all__ = ["COMMANDS"]
     help="terminate: end the whole family at the first executable the lock does not approve "
     "for this server (recorded, with its evidence, first).",
 )
+@_tristate(
+    "--contain",
+    "off",
+    "Linux (Landlock, no root needed): the kernel holds the family to the lock's entry "
+    "for this server. It may execute only the programs the lock approved (by path; with the "
+    "ELF loader and #! interpreters they need, the shims and the tracer), connect over TCP "
+    "only to the ports of the destinations the lock lists (when it lists any, all with a "
+    "port; kernel 6.7+), and, with --contain-write, write only beneath those directories and "
+    "the log directory. What it refuses fails with EACCES and, traced, is recorded: review "
+    "shows it as blocked by the lock (MCS410). --contain refuses to start (exit 2) without a "
+    "lock entry or Landlock; auto warns and runs uncontained. Limits: Landlock checks paths, "
+    "not contents (review still checks the lock's hashes); an approved interpreter (sh, "
+    "python, node) runs any script it is given, the ELF loader run by hand any binary, and "
+    "a program in a memfd is not checked (review flags both, MCS411); UDP and Unix sockets "
+    "are not restricted, reads never are.",
+)
+@click.option(
+    "--contain-write",
+    multiple=True,
+    metavar="DIR",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="With --contain: the family may write only beneath DIR (repeatable) and the log "
+    "directory (and /dev/null, /dev/tty); servers write caches in many places, so this is "
+    "opt-in.",
+)
 @click.option(
     "--otlp",
     metavar="URL",
@@ -124,6 +157,8 @@ def run(
     lock_file: str | None,
     enforce: bool,
     on_departure: str,
+    contain: str,
+    contain_write: tuple[Path, ...],
     otlp: str | None,
     command: tuple[str, ...],
 ) -> int:
@@ -180,6 +215,14 @@ def run(
     executable L does not approve for the server (`departure`, then `terminated` records).
     Without them nothing is blocked.
 
+    \b
+    --lock L --contain starts the server in a Landlock ruleset built from L's entry for it
+    (the supervisor and the relay stay outside): the kernel refuses (EACCES) every exec of
+    a program L did not approve, and connects and writes as described under --contain; the
+    tracer records each refusal. What this kernel's Landlock version supports is detected
+    at start and said on one line; the session record holds the ruleset and the ABI, and
+    review's coverage line says whether the session was contained.
+
     A log sealed with `mcpshim log seal --init` is sealed while the session runs (at most
     1 s behind) and once more when it ends, by a non-dumpable process of its own.
     """
@@ -207,6 +250,7 @@ def run(
     zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
     gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
+    _contain(sup, contain, lock_file, name, command, contain_write, tracer)
     if why_not:
         click.echo(
             f"mcpshim: not tracing, recording with shims and sampling only: {escape(why_not)}",
@@ -278,6 +322,69 @@ def _hold_to_lock(
             )
         DepartureWatch(sup, server, str(path))
     return Gate(lock, str(path), name, command, sup.emit, sup.session) if enforce else None
+
+
+def _contain(
+    sup: Supervisor,
+    mode: str,
+    lock_file: str | None,
+    name: str,
+    command: tuple[str, ...],
+    write: tuple[Path, ...],
+    tracer: trace_run.TraceRun | None,
+) -> None:
+    """--contain: the ruleset the server starts in, from its lock entry (sandbox); or, for
+    auto, the warning and record of why it runs uncontained."""
+    if mode == "off":
+        if write:
+            raise click.UsageError("--contain-write needs --contain")
+        return
+    try:
+        containment = _containment(sup, lock_file, name, command, write, tracer)
+    except (UsageError, ContainError) as exc:  # a broken lock is an error all the same
+        if mode != "auto":
+            raise
+        why = str(exc).removeprefix("--contain: ")
+        click.echo(f"mcpshim: warning: not contained: {escape(why)}", err=True)
+        sup.contain_record = {"state": "unavailable", "reason": why}
+        return
+    sup.contain, sup.contain_record = containment, containment.payload()
+    click.echo(f"mcpshim: {escape(containment.plan.summary(containment.abi))}", err=True)
+    if tracer is None:
+        click.echo(
+            "mcpshim: warning: not traced: what the ruleset refuses is not recorded", err=True
+        )
+    else:
+        plan = containment.plan
+        ports = containment.connect_refused if plan.connect is not None else None
+        tracer.contained(containment.exec_refused, ports)
+
+
+def _containment(
+    sup: Supervisor,
+    lock_file: str | None,
+    name: str,
+    command: tuple[str, ...],
+    write: tuple[Path, ...],
+    tracer: trace_run.TraceRun | None,
+) -> Containment:
+    abi, why = landlock.unavailable()
+    if why:
+        raise UsageError(f"--contain: {why}")
+    path = resolve_lock(lock_file or "auto")
+    assert path is not None
+    lock = load_lock(path)
+    server = select_server(lock, name, command)
+    if server is None:
+        raise UsageError(
+            f"--contain: {path} has no entry for this server (run it with --name NAME, the "
+            "name it was approved under, or the command line it was approved with)"
+        )
+    dirs = [str(d.resolve()) for d in write] if write else None
+    return contained.build(
+        server, str(path), abi, sup.loc, tracer.strace if tracer else None, sup.path, dirs,
+        command[0],
+    )  # fmt: skip
 
 
 @click.command()

@@ -66,6 +66,8 @@ class SessionCoverage:
     trace: str  # complete | gaps | incomplete | lost | missing | off | unavailable
     trace_note: str = ""
     zdotdir: bool = False
+    #: run --contain: the session-start record's `contain` object (None: not asked for)
+    contain: Mapping[str, Any] | None = None
 
     def causes(self) -> dict[str, int]:
         return dict(Counter(b.cause.kind for b in self.bypassed).most_common())
@@ -83,6 +85,15 @@ class SessionCoverage:
             "unavailable": f"unavailable ({self.trace_note}): shims and sampling only",
         }.get(self.trace, self.trace)
 
+    def contain_text(self) -> str:
+        c = self.contain
+        if c is None:
+            return "not contained"
+        if c.get("state") == "landlock":
+            rules = ", ".join(str(r) for r in c.get("restricts") or ["execute"])
+            return f"contained (Landlock ABI {c.get('abi')}: {rules})"
+        return f"not contained ({str(c.get('reason') or 'no reason recorded')[:160]})"
+
     def line(self) -> str:
         """e.g. '42 execs: 30 through shims, 12 bypassed (9 by absolute path, 3 with the shim
         dir missing from PATH), 5 with no shim; trace: complete'."""
@@ -90,7 +101,7 @@ class SessionCoverage:
         bypassed = f"{len(self.bypassed)} bypassed" + (f" ({why})" if why else "")
         return (
             f"{self.execs} execs: {self.through} through shims, {bypassed}, {self.no_shim} "
-            f"with no shim; trace: {self.trace_text()}"
+            f"with no shim; trace: {self.trace_text()}; {self.contain_text()}"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -107,6 +118,11 @@ class SessionCoverage:
             "sources": dict(self.sources),
             "trace": {"status": self.trace, "text": self.trace_text()},
             "zdotdir": self.zdotdir,
+            "contain": {
+                "status": (self.contain or {}).get("state", "off"),
+                "abi": (self.contain or {}).get("abi"),
+                "text": self.contain_text(),
+            },
             "line": self.line(),
         }
 
@@ -424,4 +440,5 @@ def _account(
         state,
         note,
         zdotdir,
+        contain if isinstance(contain := start.get("contain"), dict) else None,
     )

@@ -4,7 +4,8 @@ Images. Each `trace-exec` record becomes an `Image` whose `source` says what it 
 per-image review rules stay pure over the image: `trace` (an exec no shim took part in),
 `trace-shim` (either half of an exec that went through a shim: the shim script, then the
 target it exec'd), `trace-search/ERRNO` (a failed step of a PATH search that went on to the
-next directory), `trace-failed/ERRNO` (an exec that failed for good). An image's `target` is
+next directory), `trace-failed/ERRNO` (an exec that failed for good), `trace-blocked/ERRNO`
+(an attempt a contained session's ruleset refused: `run --contain`). An image's `target` is
 the path passed to execve and `argv0` the argv[0] string; a failed attempt ran nothing, so
 its `target` is empty and `argv0` holds the path it tried. A `trace-gap` record (a family
 member no record explains) becomes a `trace-gap` image.
@@ -68,6 +69,8 @@ def _str(v: Any) -> str:
 def trace_source(d: Any) -> str:
     result = _str(d.get("result")) or "?"
     if result != "ok":
+        if d.get("blocked"):
+            return f"trace-blocked/{result}"
         return f"trace-{'search' if d.get('search') else 'failed'}/{result}"
     return "trace-shim" if d.get("shim_script") or d.get("via_shim") else "trace"
 

@@ -92,7 +92,7 @@ _FIELDS: dict[str, tuple[Check, str]] = {
          "transport", "user", "platform", "cursor", "next_cursor", "server_name",
          "server_version", "protocol_version", "client_name", "client_version",
          "instructions", "sha256", "server_sha256", "approved_sha256", "listed_sha256",
-         "lock", "server", "what", "source", "where"),
+         "lock", "server", "what", "source", "where", "blocked"),
         (_OPT_STR, "text or null"),
     ),
     **dict.fromkeys(

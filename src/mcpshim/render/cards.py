@@ -17,6 +17,7 @@ from mcpshim.contract.lockfile import Boundary
 from mcpshim.render.md import md_code, md_text
 from mcpshim.review.boundary import Seen
 from mcpshim.review.cards import ServerCard, ToolCard
+from mcpshim.sandbox.binfmt import interpreter_kind
 
 __all__ = ["card_lines", "cards_html", "cards_md", "cards_text", "summary"]
 
@@ -31,6 +32,19 @@ def _first_lines(text: str) -> list[str]:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     more = len(lines) - _DESC_LINES
     return lines[:_DESC_LINES] + ([f"... ({more} more lines)"] if more > 0 else [])
+
+
+def interpreter_note(path: str) -> str:
+    """What approving an interpreter approves: every script it may be handed. Said on the
+    card because `run --contain` holds the family to programs, not to what they read."""
+    kind = interpreter_kind(path)
+    if kind is None:
+        return ""
+    what = "shell script or command line" if kind == "shell" else "script or code"
+    return (
+        f"an interpreter: approving it approves any {what} it is given; run --contain checks "
+        "the programs executed, not the files they read (`sh build.sh` runs, `./build.sh` not)"
+    )
 
 
 def _runs(b: Boundary) -> list[str]:
@@ -93,6 +107,8 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
         count = f", {use.count} exec(s)" if use else ""
         rows.append(("executable", f"{e.path}  {short(e.sha256)}  {e.vouched}"))
         rows.append(("", f"reached: {reached}; subcommands: {shapes}{count}"))
+        if note := interpreter_note(e.path):
+            rows.append(("", note))
     if b.executables:
         rows.append(("starts more programs", "yes" if len(b.executables) > 1 else "no"))
     rows.append(("working directories", _list(list(b.cwd_roots))))
@@ -107,6 +123,8 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
 def _outside(card: ServerCard) -> list[tuple[str, str]]:
     b, p = card.approval.startup, card.approval.program
     rows = [("server program", f"{p.path}  {short(p.sha256)}  {p.vouched}" if p else "not seen")]
+    if p is not None and (note := interpreter_note(p.path)):
+        rows.append(("", note))
     rows.append(("executables", _list([f"{e.path} ({e.vouched})" for e in b.executables])))
     rows.append(("network", _list([*b.destinations, *(f"listens on {x}" for x in b.listens)])))
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
@@ -130,7 +148,7 @@ def cards_text(card: ServerCard) -> str:
             out.append(f"   {label + ':' if label else '':<28}{escape(text)}")
     out.append("\n-- outside tool calls (the server itself, its start-up, other requests)")
     for label, text in _outside(card):
-        out.append(f"   {label + ':':<28}{escape(text)}")
+        out.append(f"   {label + ':' if label else '':<28}{escape(text)}")
     return "\n".join(out) + "\n"
 
 
@@ -147,7 +165,10 @@ def cards_md(card: ServerCard) -> str:
                 out.append(f"- {md_text(label) + ': ' if label else '  '}{md_code(text)}")
         out.append("")
     out += ["### Outside tool calls", ""]
-    out += [f"- {md_text(label)}: {md_code(text)}" for label, text in _outside(card)]
+    out += [
+        f"- {md_text(label) + ': ' if label else '  '}{md_code(text)}"
+        for label, text in _outside(card)
+    ]
     return "\n".join(out) + "\n"
 
 

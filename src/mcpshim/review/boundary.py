@@ -49,7 +49,7 @@ __all__ = [
 Ident = tuple[int, int | None]
 _KINDS = frozenset(
     {"mcp-initialize", "mcp-tools", "mcp-resources", "mcp-prompts", "mcp-refused", "socket",
-     "observed", "survivor", "terminated", "departure", "session-start"}
+     "observed", "survivor", "terminated", "departure", "session-start", "trace-connect"}
 )  # fmt: skip
 
 
@@ -70,6 +70,7 @@ class SessionEvidence:
     uids: dict[Ident, int] = field(default_factory=dict)
     refused: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
     departures: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
+    blocked: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)  # connects
     server_creds: tuple[str, ...] = ()
     user: str = ""
     uid: int | None = None
@@ -103,6 +104,8 @@ class SessionEvidence:
             self.refused.append((d, rec.where))
         elif k == "departure":
             self.departures.append((d, rec.where))
+        elif k == "trace-connect":  # a connect a contained session's ruleset refused
+            self.blocked.append((d, rec.where))
         elif k == "session-start":
             self.server_creds = tuple(d.get("credential_env", ()))
             self.user, uid = str(d.get("user", "")), d.get("uid")
@@ -158,14 +161,17 @@ class Seen:
 
 
 def images_that_ran(node: Node) -> list[Image]:
-    """The images that are evidence of an exec (module docstring)."""
-    shimmed = [i for i in node.images if i.source == "shim"]
+    """The images that are evidence of an exec (module docstring). A shim's record whose
+    exec of its target a contained session's ruleset refused is no evidence: it never ran."""
+    refused = {i.argv0 for i in node.images if i.source.startswith("trace-blocked/")}
+    images = [i for i in node.images if not (i.source == "shim" and i.target in refused)]
+    shimmed = [i for i in images if i.source == "shim"]
     if shimmed:
         return shimmed
-    traced = [i for i in node.images if i.source == "trace"]
+    traced = [i for i in images if i.source == "trace"]
     if traced:
         return traced
-    imgs = [i for i in node.images if i.target]
+    imgs = [i for i in images if i.target]
     parent = node.parent
     parent_target = parent.images[-1].target if parent is not None and parent.known else None
     if len(imgs) > 1 and parent_target is not None and imgs[0].target == parent_target:

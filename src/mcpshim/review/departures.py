@@ -43,6 +43,7 @@ from mcpshim.review.departure_rules import (
     TERMINATED,
 )
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity
+from mcpshim.review.rules.contain_rules import blocked_departures
 from mcpshim.review.rules.mcp_rules import call_group
 from mcpshim.review.shapes import under
 
@@ -355,6 +356,12 @@ def departures(
             )
         ]
     out = _contract(att, ev, server) + _terminated(att, ev)
+
+    def place(owner: Owner) -> tuple[str, str]:
+        at = _where(att, owner)
+        return at.group, at.tool
+
+    out += blocked_departures(att, ev.blocked, place)  # what a contained session refused
     for owner, seen in seen_by_owner(att, ev).items():
         at = _where(att, owner)
         out += _boundary(seen, _union(tool_of(att, owner), server), at, identities)

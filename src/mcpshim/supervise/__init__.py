@@ -2,5 +2,5 @@
 start and end records, the sampler of descendants no shim saw, containment at exit,
 snapshots), and its MCP variant that puts the relay in front of the server.
 
-May import: base, log, proc, shim, trace, relay, contract.
+May import: base, log, proc, shim, trace, relay, contract, sandbox.
 """

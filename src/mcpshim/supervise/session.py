@@ -75,6 +75,8 @@ class SessionStart:
     subreaper: bool
     trace: str = ""  # "strace" (traced), "unavailable" (auto fell back) or "off"
     zdotdir: str = ""  # the ZDOTDIR route's directory, "" when off
+    #: run --contain: the ruleset (sandbox.plan's payload), or why there is none
+    contain: Mapping[str, Any] | None = None
 
 
 def start_payload(s: SessionStart) -> dict[str, Any]:
@@ -99,6 +101,8 @@ def start_payload(s: SessionStart) -> dict[str, Any]:
         payload["trace"] = s.trace
     if s.zdotdir:
         payload["zdotdir"] = s.zdotdir
+    if s.contain is not None:
+        payload["contain"] = dict(s.contain)
     payload.update(argv_fields("command", s.command))
     payload.update(b64_fields({"cwd": s.cwd}))
     return payload

@@ -32,6 +32,7 @@ from mcpshim.errors import McpshimError
 from mcpshim.log import eventlog, execlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
+from mcpshim.sandbox.contained import Containment
 from mcpshim.supervise.containment import account_survivors, group_members
 from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
@@ -88,6 +89,11 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
+def _posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
+    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
+    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
+
+
 def _noop(signum: int, frame: Any) -> None:
     """A handler at all is what makes the signal reach the wakeup pipe."""
 
@@ -137,6 +143,9 @@ class Supervisor:
         if tracer is not None:
             self.on_tick(tracer.tick)
         self.watcher = Watcher(self.session, options.grace)
+        # run --contain: the ruleset the command starts in, and what the record says of it
+        self.contain: Containment | None = None
+        self.contain_record: Mapping[str, Any] | None = None
 
     # -- extension points -------------------------------------------------------------------
 
@@ -246,6 +255,7 @@ class Supervisor:
             subreaper=self.subreaper,
             trace=self.trace_state,
             zdotdir=str(self.zdotdir) if self.zdotdir is not None else "",
+            contain=self.contain_record,
         )
 
     def _install_signals(self, wake_w: int) -> None:
@@ -273,15 +283,9 @@ class Supervisor:
         if self.tracer is not None:
             spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
         try:
-            self.child_pid = os.posix_spawn(
-                spawn_path,
-                spawn_argv,
-                self.env,
-                file_actions=list(file_actions),
-                setpgroup=0,
-                # Python ignores these for itself; the command gets the default (as Popen does).
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-            )
+            # contained: fork, restrict, exec (posix_spawn has no hook between the two)
+            spawn = self.contain.spawn if self.contain is not None else _posix_spawn
+            self.child_pid = spawn(spawn_path, spawn_argv, self.env, file_actions)
         except FileNotFoundError as exc:
             raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
         except OSError as exc:

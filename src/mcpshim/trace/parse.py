@@ -28,8 +28,8 @@ class Event:
 
     time: float
     tid: int
-    kind: str  # exec | spawn | chdir | exit | superseded
-    filename: bytes = b""
+    kind: str  # exec | spawn | chdir | exit | superseded | connect
+    filename: bytes = b""  # connect: the address (inet or inet6), as text
     argv: tuple[bytes, ...] | None = None  # None: strace could not read the array
     truncated: bool = False
     result: str = ""  # "ok", an errno name, or "?" when the call never returned
@@ -44,6 +44,7 @@ class Event:
     #: the environment held no PATH or was not printed (then `env_known` is False)
     env_path: bytes | None = None
     env_known: bool = False
+    port: int = 0  # connect: the TCP/UDP port
 
 
 _TS = re.compile(rb"(\d+\.\d+) ")
@@ -54,6 +55,10 @@ _EXITED = re.compile(rb"\+\+\+ exited with (\d+) \+\+\+$")
 _KILLED = re.compile(rb"\+\+\+ killed by (SIG[A-Z0-9+-]+)")
 _SUPERSEDED = re.compile(rb"\+\+\+ superseded by execve in pid (\d+) \+\+\+$")
 _FLAGS = re.compile(rb"flags=([A-Z0-9_|]+)")
+_INET = re.compile(
+    rb"\{sa_family=AF_INET6?, sin6?_port=htons\((\d+)\), .*?"
+    rb"(?:inet_addr\(|inet_pton\(AF_INET6, )\"((?:\\x[0-9a-f]{2})*)\""
+)
 
 
 def _unhex(s: bytes) -> bytes:
@@ -151,6 +156,8 @@ def parse_line(tid: int, line: bytes) -> Event | None:
                     return None
                 dirfd = _unhex(fd.group(2)) if fd.group(2) is not None else None
                 pos = fd.end()
+                if rest.startswith(b"(deleted)", pos):  # an unlinked file, a memfd
+                    pos += len(b"(deleted)")
             pos += 2
         s = _string(rest, pos)
         if s is None:
@@ -168,6 +175,12 @@ def parse_line(tid: int, line: bytes) -> Event | None:
         flags = set(fm.group(1).split(b"|")) if fm else set()
         return Event(t, tid, "spawn", child=child, thread=b"CLONE_THREAD" in flags,
                      same_parent=b"CLONE_PARENT" in flags)  # fmt: skip
+    if rest.startswith(b"connect("):
+        inet = _INET.search(rest)  # only inet destinations: Unix sockets are files
+        if inet is None:
+            return None
+        addr = _unhex(inet.group(2))
+        return Event(t, tid, "connect", addr, result=_result(rest), port=int(inet.group(1)))
     if rest.startswith((b"chdir(", b"fchdir(")):
         if _result(rest) != "ok":
             return None
@@ -207,6 +220,10 @@ def _skip_arg(line: bytes, pos: int) -> int:
     if line.startswith(b"[", pos):
         end = line.find(b"]", pos)
         return -1 if end < 0 else end + 1
+    fd = _FD.match(line, pos)
+    if fd is not None and fd.group(2) is not None:  # -y: 3<path>, an unlinked one (deleted)
+        end = fd.end()
+        return end + len(b"(deleted)") if line.startswith(b"(deleted)", end) else end
     m = _TOKEN.match(line, pos)
     return -1 if m is None else m.end()
 

@@ -11,7 +11,7 @@ anything reaches the log; of the environment only PATH was ever kept (parse.sani
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,7 +21,20 @@ from mcpshim.log.redact import redact_argv
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
 
-__all__ = ["exact_starts", "exec_payloads", "find_gaps", "iso_time"]
+__all__ = [
+    "ExecRefused",
+    "PortRefused",
+    "connect_payloads",
+    "exact_starts",
+    "exec_payloads",
+    "find_gaps",
+    "iso_time",
+]
+
+#: why a contained session's ruleset refused an exec (filename, cwd, result), or None
+ExecRefused = Callable[[bytes, bytes | None, str], str | None]
+#: why it refused a TCP connect (port, result), or None
+PortRefused = Callable[[int, str], str | None]
 
 
 def iso_time(t: float) -> str:
@@ -40,15 +53,14 @@ def exec_payloads(
     boot_id: str,
     exact: Mapping[int, Sequence[int]],
     shim_dirs: Sequence[bytes] = (),
+    refused: ExecRefused | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """The log records of one trace: (kind, payload), in time order; argv redacted.
 
     A shim's exec is two traced execs in one process: the shim script (its path is in a shim
-    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name)."""
-    starts = {pid: _snap(p, exact.get(pid, ())) for pid, p in trace.processes.items()}
-    for pid, st in exact.items():
-        if pid not in starts and len(st) == 1:
-            starts[pid] = st[0]
+    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name). In a
+    contained session (`refused`), an attempt its ruleset refused says why (`blocked`)."""
+    starts = _starts(trace, exact)
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
     prev_script: dict[int, bytes] = {}
     for e in trace.execs:
@@ -60,6 +72,8 @@ def exec_payloads(
                 prev_script[e.pid] = e.filename
             elif script is not None:
                 payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
+        elif refused is not None and (why := refused(e.filename, e.cwd, e.result)):
+            payload["blocked"] = why
         yield "trace-exec", payload
     for p in trace.processes.values():
         if p.exec_count == 0 and not any(e.pid == p.pid for e in trace.execs):
@@ -78,6 +92,47 @@ def exec_payloads(
                     "signal": p.signal or None,
                 },
             )
+
+
+def _starts(trace: Trace, exact: Mapping[int, Sequence[int]]) -> dict[int, int | None]:
+    starts = {pid: _snap(p, exact.get(pid, ())) for pid, p in trace.processes.items()}
+    for pid, st in exact.items():
+        if pid not in starts and len(st) == 1:
+            starts[pid] = st[0]
+    return starts
+
+
+def connect_payloads(
+    trace: Trace,
+    session: str,
+    boot_id: str,
+    exact: Mapping[int, Sequence[int]],
+    refused: PortRefused,
+) -> Iterator[dict[str, Any]]:
+    """`trace-connect` records: the TCP connects a contained session's ruleset refused."""
+    starts = _starts(trace, exact)
+    for c in trace.connects:
+        why = refused(c.port, c.result)
+        if not why:
+            continue
+        p = trace.processes.get(c.pid)
+        ppid = p.ppid if p is not None else None
+        addr = c.addr.decode("ascii", "replace")
+        ran = [e for e in trace.execs if e.pid == c.pid and e.result == "ok" and e.time <= c.time]
+        yield {
+            "session": session,
+            "time": iso_time(c.time),
+            "boot_id": boot_id,
+            "pid": c.pid,
+            "ppid": ppid,
+            "start": starts.get(c.pid),
+            "parent_start": starts.get(ppid) if ppid is not None else None,
+            "raddr": f"[{addr}]:{c.port}" if ":" in addr else f"{addr}:{c.port}",
+            "result": c.result,
+            "blocked": why,
+            # the program the process was running (null: a fork that had not exec'd)
+            **_bytes_field("exe", ran[-1].filename if ran else None),
+        }
 
 
 def _snap(p: Process, exact: Sequence[int]) -> int | None:

@@ -40,8 +40,16 @@ from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.trace.parse import LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
-from mcpshim.trace.records import exact_starts, exec_payloads, find_gaps, iso_time
-from mcpshim.trace.strace import build_trace, read_output, strace_argv
+from mcpshim.trace.records import (
+    ExecRefused,
+    PortRefused,
+    connect_payloads,
+    exact_starts,
+    exec_payloads,
+    find_gaps,
+    iso_time,
+)
+from mcpshim.trace.strace import CONNECT, build_trace, read_output, strace_argv
 
 __all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
@@ -101,6 +109,8 @@ class TraceRun:
         self._stored = 0  # bytes of whole lines in the output file
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
+        self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
+        self._port_refused: PortRefused | None = None
         try:
             self._open()
         except OSError:
@@ -125,9 +135,16 @@ class TraceRun:
                 os.close(fd)
         self._rfd = self._hold = self._out = -1
 
+    def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
+        """The session runs under a ruleset (`run --contain`): the exec attempts it refused
+        say so, and with `port_refused` connects are traced too, and those it refused are
+        recorded (`trace-connect`). Before `wrap`."""
+        self._exec_refused, self._port_refused = exec_refused, port_refused
+
     def wrap(self, command: Sequence[str]) -> list[str]:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
-        argv = strace_argv(self.strace, str(self.fifo), command)
+        extra = CONNECT if self._port_refused is not None else ()
+        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -321,8 +338,12 @@ class TraceRun:
                 os.fsencode(self.loc.shim_dir),
                 os.fsencode(os.path.realpath(self.loc.shim_dir)),
             ]
-            for kind, payload in exec_payloads(trace, session, boot_id, exact, shim_dirs):
+            found = exec_payloads(trace, session, boot_id, exact, shim_dirs, self._exec_refused)
+            for kind, payload in found:
                 eventlog.append_event(self.loc, kind, payload)
+            if self._port_refused is not None:
+                for payload in connect_payloads(trace, session, boot_id, exact, self._port_refused):
+                    eventlog.append_event(self.loc, "trace-connect", payload)
             gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
             for g in gaps:
                 now = iso_time(time.time())

@@ -45,8 +45,10 @@ from dataclasses import dataclass, field
 from mcpshim.trace.parse import Event, parse_line, parse_output, read_output
 
 __all__ = [
+    "CONNECT",
     "MAX_ARG_STRLEN",
     "SYSCALLS",
+    "ConnectAttempt",
     "Event",
     "ExecAttempt",
     "Process",
@@ -74,13 +76,22 @@ SYSCALLS = (
     "set_robust_list",  # wake-ups: see the module's docstring
     "sigaltstack",
 )
+#: traced too when a contained session restricts connections: the refusals are evidence
+CONNECT = ("connect",)
 
 
-def strace_argv(strace: str, output: str, command: Sequence[str], env: bool = True) -> list[str]:
+def strace_argv(
+    strace: str,
+    output: str,
+    command: Sequence[str],
+    env: bool = True,
+    extra: Sequence[str] = (),
+) -> list[str]:
     """The full command line: strace with its options, then COMMAND exactly as given.
 
     `env`: print each exec's environment (-v); its output must then go through
-    parse.sanitize before it is stored (trace.run reads it from a pipe)."""
+    parse.sanitize before it is stored (trace.run reads it from a pipe). `extra`: more
+    system calls to trace (CONNECT)."""
     return [
         strace,
         "-DD",  # the tracer: a grandchild in its own process group (no terminal signals)
@@ -96,7 +107,7 @@ def strace_argv(strace: str, output: str, command: Sequence[str], env: bool = Tr
         "-s",
         str(MAX_ARG_STRLEN),
         "-e",
-        "trace=" + ",".join(SYSCALLS),
+        "trace=" + ",".join((*SYSCALLS, *extra)),
         "--",
         *command,
     ]
@@ -142,10 +153,20 @@ class ExecAttempt:
     env_known: bool = False  # its environment was printed
 
 
+@dataclass(frozen=True)
+class ConnectAttempt:
+    time: float
+    pid: int
+    addr: bytes  # the inet or inet6 address, as text
+    port: int
+    result: str
+
+
 @dataclass
 class Trace:
     processes: dict[int, Process]
     execs: list[ExecAttempt]
+    connects: list[ConnectAttempt] = field(default_factory=list)
 
     def last_exec(self, pid: int) -> ExecAttempt | None:
         ok = [e for e in self.execs if e.pid == pid and e.result == "ok"]
@@ -180,6 +201,7 @@ def build_trace(
     tgid: dict[int, int] = {root_pid: root_pid}
     procs: dict[int, Process] = {}
     execs: list[ExecAttempt] = []
+    connects: list[ConnectAttempt] = []
     for ev in _merged(files):
         pid = tgid.get(ev.tid)
         if pid is None:  # a thread or process whose creation we did not see
@@ -229,7 +251,9 @@ def build_trace(
                                      ev.env_known))  # fmt: skip
             if ev.result == "ok":
                 proc.exec_count += 1
-    return Trace(procs, _mark_search_steps(execs))
+        elif ev.kind == "connect":
+            connects.append(ConnectAttempt(ev.time, pid, ev.filename, ev.port, ev.result))
+    return Trace(procs, _mark_search_steps(execs), connects)
 
 
 def _mark_search_steps(execs: list[ExecAttempt]) -> list[ExecAttempt]:

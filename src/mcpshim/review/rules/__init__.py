@@ -7,6 +7,7 @@ Importing this package registers them all; `review.engine` runs them.
 from __future__ import annotations
 
 from mcpshim.review.rules import (
+    contain_rules,
     coverage_rules,
     drift,
     execpaths,
@@ -26,6 +27,7 @@ __all__ = [
     "Context",
     "Hit",
     "check",
+    "contain_rules",
     "coverage_rules",
     "drift",
     "execpaths",

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from mcpshim.family.attribution import Attribution, Call, attribute_log
+from mcpshim.family.images import parse_time
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.paths import Locations
@@ -25,6 +26,7 @@ __all__ = [
     "UNEXPLAINED",
     "UNPARSED",
     "call_group",
+    "call_in_flight",
     "call_ref",
     "explained",
     "regroup",
@@ -234,6 +236,15 @@ def call_ref(att: Attribution, call: Call) -> CallRef:
     return CallRef(att.session, call.method, call.name, call.id, when)
 
 
+def call_in_flight(att: Attribution, when: object) -> Call | None:
+    """The one call that was in flight at `when` (an ISO time), if exactly one was."""
+    t = parse_time(when)
+    if t is None:
+        return None
+    hit = [c for c in att.calls if c.request <= t and (c.response is None or t <= c.response)]
+    return hit[0] if len(hit) == 1 else None
+
+
 def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
     """File each finding about a process under the tool call that started it.
 
@@ -241,9 +252,14 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
     occurrence keeps its evidence (review.engine), so the finding is split: one finding per
     tool call, and one for what no call started. A finding whose occurrences are not all in
     its evidence (a session not relayed) is not split: whose they are is never guessed.
+    Evidence of a moment in the server's own process (`at`: a connect it made) goes under
+    the call in flight then, when exactly one was.
     """
     index: dict[tuple[str, int, int | None], tuple[str, CallRef]] = {}
+    servers: dict[tuple[str, int, int | None], Attribution] = {}
     for att in atts:
+        if att.server is not None:
+            servers[(att.server.boot_id, att.server.pid, att.server.start)] = att
         heads: dict[int, tuple[str, CallRef]] = {}  # per call, not per process
         for node in att.nodes():
             owner = att.owner.get(node.id)
@@ -253,7 +269,7 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
                     call = att.calls[owner]
                     head = heads[owner] = (call_group(att, call), call_ref(att, call))
                 index[(node.boot_id, node.pid, node.start)] = head
-    if not index:
+    if not index and not servers:
         return list(findings)
     out = []
     for f in findings:
@@ -264,7 +280,11 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
         for ev in f.evidence:
             d = ev.data
             start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-            found = index.get((str(d.get("boot_id")), int(d.get("pid") or -1), start))
+            ident = (str(d.get("boot_id")), int(d.get("pid") or -1), start)
+            found = index.get(ident)
+            if found is None and "at" in d and (its := servers.get(ident)) is not None:
+                then = call_in_flight(its, d["at"])
+                found = (call_group(its, then), call_ref(its, then)) if then else None
             parts.setdefault(found or (f.group, None), []).append(ev)
         for (group, ref), evidence in parts.items():
             if ref is None:

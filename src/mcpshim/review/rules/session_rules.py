@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,9 @@ __all__ = [
     "OUTBOUND",
     "SURVIVOR",
     "UNSHIMMED",
+    "EventRule",
     "SessionEvidence",
+    "session_event",
     "session_findings",
 ]
 
@@ -143,6 +145,8 @@ class SessionEvidence:
         handler = _HANDLERS.get(rec.kind)
         if handler is not None:
             handler(self, self._sessions.setdefault(sid, _Session()), sid, rec)
+        for rule in _EVENT_RULES.get(rec.kind, ()):
+            self._sessions.setdefault(sid, _Session()).findings.extend(rule(sid, rec))
 
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
@@ -259,6 +263,22 @@ _HANDLERS = {
     "socket": SessionEvidence._socket,
     "survivor": SessionEvidence._survivor,
 }
+
+
+#: findings of one event record (its session id, the record), for rules of other modules
+EventRule = Callable[[str, EventRecord], Iterable[Finding]]
+_EVENT_RULES: dict[str, list[EventRule]] = {}
+
+
+def session_event(kind: str) -> Callable[[EventRule], EventRule]:
+    """Register a rule over each event record of this kind in a session (as `check` does
+    for image rules): review feeds it every such record of the sessions it reviews."""
+
+    def deco(fn: EventRule) -> EventRule:
+        _EVENT_RULES.setdefault(kind, []).append(fn)
+        return fn
+
+    return deco
 
 
 def _argv(d: Mapping[str, Any]) -> list[str]:

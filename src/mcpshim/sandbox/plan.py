@@ -1,0 +1,175 @@
+"""From a lock entry to the rules `run --contain` applies, and what they leave open.
+
+Execute: every executable the lock approved for the server (its own program, what it ran
+outside tool calls, every tool's), each file the kernel opens to run one of them (binfmt),
+the shims and the tracer. Connect: the TCP ports of the destinations the lock lists, when
+it lists any and every one has a port. Write: only beneath the directories asked for and
+the log directory (the shims write their records there), when asked. Read stays open.
+
+Pure but for the file system reads that find interpreters; `contained` builds the ruleset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcpshim.contract.lockfile import ServerApproval
+from mcpshim.sandbox.binfmt import started_by
+
+__all__ = ["DEVICES", "Allowed", "Plan", "make_plan", "ports_of"]
+
+#: character devices anyone may write (`> /dev/null`), allowed when writes are restricted
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
+_NET_ABI = 4  # Landlock's TCP connect/bind rules
+_FIRST_NET_KERNEL = "6.7"
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """A file the family may execute, and why it may."""
+
+    path: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    server: str
+    lock: str
+    execute: tuple[Allowed, ...]
+    missing: tuple[str, ...]  # approved paths not on this machine (nothing to allow)
+    write: tuple[str, ...] | None  # None: writes are not restricted
+    connect: tuple[int, ...] | None  # None: connections are not restricted
+    open_net: str  # why connections are not restricted ("" when they are)
+    notes: tuple[str, ...]  # what this kernel leaves unrestricted
+
+    def restricts(self) -> list[str]:
+        return (
+            ["execute"]
+            + (["write"] if self.write is not None else [])
+            + (["connect"] if self.connect is not None else [])
+        )
+
+    def payload(self, abi: int) -> dict[str, Any]:
+        """The session-start record's `contain` object."""
+        return {
+            "state": "landlock",
+            "abi": abi,
+            "lock": self.lock,
+            "server": self.server,
+            "restricts": self.restricts(),
+            "execute": [{"path": a.path, "why": a.why} for a in self.execute],
+            "missing": list(self.missing),
+            "write": list(self.write) if self.write is not None else None,
+            "connect": list(self.connect) if self.connect is not None else None,
+            "connect_open": self.open_net,
+            "notes": list(self.notes),
+        }
+
+    def summary(self, abi: int) -> str:
+        """The line `run` prints on start."""
+        approved = sum(a.why == "approved" for a in self.execute)
+        parts = [
+            f"execute: {approved} program(s) the lock approved for {self.server}, what the "
+            f"kernel opens to run them, the shims"
+        ]
+        parts.append(
+            "write: only beneath " + ", ".join(self.write)
+            if self.write is not None
+            else "write: not restricted (--contain-write DIR)"
+        )
+        if self.connect is not None:
+            ports = ", ".join(map(str, self.connect))
+            parts.append(f"connect: TCP ports {ports} only")
+        else:
+            parts.append(f"connect: not restricted ({self.open_net})")
+        head = f"contained by Landlock ABI {abi} ({os.uname().release})"
+        tail = f" ({'; '.join(self.notes)})" if self.notes else ""
+        return f"{head}: {'; '.join(parts)}{tail}"
+
+
+def ports_of(destinations: Iterable[str]) -> tuple[set[int], list[str]]:
+    """The TCP ports of `host:port` destinations, and the destinations that name none
+    (UDP ones, marked ` (udp)`, are neither: Landlock does not restrict UDP)."""
+    ports: set[int] = set()
+    portless: list[str] = []
+    for d in destinations:
+        if d.endswith(" (udp)"):
+            continue
+        host, sep, port = d.rpartition(":")
+        bare_v6 = ":" in host and not host.startswith("[")  # 2001:db8::1 names no port
+        if sep and port.isdigit() and 0 < int(port) < 65536 and host and not bare_v6:
+            ports.add(int(port))
+        else:
+            portless.append(d)
+    return ports, portless
+
+
+def _approved(server: ServerApproval) -> list[str]:
+    boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
+    paths = [server.program.path] if server.program is not None else []
+    paths += [e.path for b in boundaries for e in b.executables]
+    return list(dict.fromkeys(paths))
+
+
+def _connect(server: ServerApproval, abi: int) -> tuple[tuple[int, ...] | None, str]:
+    """The TCP ports the family may connect to, or None and why any port is allowed."""
+    boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
+    ports, portless = ports_of(d for b in boundaries for d in b.destinations)
+    if not ports and not portless:
+        return None, "the lock lists no network destinations"
+    if portless:
+        shown = ", ".join(portless[:3]) + (", ..." if len(portless) > 3 else "")
+        return None, f"the lock lists destinations without a port: {shown}"
+    if abi < _NET_ABI:
+        return None, f"Landlock ABI {abi} has no network rules; Linux {_FIRST_NET_KERNEL}+ has"
+    return tuple(sorted(ports)), ""
+
+
+def make_plan(
+    server: ServerApproval,
+    lock: str,
+    abi: int,
+    shims: Mapping[str, str],
+    tracer: str | None,
+    path_env: str,
+    write: Sequence[str] | None,
+    log_dir: str,
+) -> Plan:
+    """The rules for `server`'s family. `shims`: shim file -> its name; `tracer`: strace's
+    path when the session is traced (it runs inside the domain, as the server's parent)."""
+    wanted: dict[str, str] = {}
+    missing: list[str] = []
+    for path in _approved(server):
+        if os.path.isfile(path):
+            wanted.setdefault(path, "approved")
+        else:
+            missing.append(path)
+    for path, name in shims.items():
+        wanted.setdefault(path, f"shim {name}")
+    if tracer is not None:
+        wanted.setdefault(tracer, "the tracer (strace)")
+    for path in list(wanted):
+        for extra, why in started_by(path, path_env):
+            if os.path.isfile(extra):
+                wanted.setdefault(extra, why)
+    notes: list[str] = []
+    connect, open_net = _connect(server, abi)
+    if abi < 2:
+        notes.append(f"Landlock ABI {abi}: renaming or linking a file into another directory fails")
+    if write is not None and abi < 3:
+        notes.append(f"Landlock ABI {abi}: truncating a file is not restricted")
+    dirs = None if write is None else tuple(dict.fromkeys([*write, log_dir]))
+    return Plan(
+        server.name,
+        lock,
+        tuple(Allowed(p, w) for p, w in wanted.items()),
+        tuple(missing),
+        dirs,
+        connect,
+        open_net,
+        tuple(notes),
+    )

@@ -1,0 +1,1 @@
+"""Tests of mcpshim's sandbox package (run --contain: Landlock)."""
