@@ -28,9 +28,12 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _INT64 = 1 << 63
 
 
+_BYTE = [bytes((i,)) for i in range(0x80)]  # the varints of one byte
+
+
 def _varint(n: int) -> bytes:
     if n < 0x80:
-        return bytes((n,))
+        return _BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -41,7 +44,8 @@ def _varint(n: int) -> bytes:
 
 def _ld(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: its tag, the payload's length, the payload."""
-    return tag + _varint(len(payload)) + payload
+    n = len(payload)
+    return tag + (_BYTE[n] if n < 0x80 else _varint(n)) + payload
 
 
 def _time(tag: bytes, t: datetime) -> bytes:
@@ -92,17 +96,19 @@ class _Writer:
         if hit is not None and hit[0] is attrs:
             return hit[1]
         out = []
+        pairs = self.pairs
         for key, value in attrs.items():
-            cacheable = type(value) in (str, int, bool, float)
-            ident = (tag, key, type(value), value)
-            pair = self.pairs.get(ident) if cacheable else None
+            kind = type(value)
+            cacheable = kind is str or kind is int or kind is bool or kind is float
+            ident = (tag, key, kind, value)
+            pair = pairs.get(ident) if cacheable else None
             if pair is None:
                 try:
                     pair = _ld(tag, _kv(key, value))
                 except (ValueError, UnicodeError):
                     continue
                 if cacheable:
-                    self.pairs[ident] = pair
+                    pairs[ident] = pair
             out.append(pair)
         data = b"".join(out)
         self.maps[(tag, id(attrs))] = (attrs, data)  # held: its id stays its own
