@@ -15,14 +15,9 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mcpshim.cli import cli
-from mcpshim.family import attribution
-from mcpshim.log import execlog
 from mcpshim.otel import otlp, sdk
-from mcpshim.otel.collect import collect_traces
 from mcpshim.otel.model import INTERNAL, SERVER, SessionTrace, SpanData, SpanEvent
-from mcpshim.paths import Locations
-from mcpshim.review.policy import default_policy
-from tests.fixtures.benchmod import load_benchmark
+from tests.fixtures.otelscenario import bench_traces
 from tests.fixtures.otlp_receiver import receiver
 from tests.fixtures.runhelp import poll
 
@@ -85,23 +80,8 @@ def test_every_value_and_span_shape_encodes_as_the_official_encoder_does(
     assert ours(SessionTrace("s", {}, ())) == official(SessionTrace("s", {}, ())) == []
 
 
-def _bench_traces(tmp_path: Path, execs: int) -> tuple[Locations, list[SessionTrace]]:
-    bench = load_benchmark("otel_export")
-    bench.generate(tmp_path / "log", execs)
-    loc = Locations(tmp_path / "shims", tmp_path / "log")
-    traces = collect_traces(
-        execlog.iter_records(loc, []),
-        policy=default_policy(),
-        anchor=attribution.anchors_for(loc),
-        host="h",
-        session=bench.SESSION,
-        shim_dir=str(loc.shim_dir),
-    )
-    return loc, traces
-
-
 def test_a_benchmark_session_encodes_as_the_official_encoder_does(tmp_path: Path) -> None:
-    _, [trace] = _bench_traces(tmp_path, 2_000)
+    _, _, [trace] = bench_traces(tmp_path, 2_000)
     assert len(trace.spans) > 1_000 and any(s.events for s in trace.spans)
     assert ours(trace) == official(trace)
 
@@ -109,8 +89,8 @@ def test_a_benchmark_session_encodes_as_the_official_encoder_does(tmp_path: Path
 def test_export_sends_a_real_receiver_the_official_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loc, [trace] = _bench_traces(tmp_path, 1_000)
-    monkeypatch.setattr("socket.gethostname", lambda: "h")
+    loc, _, [trace] = bench_traces(tmp_path, 1_000)
+    monkeypatch.setattr("socket.gethostname", lambda: "test-host")
     argv = ["export", "otlp", "--dir", str(loc.shim_dir), "--log-dir", str(loc.log_dir)]
     with receiver() as got:
         done = CliRunner().invoke(
@@ -124,7 +104,7 @@ def test_export_sends_a_real_receiver_the_official_bytes(
 
 
 def test_another_exporter_gets_the_sdks_spans(tmp_path: Path) -> None:
-    _, [trace] = _bench_traces(tmp_path, 200)
+    _, _, [trace] = bench_traces(tmp_path, 200)
     mem = InMemorySpanExporter()
     assert sdk.send(trace, mem) == (len(trace.spans), 0)
     assert [s.context.span_id for s in mem.get_finished_spans()] == [s.span_id for s in trace.spans]

@@ -149,14 +149,14 @@ class Follower:
         out: list[Record] = []
         now = time.time()
         opened = [(p, src) for p in execlog.segments(self.loc) if (src := self._open(p.name))]
-        at = None
+        at = None  # the marked file's place among them; -1: gone (every one is newer)
         if since is not None:
             at = next((i for i, (_, s) in enumerate(opened) if s.ident == since.ident), -1)
         for i, (p, src) in enumerate(opened):
             if p != self.loc.log_file:
                 src.retired = now
-            if at is not None and i == at:
-                src.offset = src.fh.seek(since.offset if since else 0)
+            if since is not None and i == at:
+                src.offset = src.fh.seek(since.offset)
             if history or (at is not None and i >= at):
                 out += src.read(self.loc, self.problems, self.anchors)
             else:

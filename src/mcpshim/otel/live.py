@@ -1,16 +1,15 @@
 """`run --otlp`: stream a session while it runs, from a process of its own.
 
-`run` starts this follower as one of mcpshim's own helpers (never a member of the family),
-so nothing it does -- reading, mapping, waiting on an endpoint -- touches the relay's
-forwarding path or the supervisor's loop. It reads the session's records back from the log
-as they are appended (log.follow's follower, from where the log stood before the session
-began, across any number of rotations) and sends each
-call's span as the call answers; when the session ends (its session-end record, or `run`
-gone) it sends the rest: the session, its processes and the findings on them, which are only
-final then. The mapping is the export's (model, collect), so the ids agree with a later
-`mcpshim export otlp`. An endpoint that does not answer is said once; then nothing more is
-tried, and the log keeps everything for `export` to send later.
-"""
+`run` starts this stream as one of mcpshim's own helpers (never a member of the family), so
+nothing it does -- reading, mapping, waiting on an endpoint -- touches the relay's forwarding
+path or the supervisor's loop. It reads the session's records back from the log as they are
+appended (log.follow's follower, from where the log stood before the session began, through
+any number of rotations) and sends each call's span as the call answers; when the session
+ends (its session-end record, or `run` gone) it sends the rest: the session, its processes
+and the findings on them, which are only final then. The mapping is the export's (model,
+collect), so the ids agree with a later `mcpshim export otlp`. An endpoint that does not
+answer is said once; then nothing more is tried, and the log keeps everything for `export`
+to send later."""
 
 from __future__ import annotations
 
