@@ -5,7 +5,6 @@ fall between two of its reads."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from tests.fixtures.home import Home, install
 from tests.fixtures.mcpscenario import SHIMS, TOOLS, quiet_npm_env
 from tests.fixtures.otelscenario import MCPSHIM, by_name, followers, traces_of, wait_followers
 from tests.fixtures.otlp_receiver import Received, receiver
-from tests.fixtures.runhelp import events, poll
+from tests.fixtures.runhelp import events, poll, stopped
 
 
 def _ids(spans: list[dict[str, object]]) -> set[int]:
@@ -55,13 +54,10 @@ def _session(home: Home, got: Received) -> str:
             # the stream is reading: the first call's span went out when it answered
             await _until("a span", lambda: "execute_tool git_version" in by_name(got.spans()))
             [stream] = followers(sid[0])
-            os.kill(stream, signal.SIGSTOP)
-            try:
+            with stopped(stream):
                 rotation.rotate(home.loc)  # the log the stream holds is a segment now
                 assert not (await s.call_tool("git_version", {})).is_error
                 rotation.rotate(home.loc)  # and so is the one the second call went into
-            finally:
-                os.kill(stream, signal.SIGCONT)
             assert (await s.call_tool("no_such_tool", {})).is_error
 
     anyio.run(drive)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 from mcpshim.contract.lockfile import Boundary, Executable, Lock, ServerApproval, save_lock
 from mcpshim.log import rotation
 from tests.fixtures.home import Home, install
-from tests.fixtures.runhelp import events, poll, run_argv
+from tests.fixtures.runhelp import events, poll, run_argv, stopped
 
 
 def _real(name: str) -> str:
@@ -43,14 +42,11 @@ def test_a_departure_two_rotations_before_the_next_tick_still_ends_the_family(
     proc = subprocess.Popen(argv, env=home.env)
     try:
         [start] = poll(lambda: events(home, "session-start"), "session-start")
-        os.kill(proc.pid, signal.SIGSTOP)
-        try:
+        with stopped(proc.pid, home.loc.lock_file):
             rotation.rotate(home.loc)  # the live log the watch holds is a segment now
             go.touch()
             poll(done.exists, "the family's uname")
             rotation.rotate(home.loc)  # and so is the one uname's record went into
-        finally:
-            os.kill(proc.pid, signal.SIGCONT)
         [dep] = poll(lambda: events(home, "departure"), "departure", deadline=30)
         assert proc.wait(timeout=60) != 0  # the family was ended, not the 60 s sleep
     finally:
