@@ -3,8 +3,9 @@
 Writes the log benchmarks/approve_scale.py writes (one session relayed with --mcp, N exec
 records in N/5 tool calls, framed as the shims frame them), starts an OTLP/HTTP receiver on
 localhost (it answers 200 and counts bytes), and runs `mcpshim export otlp` in a child
-process; prints its wall time against a baseline measured in the same run: `mcpshim rules`
-(the interpreter and CLI start-up, nothing read).
+process; prints its wall and CPU time against a baseline measured in the same run: `mcpshim
+rules` (the interpreter and CLI start-up, nothing read), and the load average beside them
+(on a shared 2-core machine the wall time follows the load; the CPU time much less).
 
     python benchmarks/otel_export.py [--execs N] [--runs R]
 
@@ -17,6 +18,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import sys
 import tempfile
 import threading
@@ -50,8 +52,12 @@ class _Sink(BaseHTTPRequestHandler):
         pass
 
 
-def timed(argv: list[str]) -> float:
-    return float(_scale.timed(argv, dict(os.environ)))
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of argv, CPU the child's user + system time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = float(_scale.timed(argv, dict(os.environ)))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main() -> None:
@@ -67,15 +73,18 @@ def main() -> None:
     cli = [sys.executable, "-m", "mcpshim"]
     export = [*cli, "export", "otlp", "--dir", str(base / "shims"), "--log-dir",
               str(base / "log"), "--session", SESSION, "--endpoint", url]  # fmt: skip
-    base_t = min(timed([*cli, "rules"]) for _ in range(args.runs))
-    walls = [timed(export) for _ in range(args.runs)]
+    load = os.getloadavg()[0]
+    base_t = min(timed([*cli, "rules"])[0] for _ in range(args.runs))
+    runs = [timed(export) for _ in range(args.runs)]
     server.shutdown()
-    best = min(walls)
+    best = min(w for w, _ in runs)
     print(
         json.dumps(
             {"execs": args.execs, "export_s": round(best, 3), "cli_startup_s": round(base_t, 3),
-             "ratio_to_startup": round(best / base_t, 2), "all_s": [round(w, 3) for w in walls],
-             "otlp_bytes_per_run": _Sink.received // args.runs}
+             "ratio_to_startup": round(best / base_t, 2),
+             "all_s": [round(w, 3) for w, _ in runs], "cpu_s": [round(c, 3) for _, c in runs],
+             "otlp_bytes_per_run": _Sink.received // args.runs,
+             "load": [round(load, 2), round(os.getloadavg()[0], 2)]}
         )
     )  # fmt: skip
 

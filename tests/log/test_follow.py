@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from mcpshim.log import eventlog, execlog, rotation
+from mcpshim.log import eventlog, execlog, follow, rotation
 from mcpshim.log.follow import Follower
 from tests.fixtures.home import Home, dash_path, install
 
@@ -140,6 +140,63 @@ def test_two_rotations_between_polls_hide_no_segment(home: Home) -> None:
     note(3)
     got += [r.data["n"] for r in fol.flush() if isinstance(r, execlog.EventRecord)]
     assert got == [0, 1, 2, 3]
+
+
+def _ns(recs: list[execlog.Record]) -> list[int]:
+    return [r.data["n"] for r in recs if isinstance(r, execlog.EventRecord) and r.kind == "n"]
+
+
+def test_a_follower_started_late_reads_from_its_mark_through_two_rotations(home: Home) -> None:
+    """`run --otlp`'s stream: the log's end is marked before the session, the follower
+    starts after two rotations and reads on from the mark, nothing before it."""
+    home.loc.log_dir.mkdir(parents=True)
+
+    def note(n: int) -> None:
+        eventlog.append_event(home.loc, "n", {"time": _now(), "n": n})
+
+    note(-2)
+    rotation.rotate(home.loc)
+    note(-1)
+    at = follow.mark(home.loc)
+    note(0)
+    rotation.rotate(home.loc)  # the marked file is a segment now
+    note(1)
+    rotation.rotate(home.loc)
+    note(2)
+    fol = Follower(home.loc, [], lag=None)
+    got = _ns(fol.start(history=False, since=at))
+    note(3)
+    rotation.rotate(home.loc)
+    note(4)
+    rotation.rotate(home.loc)
+    note(5)
+    got += _ns(fol.poll())
+    assert got == [0, 1, 2, 3, 4, 5]
+    fol.close()
+    # The marked file dropped since (retention): every segment there is was written after it.
+    rotation.rotate(home.loc, keep=2)
+    assert [p.name for p in execlog.segments(home.loc)][:2] == [
+        "exec.log.000005",
+        "exec.log.000006",
+    ]
+    assert _ns(Follower(home.loc, [], lag=None).start(False, since=at)) == [4, 5]
+    # No live log when marked: everything is after the mark.
+    assert _ns(Follower(home.loc, [], lag=None).start(False, follow.Mark(None, 0))) == [4, 5]
+
+
+def test_a_tail_begins_at_the_end_and_waits_for_a_log_that_is_not_there_yet(home: Home) -> None:
+    tail = follow.Follower.tail(home.loc)  # no log directory at all yet
+    assert tail.poll() == []
+    home.loc.log_dir.mkdir(parents=True)
+    eventlog.append_event(home.loc, "n", {"time": _now(), "n": 0})
+    rotation.rotate(home.loc)
+    eventlog.append_event(home.loc, "n", {"time": _now(), "n": 1})
+    assert _ns(tail.poll()) == [0, 1]  # the log it found, from its start, in log order
+    later = follow.Follower.tail(home.loc)
+    eventlog.append_event(home.loc, "n", {"time": _now(), "n": 2})
+    assert _ns(later.poll()) == [2] and _ns(tail.poll()) == [2]
+    tail.close()
+    later.close()
 
 
 def test_records_come_out_in_time_order_across_writers(home: Home) -> None:

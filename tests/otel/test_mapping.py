@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from types import ModuleType
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -21,9 +20,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from mcpshim import __version__
-from mcpshim.family import attribution
 from mcpshim.log import execlog
-from mcpshim.otel.collect import FINDING_EVENT, collect_traces
+from mcpshim.otel.collect import FINDING_EVENT
 from mcpshim.otel.model import (
     SERVER,
     SessionTrace,
@@ -32,30 +30,10 @@ from mcpshim.otel.model import (
     root_span_id,
 )
 from mcpshim.otel.sdk import to_readable
-from mcpshim.paths import Locations
 from mcpshim.review.engine import review
 from mcpshim.review.policy import default_policy
 from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, tool_call_review
-from tests.fixtures.benchmod import load_benchmark
-
-
-def _bench() -> ModuleType:
-    return load_benchmark("otel_export")
-
-
-def _session(tmp_path: Path, execs: int) -> tuple[Locations, str, list[SessionTrace]]:
-    bench = _bench()
-    bench.generate(tmp_path / "log", execs)
-    loc = Locations(tmp_path / "shims", tmp_path / "log")
-    traces = collect_traces(
-        execlog.iter_records(loc, []),
-        policy=default_policy(),
-        anchor=attribution.anchors_for(loc),
-        host="test-host",
-        session=bench.SESSION,
-        shim_dir=str(loc.shim_dir),
-    )
-    return loc, bench.SESSION, traces
+from tests.fixtures.otelscenario import bench_traces
 
 
 def _ns(t: datetime) -> int:
@@ -89,7 +67,7 @@ def _plain(trace: SessionTrace) -> list[ReadableSpan]:
 
 
 def test_readable_spans_encode_to_the_bytes_of_plain_sdk_spans(tmp_path: Path) -> None:
-    _loc, _sid, [trace] = _session(tmp_path, 500)
+    _loc, _sid, [trace] = bench_traces(tmp_path, 500)
     # A call answered with isError, too: a status with a description.
     spans = list(trace.spans)
     spans[1] = replace(spans[1], error="the tool answered isError: true")
@@ -107,7 +85,7 @@ def test_readable_spans_encode_to_the_bytes_of_plain_sdk_spans(tmp_path: Path) -
 
 
 def test_every_finding_review_reports_is_an_event_on_its_span(tmp_path: Path) -> None:
-    loc, sid, [trace] = _session(tmp_path, 500)
+    loc, sid, [trace] = bench_traces(tmp_path, 500)
     policy = default_policy()
     found = review(
         execlog.iter_records(loc, []), policy=policy, session=sid, shim_dir=str(loc.shim_dir)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from mcpshim.log import execlog, rotation
+from mcpshim.log.follow import Follower
 from mcpshim.proc.procinfo import ProcInfo, Stat, proc_info, read_stat, socket_table
 from mcpshim.supervise.sampler import Sampler, _has_image
-from mcpshim.supervise.session import LogTail
 from tests.fixtures.home import Home, install
 from tests.fixtures.runhelp import events, only_session, poll, run
 
@@ -21,10 +21,11 @@ def test_log_tail_reads_only_new_whole_records_across_rotation(home: Home) -> No
     install(home, ["git"])
     git = str(home.loc.shim_dir / "git")
     subprocess.run([git, "--version"], env=home.env, check=True, capture_output=True)
-    tail = LogTail(home.loc)  # opened at the end: the record above is not "new"
+    tail = Follower.tail(home.loc)  # opened at the end: the record above is not "new"
     assert tail.poll() == []
     subprocess.run([git, "--version"], env=home.env, check=True, capture_output=True)
     [first] = tail.poll()
+    assert isinstance(first, execlog.ExecRecord)
     assert first.args == (b"--version",)
     # Half a record: nothing yet; the rest: the record.
     rec = execlog.encode_record("exec", [b"x"] * 3)
@@ -38,7 +39,7 @@ def test_log_tail_reads_only_new_whole_records_across_rotation(home: Home) -> No
     rotation.rotate(home.loc)
     subprocess.run([git, "version"], env=home.env, check=True, capture_output=True)
     [after] = tail.poll()
-    assert after.args == (b"version",)
+    assert isinstance(after, execlog.ExecRecord) and after.args == (b"version",)
     tail.close()
 
 

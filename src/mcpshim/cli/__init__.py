@@ -25,17 +25,46 @@ from mcpshim.errors import EXIT_USAGE, McpshimError
 __all__ = ["cli", "click_message", "main"]
 
 
-#: Each command and the module that defines it (its COMMANDS), imported when the command
-#: runs: a command's start-up pays for its own imports, not every command's
-#: (tests/cli/test_lazy.py checks the table against the modules).
-COMMAND_MODULES = {
-    "install": "shims_cmd", "uninstall": "shims_cmd", "list": "shims_cmd", "path": "shims_cmd",
-    "log": "log_cmd", "sessions": "sessions_cmd", "run": "run_cmd", "snapshot": "run_cmd",
-    "lint-path": "pathlint_cmd", "wrap-config": "pathlint_cmd", "tree": "review_cmd",
-    "review": "review_cmd", "rules": "review_cmd", "policy": "review_cmd",
-    "baseline": "review_cmd", "report": "report_cmd", "approve": "approve_cmd",
-    "export": "export_cmd", "completion": "completion_cmd",
+#: Each command, the module that defines it (its COMMANDS, imported when the command runs: a
+#: command's start-up pays for its own imports, not every command's) and the first paragraph
+#: of its help, which `mcpshim --help` lists without importing any command module
+#: (tests/cli/test_lazy.py checks the table against the modules, tests/cli/test_help.py
+#: the listing against click's own).
+COMMAND_TABLE = {
+    "install": ("shims_cmd", "Write one shim per COMMAND (default: git ssh sh node npm)."),
+    "uninstall": ("shims_cmd", "Remove shims (only files mcpshim wrote; the log stays)."),
+    "list": ("shims_cmd", "Each shim, its target, and whether the target still matches the "
+             "manifest; then the shim library every shim sources."),
+    "path": ("shims_cmd", "Print the line that puts the shim directory first on PATH."),
+    "log": ("log_cmd", "Print the exec log (all segments, oldest first), streaming."),
+    "sessions": ("sessions_cmd", "List the sessions in the log, newest first."),
+    "run": ("run_cmd", "Run COMMAND as a supervised session and record its whole execution "
+            "family."),
+    "snapshot": ("run_cmd", "Save the process family of PID: the ps / pgrep -P / lsof "
+                 "procedure in one step."),
+    "lint-path": ("pathlint_cmd", "Check a PATH: what each bare command name would run, and "
+                  "who can change that."),
+    "wrap-config": ("pathlint_cmd", "Rewrite MCP client config entries to run under `mcpshim "
+                    "run --mcp` with shims first."),
+    "tree": ("review_cmd", "Rebuild process families from the exec log."),
+    "review": ("review_cmd", "Review the exec log: findings per process family, with the "
+               "records that prove them."),
+    "rules": ("review_cmd", "List every rule: stable id, default severity, summary and "
+              "remediation."),
+    "policy": ("review_cmd", "Review policies (TOML; `policy init` writes one with every key "
+               "explained)."),
+    "baseline": ("review_cmd", "Baselines of routine, approved sessions, for drift findings "
+                 "in review."),
+    "report": ("report_cmd", "Write a report of one session relayed by `mcpshim run --mcp`, "
+               "and say which."),
+    "approve": ("approve_cmd", "Show a relayed session's approval cards and write the "
+                "approval into the lock."),
+    "export": ("export_cmd", "Send recorded sessions to the telemetry systems a team already "
+               "runs."),
+    "completion": ("completion_cmd", "Print the completion script for SHELL (commands, "
+                   "options, choices)."),
 }  # fmt: skip
+COMMAND_MODULES = {name: module for name, (module, _) in COMMAND_TABLE.items()}
 
 
 #: set by `--debug` (an option, never the environment: an agent sets that)
@@ -54,6 +83,15 @@ class _Commands(click.Group):
             for command in importlib.import_module(f"mcpshim.cli.{module}").COMMANDS:
                 self.add_command(command)
         return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, of the commands loaded and the table's stand-ins for the
+        rest (each its help's first paragraph, all click's short help reads)."""
+        listed = {
+            name: self.commands.get(name) or click.Command(name, help=COMMAND_TABLE[name][1])
+            for name in self.list_commands(ctx)
+        }
+        click.Group(commands=listed).format_commands(ctx, formatter)
 
 
 @click.group(

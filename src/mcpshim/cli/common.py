@@ -1,24 +1,32 @@
-"""Options shared by several commands."""
+"""Options shared by several commands, and what the commands that review share (the policy,
+--fail-on, the findings' exit, review marks). The light options are cli.options's, here too."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from mcpshim.cli.options import (
+    DIR_HELP,
+    FORMAT_ORDER,
+    F,
+    format_option,
+    location_options,
+    locations,
+)
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
 from mcpshim.log import marks
 from mcpshim.log.sessions import resolve_session
 from mcpshim.pathcheck import launch as _registers_mcs22x
 from mcpshim.pathcheck import lint as _registers_mcs2xx
-from mcpshim.paths import Locations, default_shim_dir
+from mcpshim.paths import Locations
 from mcpshim.review import departure_rules as _registers_mcs52x
 from mcpshim.review import policy, rules
 from mcpshim.review.findings import RULES, Finding, Severity, at_or_above
-from mcpshim.shim.manifest import locations_for
 
 __all__ = [
     "DIR_HELP",
@@ -34,10 +42,6 @@ __all__ = [
     "session_option",
 ]
 
-DIR_HELP = "Shim directory. Default: shims/ under the user data directory."
-#: every command lists its --format choices in this order
-FORMAT_ORDER = ("text", "json", "md", "html", "sarif", "ecs", "dot")
-
 # Imported for the rules they register, whichever command runs (the CLI imports a
 # command's module only when it runs): a policy may name any rule; `rules` lists them all.
 _ = (rules, _registers_mcs2xx, _registers_mcs22x, _registers_mcs52x)
@@ -46,37 +50,6 @@ _ = (rules, _registers_mcs2xx, _registers_mcs22x, _registers_mcs52x)
 def load_policy(path: Path | None) -> policy.Policy:
     """The policy, each [severity] id checked against every rule mcpshim has."""
     return policy.load_policy(path, frozenset(RULES))
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def location_options(func: F) -> F:
-    """--dir (the shim directory) and --log-dir (default: the one its shims are pinned to)."""
-    func = click.option(
-        "--log-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Exec log directory. Default: the one the shims in --dir are pinned to.",
-    )(func)
-    return click.option(
-        "--dir",
-        "shim_dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help=DIR_HELP,
-    )(func)
-
-
-def format_option(*choices: str, default: str | None = None, help: str = "") -> Callable[[F], F]:
-    """--format with its choices in FORMAT_ORDER, whatever order the command names them in."""
-    ordered = sorted(choices, key=FORMAT_ORDER.index)
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(ordered),
-        default=default or ordered[0],
-        show_default=True,
-        help=help or None,
-    )
 
 
 def session_option(help: str) -> Callable[[F], F]:
@@ -90,10 +63,6 @@ def session_option(help: str) -> Callable[[F], F]:
 def session(loc: Locations, value: str | None) -> str | None:
     """The session a --session value names (None: none given); see log.sessions."""
     return None if value is None else resolve_session(loc, value)
-
-
-def locations(shim_dir: Path | None, log_dir: Path | None) -> Locations:
-    return locations_for(shim_dir or default_shim_dir(), log_dir)
 
 
 def fail_on_option(func: F) -> F:

@@ -17,6 +17,7 @@ from mcpshim.cli.common import load_policy, location_options, locations
 from mcpshim.errors import InputError, McpshimError, UsageError
 from mcpshim.family import attribution
 from mcpshim.log import execlog
+from mcpshim.log.follow import Mark, mark
 from mcpshim.log.logview import parse_since
 from mcpshim.otel import sdk
 from mcpshim.otel.collect import collect_traces
@@ -143,20 +144,25 @@ def _export(
 @click.option(
     "--offset", type=click.IntRange(min=0), required=True, help="Where in exec.log it begins."
 )
+@click.option(
+    "--inode",
+    metavar="DEV:INO",
+    help="The file exec.log was at --offset (without it: every segment is read).",
+)
 @click.option("--endpoint", required=True, help="The OTLP/HTTP endpoint.")
 @click.option("--parent", type=int, required=True, help="The `run` that started this.")
 def otlp_follow(
-    shim_dir: Path | None, log_dir: Path | None, session: str, offset: int, endpoint: str,
-    parent: int,
+    shim_dir: Path | None, log_dir: Path | None, session: str, offset: int, inode: str | None,
+    endpoint: str, parent: int,
 ) -> int:  # fmt: skip
     """`run --otlp`'s helper: stream SESSION's spans as its records arrive (otel.live)."""
-    from mcpshim.otel.live import Follower
+    from mcpshim.otel.live import LiveStream
 
     loc = locations(shim_dir, log_dir)
-    follower = Follower(
+    stream = LiveStream(
         loc,
         session,
-        offset,
+        Mark(_ident(inode), offset),
         sdk.otlp_exporter(endpoint, {}, timeout=5.0),
         policy=load_policy(None),
         anchor=attribution.anchors_for(loc),
@@ -165,18 +171,29 @@ def otlp_follow(
         manifest=load_manifest(loc.shim_dir),
         alive=lambda: os.getppid() == parent,
     )
-    follower.run()
+    stream.run()
     return 0
 
 
-def start_follower(shim_dir: Path, log_dir: Path, session: str, endpoint: str) -> int:
-    """Start `run --otlp`'s follower (a process of its own, its stdout not the MCP
-    channel's); returns its pid. Its offset is the log's size now, before the session's
-    first record."""
-    log_file = log_dir / "exec.log"
-    offset = log_file.stat().st_size if log_file.exists() else 0
-    argv = [sys.executable, "-m", "mcpshim", "export", "otlp-follow", "--dir", str(shim_dir),
-            "--log-dir", str(log_dir), "--session", session, "--offset", str(offset),
+def _ident(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    dev, sep, ino = text.partition(":")
+    if not (sep and dev.isdigit() and ino.isdigit()):
+        raise UsageError(f"--inode: expected DEV:INO, got {text!r}")
+    return int(dev), int(ino)
+
+
+def start_live_stream(loc: Locations, session: str, endpoint: str) -> int:
+    """Start `run --otlp`'s live stream (a process of its own, its stdout not the MCP
+    channel's); returns its pid. It reads from where the log stands now, before the
+    session's first record, whatever rotations come before it starts."""
+    at = mark(loc)
+    where = ["--offset", str(at.offset)]
+    if at.ident is not None:
+        where += ["--inode", f"{at.ident[0]}:{at.ident[1]}"]
+    argv = [sys.executable, "-m", "mcpshim", "export", "otlp-follow", "--dir", str(loc.shim_dir),
+            "--log-dir", str(loc.log_dir), "--session", session, *where,
             "--endpoint", endpoint, "--parent", str(os.getpid())]  # fmt: skip
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True

@@ -13,7 +13,7 @@ import click
 from mcpshim.base.display import escape
 from mcpshim.cli.approve_cmd import lock_option, resolve_lock
 from mcpshim.cli.common import format_option, location_options, locations
-from mcpshim.cli.export_cmd import start_follower
+from mcpshim.cli.export_cmd import start_live_stream
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
 from mcpshim.log import retention
@@ -258,7 +258,7 @@ def run(
         )
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, why_not))
     if otlp is not None:
-        sup.add_helper(start_follower(loc.shim_dir, loc.log_dir, sup.session, otlp))
+        sup.add_helper(start_live_stream(loc, sup.session, otlp))
     settings = _log_settings()
     if settings.max_size is not None:
         sup.on_tick(retention.SizeWatch(loc, settings.max_size))

@@ -1,4 +1,7 @@
-"""mcpshim sessions: one line per session, newest first."""
+"""mcpshim sessions: one line per session, newest first.
+
+Its start-up imports the index and the CLI's light options only, never the review stack
+(tests/cli/test_help.py holds the set): listing what was recorded needs no rule."""
 
 from __future__ import annotations
 
@@ -8,8 +11,7 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import dumps, escape, quote_argv
-from mcpshim.cli.common import format_option, location_options, locations
-from mcpshim.log.logview import parse_since
+from mcpshim.cli.options import format_option, location_options, locations
 from mcpshim.log.sessions import SessionSummary, list_sessions
 
 __all__ = ["COMMANDS"]
@@ -85,6 +87,8 @@ def sessions(
     loc = locations(shim_dir, log_dir)
     found = list_sessions(loc)
     if since is not None:
+        from mcpshim.log.logview import parse_since  # (the view's redaction tables: only here)
+
         t = parse_since(since)
         found = [s for s in found if s.start is not None and s.start >= t]
     if server is not None:

@@ -1,4 +1,9 @@
-"""`log --follow`: records as they are written, once each, in time order across writers.
+"""The one tailer of the log: records as they are written, once each, across rotations.
+
+Its users: `log --follow` (time order across writers, below), and the readers that follow
+the log while a session runs, in log order and without a lag (`Follower.tail`: the
+supervisor's sampler and its departure watch; `Follower.start(since=...)`: `run --otlp`'s
+live stream, from where the log stood before the session began).
 
 Sources. The live log is read as it grows. Rotation renames it: a shim that opened it just
 before finishes its write in the renamed file, so a renamed file stays a source for
@@ -14,6 +19,8 @@ first and numbers records oldest source first: a writer's record seen in this po
 never numbered before one of its earlier records. Records then wait `lag` seconds (the
 recorder writes an mcp-request up to a second after the execs it caused) and go out sorted
 by (time, number); one that arrives later than that goes out at once, never dropped.
+With no lag (None) each poll returns what it read as read: oldest source first, each in
+its file's order.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from mcpshim.log.execlog import Anchors, EventRecord, LogProblem, Record
 from mcpshim.log.sessionindex import iso_epoch
 from mcpshim.paths import Locations
 
-__all__ = ["GRACE", "Follower"]
+__all__ = ["GRACE", "Follower", "Mark", "mark"]
 
 GRACE = 5.0  # seconds a renamed segment is still read (late shim writes)
 _HEAD = 512
@@ -76,6 +83,23 @@ class _Source:
             self.offset += len(whole)
 
 
+@dataclass(frozen=True)
+class Mark:
+    """Where the log stood: the live log's identity (None: there was none) and its size."""
+
+    ident: Ident | None
+    offset: int
+
+
+def mark(loc: Locations) -> Mark:
+    """The log's end now: what a follower started later with `since` reads on from."""
+    try:
+        st = os.stat(loc.log_file)
+    except FileNotFoundError:
+        return Mark(None, 0)
+    return Mark((st.st_dev, st.st_ino), st.st_size)
+
+
 def _head(fh: BinaryIO, n: int) -> str:
     here = fh.tell()
     fh.seek(0)
@@ -98,7 +122,7 @@ class Follower:
 
     loc: Locations
     problems: list[LogProblem]
-    lag: float = 1.0
+    lag: float | None = 1.0  # None: log order, at once
     sources: list[_Source] = field(default_factory=list)  # oldest first; the last is live
     seen: dict[Ident, tuple[str, int, int]] = field(default_factory=dict)  # head, len, offset
     _heap: list[tuple[float, int, float, Record]] = field(default_factory=list)
@@ -107,19 +131,33 @@ class Follower:
     def __post_init__(self) -> None:
         self.anchors = Anchors(self.loc.boot_dir)
 
-    def start(self, history: bool) -> list[Record]:
-        """Open every segment; return what they hold (history) or skip to their ends."""
+    @classmethod
+    def tail(cls, loc: Locations) -> Follower:
+        """From the log's end on, in log order: what is being written now. A log that does
+        not exist yet is read from its start once it does."""
+        fol = cls(loc, [], lag=None)
+        if loc.log_dir.is_dir():
+            fol.start(history=False)
+        return fol
+
+    def start(self, history: bool, since: Mark | None = None) -> list[Record]:
+        """Open every segment; return what they hold (history) or skip to their ends.
+        `since`: return what was written after that mark (the file it names from its
+        offset, the segments rotated after it whole; if it is gone, every segment)."""
         if not self.loc.log_dir.is_dir():
             raise InputError(f"no exec log at {self.loc.log_dir} (run `mcpshim install` first)")
         out: list[Record] = []
         now = time.time()
-        for p in execlog.segments(self.loc):
-            src = self._open(p.name)
-            if src is None:
-                continue
+        opened = [(p, src) for p in execlog.segments(self.loc) if (src := self._open(p.name))]
+        at = None  # the marked file's place among them; -1: gone (every one is newer)
+        if since is not None:
+            at = next((i for i, (_, s) in enumerate(opened) if s.ident == since.ident), -1)
+        for i, (p, src) in enumerate(opened):
             if p != self.loc.log_file:
                 src.retired = now
-            if history:
+            if since is not None and i == at:
+                src.offset = src.fh.seek(since.offset)
+            if history or (at is not None and i >= at):
                 out += src.read(self.loc, self.problems, self.anchors)
             else:
                 src.offset = src.fh.seek(0, os.SEEK_END)
@@ -201,32 +239,39 @@ class Follower:
                 keep.append(s)
         self.sources = keep
 
-    def _read_all(self) -> None:
-        now = time.time()
+    def _read_all(self, now: float) -> list[Record]:
+        """What the sources gained (the newest read first), oldest source first; with a
+        lag, into the heap (numbered in that order) instead."""
         batches = [s.read(self.loc, self.problems, self.anchors) for s in reversed(self.sources)]
-        for batch in reversed(batches):  # numbered oldest source first
-            for rec in batch:
-                heapq.heappush(self._heap, (record_time(rec, now), next(self._seq), now, rec))
+        got = [rec for batch in reversed(batches) for rec in batch]
+        if self.lag is None:
+            return got
+        for rec in got:
+            heapq.heappush(self._heap, (record_time(rec, now), next(self._seq), now, rec))
+        return []
 
     def poll(self) -> list[Record]:
         now = time.time()
         if self._live_changed():
             self._discover(now)
-        self._read_all()
+        out = self._read_all(now)
         self._retire(now)
-        out: list[Record] = []
-        while self._heap and (
-            self._heap[0][0] <= now - self.lag or self._heap[0][2] <= now - self.lag
+        lag = self.lag
+        while (
+            lag is not None
+            and self._heap
+            and (self._heap[0][0] <= now - lag or self._heap[0][2] <= now - lag)
         ):
             out.append(heapq.heappop(self._heap)[3])
         return out
 
     def flush(self) -> list[Record]:
         """Stop: everything read so far and what the sources still hold, in order."""
+        now = time.time()
         if self._live_changed():
-            self._discover(time.time())
-        self._read_all()
-        out = [heapq.heappop(self._heap)[3] for _ in range(len(self._heap))]
+            self._discover(now)
+        out = self._read_all(now)
+        out += [heapq.heappop(self._heap)[3] for _ in range(len(self._heap))]
         self.close()
         return out
 

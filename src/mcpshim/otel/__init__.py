@@ -1,9 +1,10 @@
 """Sessions as OpenTelemetry traces: the session is the root span, each relayed MCP call a
 span, each process it started a child span, findings span events (model, pure data with
-ids derived from session and record identity, so two exports agree); the OTLP/HTTP export
-through the official SDK, imported only when used (sdk); and the live stream `run --otlp`
-sends from a thread that reads the session's records back from the log (live), off the
-relay's forwarding path.
+ids derived from session and record identity, so two exports agree); the OTLP request
+bodies written from it (otlp) and sent by the official SDK's exporter, imported only when
+used (sdk); and the live stream `run --otlp` sends from a process of its own that reads the
+session's records back from the log through log.follow (live), off the relay's forwarding
+path.
 
 May import: base, log, shim, family, review.
 """

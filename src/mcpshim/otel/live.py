@@ -1,31 +1,29 @@
 """`run --otlp`: stream a session while it runs, from a process of its own.
 
-`run` starts this follower as one of mcpshim's own helpers (never a member of the family),
-so nothing it does -- reading, mapping, waiting on an endpoint -- touches the relay's
-forwarding path or the supervisor's loop. It reads the session's records back from the log
-as they are appended (from the offset the log had before the session began) and sends each
-call's span as the call answers; when the session ends (its session-end record, or `run`
-gone) it sends the rest: the session, its processes and the findings on them, which are only
-final then. The mapping is the export's (model, collect), so the ids agree with a later
-`mcpshim export otlp`. An endpoint that does not answer is said once; then nothing more is
-tried, and the log keeps everything for `export` to send later.
-"""
+`run` starts this stream as one of mcpshim's own helpers (never a member of the family), so
+nothing it does -- reading, mapping, waiting on an endpoint -- touches the relay's forwarding
+path or the supervisor's loop. It reads the session's records back from the log as they are
+appended (log.follow's follower, from where the log stood before the session began, through
+any number of rotations) and sends each call's span as the call answers; when the session
+ends (its session-end record, or `run` gone) it sends the rest: the session, its processes
+and the findings on them, which are only final then. The mapping is the export's (model,
+collect), so the ids agree with a later `mcpshim export otlp`. An endpoint that does not
+answer is said once; then nothing more is tried, and the log keeps everything for `export`
+to send later."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpshim.family.attribution import Anchor, Collector
-from mcpshim.log.execlog import Anchors, EventRecord, LogProblem, Record, read_stream, session_of
+from mcpshim.log.execlog import EventRecord, Record, session_of
+from mcpshim.log.follow import Follower, Mark
 from mcpshim.otel.collect import collect_traces, trace_for
 from mcpshim.otel.model import SessionTrace, SpanData, call_span_id
-from mcpshim.otel.sdk import to_readable
+from mcpshim.otel.sdk import send
 from mcpshim.paths import Locations
 from mcpshim.review.policy import Policy
 from mcpshim.shim.manifest import Manifest
@@ -33,57 +31,17 @@ from mcpshim.shim.manifest import Manifest
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ["Follower", "LogFollow"]
+__all__ = ["LiveStream"]
 
 
-class LogFollow:
-    """New whole records of the live log from an offset; follows it across a rotation (the
-    renamed file is read to its end through the open descriptor, then the new one)."""
-
-    def __init__(self, loc: Locations, offset: int) -> None:
-        self.loc, self.offset = loc, offset
-        self.anchors = Anchors(loc.boot_dir)
-        self.problems: list[LogProblem] = []
-        self._fh: io.BufferedReader | None = None
-
-    def _open(self) -> io.BufferedReader | None:
-        if self._fh is None:
-            try:
-                self._fh = open(self.loc.log_file, "rb")  # noqa: SIM115 (kept open)
-            except OSError:
-                return None
-        return self._fh
-
-    def read(self) -> Iterator[Record]:
-        fh = self._open()
-        if fh is None:
-            return
-        fh.seek(self.offset)
-        data = fh.read()
-        cut = data.rfind(b"\0\n") + 2 if data else 0
-        if cut >= 2:
-            self.offset += cut
-            buf = io.BytesIO(data[:cut])
-            yield from read_stream(buf, "exec.log", self.loc.spill_dir, self.problems, self.anchors)
-        if not data:
-            with contextlib.suppress(OSError):
-                if os.stat(self.loc.log_file).st_ino != os.fstat(fh.fileno()).st_ino:
-                    fh.close()
-                    self._fh, self.offset = None, 0  # rotated: the new live file
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-
-
-class Follower:
+class LiveStream:
     """Streams one session's spans to an exporter; `run()` returns when the session ends."""
 
     def __init__(
         self,
         loc: Locations,
         session: str,
-        offset: int,
+        since: Mark,
         exporter: SpanExporter,
         *,
         policy: Policy,
@@ -95,7 +53,8 @@ class Follower:
         poll: float = 0.2,
     ) -> None:
         self.loc, self.session, self.exporter = loc, session, exporter
-        self.follow = LogFollow(loc, offset)
+        self.follow = Follower(loc, [], lag=None)
+        self.since = since
         self.policy, self.anchor, self.host, self.warn = policy, anchor, host, warn
         self.manifest, self.alive, self.poll = manifest, alive, poll
         self.records: list[Record] = []
@@ -105,12 +64,10 @@ class Follower:
         logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)  # said once, by us
 
     def _send(self, trace: SessionTrace, spans: list[SpanData]) -> None:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
         spans = [s for s in spans if s.span_id not in self.sent]
         if not spans or self.down:
             return
-        if self.exporter.export(to_readable(trace, spans)) is SpanExportResult.SUCCESS:
+        if send(trace, self.exporter, spans)[1] == 0:
             self.sent.update(s.span_id for s in spans)
             return
         self.down = True
@@ -129,10 +86,10 @@ class Follower:
         done = {call_span_id(self.session, c) for c in att.calls if c.response is not None}
         self._send(trace, [s for s in trace.spans if s.span_id in done])
 
-    def step(self) -> bool:
-        """Read what was appended; True once the session has ended."""
+    def step(self, records: list[Record]) -> bool:
+        """Take what was appended; True once the session has ended."""
         answered = ended = False
-        for rec in self.follow.read():
+        for rec in records:
             if session_of(rec) != self.session:
                 continue
             self.records.append(rec)
@@ -148,9 +105,12 @@ class Follower:
         """Follow until the session ends (or `run` is gone), then send the rest; returns the
         number of spans sent."""
         try:
-            while not self.step() and self.alive():
+            first = self.follow.start(False, self.since) if self.loc.log_dir.is_dir() else []
+            ended = self.step(first)
+            while not ended and self.alive():
                 time.sleep(self.poll)
-            self.step()
+                ended = self.step(self.follow.poll())
+            self.step(self.follow.flush())
             traces = collect_traces(
                 self.records,
                 policy=self.policy,

@@ -26,8 +26,9 @@ from mcpshim.base.display import json_text
 from mcpshim.contract.identity import content_hash
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.log.execlog import ExecRecord
+from mcpshim.log.follow import Follower
 from mcpshim.log.logview import argv_fields
-from mcpshim.supervise.session import LogTail, utc_now
+from mcpshim.supervise.session import utc_now
 
 if TYPE_CHECKING:
     from mcpshim.supervise.supervisor import Supervisor
@@ -47,7 +48,7 @@ class DepartureWatch:
         # The server's own program counts for the server's process only: a helper that
         # happens to be the server's interpreter is still a new program for its tool.
         self.program = {server.program.path: server.program.sha256} if server.program else None
-        self.tail = LogTail(sup.loc)
+        self.tail = Follower.tail(sup.loc)  # any number of rotations between two ticks
         self._observed: list[dict[str, Any]] = []
         self._shimmed: set[Ident] = set()
         self._exe: dict[Ident, str] = {}  # the last executable each process was seen with
@@ -66,7 +67,7 @@ class DepartureWatch:
         if self.fired:
             return
         for rec in self.tail.poll():
-            if rec.session == self.sup.session and not self.fired:
+            if isinstance(rec, ExecRecord) and rec.session == self.sup.session and not self.fired:
                 self._shim(rec)
         observed, self._observed = self._observed, []
         for d in observed:

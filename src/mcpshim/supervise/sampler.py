@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 from mcpshim.log.execlog import ExecRecord
+from mcpshim.log.follow import Follower
 from mcpshim.proc.procinfo import (
     LINUX,
     Conn,
@@ -44,7 +45,7 @@ from mcpshim.proc.procinfo import (
     start_ticks,
 )
 from mcpshim.proc.statfds import LastPid, StatFds
-from mcpshim.supervise.session import LogTail, utc_now
+from mcpshim.supervise.session import utc_now
 
 __all__ = ["Emit", "Member", "Sampler"]
 
@@ -78,7 +79,7 @@ class Sampler:
         boot_id: str,
         root: int,
         emit: Emit,
-        tail: LogTail | None,
+        tail: Follower | None,
         socket_every: int = 1,
     ) -> None:
         self.session = session
@@ -124,6 +125,10 @@ class Sampler:
     def _event(self, kind: str, payload: dict[str, Any]) -> None:
         self._emit(kind, {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
                           **payload})  # fmt: skip
+
+    def _read_tail(self) -> None:
+        if self._tail is not None:
+            self.note_shim_records(r for r in self._tail.poll() if isinstance(r, ExecRecord))
 
     def note_shim_records(self, records: Iterable[ExecRecord]) -> None:
         for r in records:
@@ -200,8 +205,10 @@ class Sampler:
         return family
 
     def close(self) -> None:
-        """Let go of the stat files held open (the session is over)."""
+        """Let go of the stat files and the log held open (the session is over)."""
         self._fds.close()
+        if self._tail is not None:
+            self._tail.close()
         if self._last_pid is not None:
             self._last_pid.close()
 
@@ -209,8 +216,7 @@ class Sampler:
 
     def tick(self) -> None:
         self._ticks += 1
-        if self._tail is not None:
-            self.note_shim_records(self._tail.poll())
+        self._read_tail()
         # Members first seen last tick are decided after this survey has caught up with an
         # exec they made since (a fork child is often first seen before its exec).
         due = [m for m in self._members.values() if m.state == "pending"]
@@ -295,8 +301,7 @@ class Sampler:
 
     def finish(self) -> None:
         """Decide every pending member (the command has ended; the log is read once more)."""
-        if self._tail is not None:
-            self.note_shim_records(self._tail.poll())
+        self._read_tail()
         for m in self._members.values():
             if m.state == "pending":
                 self._decide(m)

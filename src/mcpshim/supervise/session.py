@@ -1,4 +1,4 @@
-"""Sessions of `mcpshim run`: ids, the start and end records, and a tail of the shared log.
+"""Sessions of `mcpshim run`: ids, the start and end records, the family's environment.
 
 A session id is what ties a family together across record kinds: the supervisor exports it
 as MCPSHIM_SESSION, every shim copies it into its exec record, and every event the
@@ -8,7 +8,6 @@ review read; keep them stable.
 
 from __future__ import annotations
 
-import io
 import os
 import secrets
 import sys
@@ -19,16 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from mcpshim.base.display import b64_fields, json_text
-from mcpshim.log import execlog
-from mcpshim.log.execlog import ExecRecord, LogProblem
 from mcpshim.log.logview import argv_fields
 from mcpshim.log.redact import credential_env_names
-from mcpshim.paths import Locations
 from mcpshim.shim.zdotdir import USER_ZDOTDIR_ENV
 
 __all__ = [
     "SESSION_ENV",
-    "LogTail",
     "SessionStart",
     "child_environment",
     "end_payload",
@@ -119,71 +114,6 @@ def end_payload(
         "survivors": survivors,
         "terminated": terminated,
     }
-
-
-class LogTail:
-    """New shim records since the session began, read incrementally from the live log.
-
-    The live log is opened once and read from where the last call stopped; a rotation
-    (rename) is noticed by inode, the renamed segment is drained through the open file and
-    the new live log is read from its start. Only whole records are consumed.
-    """
-
-    def __init__(self, loc: Locations) -> None:
-        self._loc = loc
-        self._fh: io.BufferedReader | None = None
-        self._carry = b""
-        self.problems: list[LogProblem] = []
-        self._open(at_end=True)
-
-    def _open(self, at_end: bool) -> None:
-        try:
-            fh = self._loc.log_file.open("rb")
-        except OSError:
-            self._fh = None
-            return
-        if at_end:
-            fh.seek(0, os.SEEK_END)
-        self._fh = fh
-        self._carry = b""
-
-    def _rotated(self) -> bool:
-        try:
-            live = os.stat(self._loc.log_file)
-        except OSError:
-            return False
-        if self._fh is None:
-            return True
-        own = os.fstat(self._fh.fileno())
-        return (live.st_dev, live.st_ino) != (own.st_dev, own.st_ino)
-
-    def _drain(self) -> list[ExecRecord]:
-        if self._fh is None:
-            return []
-        data = self._carry + self._fh.read()
-        end = data.rfind(b"\0\n")
-        if end < 0:
-            self._carry = data
-            return []
-        whole, self._carry = data[: end + 2], data[end + 2 :]
-        recs = execlog.read_stream(
-            io.BytesIO(whole), "exec.log", self._loc.spill_dir, self.problems
-        )
-        return [r for r in recs if isinstance(r, ExecRecord)]
-
-    def poll(self) -> list[ExecRecord]:
-        out = self._drain()
-        if self._rotated():
-            out += self._drain()
-            self.close()
-            self._open(at_end=False)
-            out += self._drain()
-        return out
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
 
 
 def child_environment(

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from mcpshim.errors import McpshimError
 from mcpshim.log import eventlog, execlog
+from mcpshim.log.follow import Follower
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
 from mcpshim.sandbox.contained import Containment
@@ -37,7 +38,6 @@ from mcpshim.supervise.containment import account_survivors, group_members
 from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
 from mcpshim.supervise.session import (
-    LogTail,
     SessionStart,
     child_environment,
     end_payload,
@@ -136,8 +136,8 @@ class Supervisor:
         self._tty_pgrp: int | None = None
         self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
         self.log_failures = 0
-        tail = LogTail(loc) if loc.log_file.exists() else None
         every = round(SOCKET_PASS_MS / options.sample_ms)
+        tail = Follower.tail(loc)
         self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
         self.tracer = tracer  # --trace: the command runs under strace (trace.run)
         if tracer is not None:

@@ -1,0 +1,54 @@
+"""The options every command shares (--dir, --log-dir, --format) and the locations they
+name: light enough for a command that reviews nothing (`sessions`) to start fast."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from mcpshim.paths import Locations, default_shim_dir
+from mcpshim.shim.manifest import locations_for
+
+__all__ = ["DIR_HELP", "FORMAT_ORDER", "format_option", "location_options", "locations"]
+
+DIR_HELP = "Shim directory. Default: shims/ under the user data directory."
+#: every command lists its --format choices in this order
+FORMAT_ORDER = ("text", "json", "md", "html", "sarif", "ecs", "dot")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def location_options(func: F) -> F:
+    """--dir (the shim directory) and --log-dir (default: the one its shims are pinned to)."""
+    func = click.option(
+        "--log-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Exec log directory. Default: the one the shims in --dir are pinned to.",
+    )(func)
+    return click.option(
+        "--dir",
+        "shim_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help=DIR_HELP,
+    )(func)
+
+
+def format_option(*choices: str, default: str | None = None, help: str = "") -> Callable[[F], F]:
+    """--format with its choices in FORMAT_ORDER, whatever order the command names them in."""
+    ordered = sorted(choices, key=FORMAT_ORDER.index)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(ordered),
+        default=default or ordered[0],
+        show_default=True,
+        help=help or None,
+    )
+
+
+def locations(shim_dir: Path | None, log_dir: Path | None) -> Locations:
+    return locations_for(shim_dir or default_shim_dir(), log_dir)

@@ -1,0 +1,60 @@
+"""`run --on-departure terminate` reads the family's execs from the log as they are written:
+a departure is caught however many rotations fall between two of its reads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from mcpshim.contract.lockfile import Boundary, Executable, Lock, ServerApproval, save_lock
+from mcpshim.log import rotation
+from tests.fixtures.home import Home, install
+from tests.fixtures.runhelp import events, poll, run_argv, stopped
+
+
+def _real(name: str) -> str:
+    found = shutil.which(name)
+    assert found is not None, name
+    return os.path.realpath(found)
+
+
+def test_a_departure_two_rotations_before_the_next_tick_still_ends_the_family(
+    home: Home, tmp_path: Path
+) -> None:
+    """The supervisor is stopped (SIGSTOP) while the log rotates, the family runs a program
+    the lock does not approve (its shim record goes into the new live log), and the log
+    rotates again: when the supervisor goes on, that record is in a segment its watch never
+    saw as the live log."""
+    install(home, ["uname"])
+    go, done = tmp_path / "go", tmp_path / "done"
+    script = f"while [ ! -e {go} ]; do sleep 0.05; done; uname >/dev/null; : > {done}; sleep 60"
+    approved = Boundary(executables=(Executable(_real("sh")), Executable(_real("sleep"))))
+    lock = tmp_path / "mcpshim.lock"
+    save_lock(Lock({"w": ServerApproval("w", startup=approved)}), lock)
+    argv = run_argv(
+        home,
+        ["sh", "-c", script],
+        "--name", "w", "--lock", str(lock), "--on-departure", "terminate",
+        "--no-trace", "--grace", "1",
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, env=home.env)
+    try:
+        [start] = poll(lambda: events(home, "session-start"), "session-start")
+        with stopped(proc.pid, home.loc.lock_file):
+            rotation.rotate(home.loc)  # the live log the watch holds is a segment now
+            go.touch()
+            poll(done.exists, "the family's uname")
+            rotation.rotate(home.loc)  # and so is the one uname's record went into
+        [dep] = poll(lambda: events(home, "departure"), "departure", deadline=30)
+        assert proc.wait(timeout=60) != 0  # the family was ended, not the 60 s sleep
+    finally:
+        proc.kill()
+        proc.wait()
+    assert dep["what"] == "new executable" and dep["path"] == _real("uname")
+    assert dep["source"] == "shim" and dep["session"] == start["session"]
+    kinds = [e["kind"] for e in events(home, None, start["session"])]
+    assert "terminated" in kinds[kinds.index("departure") :]
+    [end] = events(home, "session-end", start["session"])
+    assert end["survivors"] == 0
