@@ -401,7 +401,7 @@ static int triggered(const unsigned char *s, usize n)
 			p++;
 		p++;
 	}
-	/* *@*) case "$*" in *://*) */
+	/* an @ and a scheme separator (the `*@*)` case of shims/shim.sh) */
 	for (usize i = 0; i < n; i++) {
 		if (s[i] == '@')
 			at = 1;
@@ -481,6 +481,33 @@ static __attribute__((noreturn)) void exec_failed(const char *what, isize e)
 	die(e == -ENOENT || e == -ENOTDIR ? 127 : 126);
 }
 
+static __attribute__((noreturn)) void run_target(void);
+
+/* The sh shim gone: the record cannot be written; --on-log-failure decides. */
+static __attribute__((noreturn)) void no_fallback(void)
+{
+	char line[512 + sizeof FALLBACK + sizeof TARGET];
+	struct buf o = { line, 0, sizeof line, 0 };
+	if (ON_FAIL_REFUSE) {
+		puts_(&o, "mcpshim: refusing to run ");
+		put(&o, TARGET, sizeof TARGET - 1);
+		puts_(&o, ": its sh shim ");
+		put(&o, FALLBACK, sizeof FALLBACK - 1);
+		puts_(&o, " cannot be read\n");
+	} else {
+		puts_(&o, "mcpshim: warning: the sh shim ");
+		put(&o, FALLBACK, sizeof FALLBACK - 1);
+		puts_(&o, " cannot be read; running ");
+		put(&o, TARGET, sizeof TARGET - 1);
+		puts_(&o, " unlogged\n");
+	}
+	if (!o.full)
+		sys3(NR_write, 2, line, o.n);
+	if (ON_FAIL_REFUSE)
+		die(126);
+	run_target();
+}
+
 /* The sh shim, on every path but the common one: INTERP [-p] -c FALLBACK_CMD $0 ARGS...,
  * which sources the sh shim installed beside this one with $0 and the arguments as the
  * caller gave them. */
@@ -491,6 +518,9 @@ static __attribute__((noreturn)) void fallback(void)
 				 MAP_PRIVATE_ANON, -1, 0);
 	usize k = 0;
 	isize r;
+	struct statx_buf st;
+	if (!stat_at(FALLBACK, &st, 0) || (st.mode & S_IFMT) != S_IFREG)
+		no_fallback();
 	if ((isize)v < 0 && (isize)v > -4096)
 		exec_failed(INTERP, (isize)v);
 	v[k++] = (char *)INTERP;
@@ -596,11 +626,6 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 	if (n < 0 || (usize)n >= sizeof stat_raw - 1)
 		fallback();
 	first_line(stat_raw, (usize)n, &line, &line_n);
-	/* a comm holding a newline cuts the line the sh shim reads short: its case */
-	for (isize i = 0; i + 1 < n; i++)
-		if (stat_raw[i] == '\n')
-			fallback();
-
 	/* cd -P . && cwd=$PWD: anything but an absolute path is the sh shim's to explain */
 	if (sys1(NR_chdir, ".") != 0)
 		fallback();
@@ -637,21 +662,27 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 				fl[nf] = (usize)(line + i - f[nf]);
 				nf++;
 			}
-			/* fewer than 20 fields: the sh shim's `set --` would reach into the arguments */
-			if (nf < 20)
-				fallback();
-			if (fl[0] == 1 &&
-			    ((f[0][0] >= 'A' && f[0][0] <= 'Z') || (f[0][0] >= 'a' && f[0][0] <= 'z'))) {
-				int ok = 1;
-				for (usize j = 0; j < fl[1]; j++)
-					ok &= is_digit(f[1][j]);
-				for (usize j = 0; j < fl[19]; j++)
-					ok &= is_digit(f[19][j]);
+			/* $1, $2 and ${20} after the sh shim's `set -- ${s#*') '} "$@"`: the line's
+			 * fields, then (a line cut short by a newline in the comm) the arguments */
+			const char *v1 = nf > 0 ? f[0] : (argc > 1 ? argv[1] : 0);
+			const char *v2 = nf > 1 ? f[1] : (1 - nf + 1 < (usize)argc ? argv[1 - nf + 1] : 0);
+			const char *v20 =
+				nf > 19 ? f[19] : (19 - nf + 1 < (usize)argc ? argv[19 - nf + 1] : 0);
+			usize l1 = nf > 0 ? fl[0] : (v1 ? slen(v1) : 0);
+			usize l2 = nf > 1 ? fl[1] : (v2 ? slen(v2) : 0);
+			usize l20 = nf > 19 ? fl[19] : (v20 ? slen(v20) : 0);
+			if (v1 && l1 == 1 &&
+			    ((v1[0] >= 'A' && v1[0] <= 'Z') || (v1[0] >= 'a' && v1[0] <= 'z')) && v20) {
+				int ok = 1; /* case $2${20-x} in *[!0-9]*) */
+				for (usize j = 0; j < l2; j++)
+					ok &= is_digit(v2[j]);
+				for (usize j = 0; j < l20; j++)
+					ok &= is_digit(v20[j]);
 				if (ok) {
-					ppid_s = f[1];
-					ppid_n = fl[1];
-					start_s = f[19];
-					start_n = fl[19];
+					ppid_s = v2 ? v2 : "";
+					ppid_n = l2;
+					start_s = v20;
+					start_n = l20;
 				}
 			}
 		}
@@ -812,6 +843,19 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 		log_failure(bad);
 }
 
+#ifdef MCPSHIM_MATCH_TEST
+/* Built only by the test suite (never installed): one line per argument, 1 when the trigger
+ * patterns match it, so the matcher can be held against dash's own `case`. */
+static __attribute__((noinline)) void match_test(char **argv, int argc)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *r = triggered((const unsigned char *)argv[i], slen(argv[i])) ? "1\n" : "0\n";
+		sys3(NR_write, 1, r, 2);
+	}
+	die(0);
+}
+#endif
+
 /* argc, argv, envp and the auxiliary vector as the kernel laid them on the stack; the stack
  * guard from AT_RANDOM before any guarded function runs. */
 __attribute__((noreturn, no_stack_protector, used)) void mcpshim_entry(long *sp)
@@ -832,6 +876,9 @@ __attribute__((noreturn, no_stack_protector, used)) void mcpshim_entry(long *sp)
 	g_argv = argv;
 	g_envp = envp;
 	g_argc = argc;
+#ifdef MCPSHIM_MATCH_TEST
+	match_test(argv, argc);
+#endif
 	shim(argv, argc, envp);
 	run_target();
 }

@@ -253,20 +253,9 @@ class NativeConfig:
     fallback: str  # the sh shim it sources on every path but the common one
 
     def fallback_cmd(self) -> str:
-        """The `-c` text the fallback runs: the sh shim, sourced (so $0 stays the caller's);
-        a sh shim gone missing ends the way --on-log-failure says."""
-        f, t = shlex.quote(self.fallback), shlex.quote(self.target)
-        if self.on_failure == "refuse":
-            tail = (
-                f"printf 'mcpshim: refusing to run %s: its sh shim %s cannot be read\\n' {t} {f} "
-                ">&2\nexit 126"
-            )
-        else:
-            tail = (
-                f"printf 'mcpshim: warning: the sh shim %s cannot be read; running %s "
-                f'unlogged\\n\' {f} {t} >&2\nexec {t} "$@"'
-            )
-        return f"{FALLBACK_MARK}\ncommand . {f}\n{tail}\n"
+        """The `-c` text the fallback runs: the sh shim, sourced (so $0 stays the caller's,
+        and `$_`: the `.` is the first command). The binary checks the file is there first."""
+        return f"{FALLBACK_MARK}\n. {shlex.quote(self.fallback)}\n"
 
 
 def render_config(cfg: NativeConfig) -> str:
@@ -283,6 +272,7 @@ def render_config(cfg: NativeConfig) -> str:
         f"#define INTERP {c_string(os.fsencode(cfg.interpreter))}",
         f"#define INTERP_BASH {1 if cfg.bash else 0}",
         f"#define ON_FAIL_REFUSE {1 if cfg.on_failure == 'refuse' else 0}",
+        f"#define FALLBACK {c_string(os.fsencode(cfg.fallback))}",
         f"#define FALLBACK_CMD {c_string(os.fsencode(cfg.fallback_cmd()))}",
         f"#define SHELLS {c_string(shells, nul_ok=True)}",
         f"#define MARKER_INFO {c_string(info)}",
@@ -314,8 +304,9 @@ def _elf_machine(data: bytes) -> int | None:
     return int.from_bytes(data[18:20], "little" if data[5] == 1 else "big")
 
 
-def build(config: str, cc: list[str]) -> bytes:
-    """The binary for this config, built in a private temporary directory."""
+def build(config: str, cc: list[str], extra: tuple[str, ...] = ()) -> bytes:
+    """The binary for this config, built in a private temporary directory (`extra`: more
+    compiler flags, for the tests' builds)."""
     with tempfile.TemporaryDirectory(prefix="mcpshim-native-") as tmp:
         d = Path(tmp)
         (d / "native.c").write_bytes(_template())
@@ -323,7 +314,7 @@ def build(config: str, cc: list[str]) -> bytes:
         out = d / "shim"
         try:
             done = subprocess.run(
-                [*cc, *_flags(), "-o", str(out), str(d / "native.c")],
+                [*cc, *_flags(), *extra, "-o", str(out), str(d / "native.c")],
                 capture_output=True,
                 text=True,
                 timeout=120,
