@@ -57,7 +57,11 @@ BREAKERS: dict[str, Callable[[Pair, str], None]] = {
     "a-fifo": _fifo_dir,
     "log-a-fifo": _fifo_log,
 }
-LAUNCHERS = {"python": [], "dash": ["dash", "-c", '"$@"', "sh"], "bash": ["bash", "-c", '"$@"', "sh"]}
+LAUNCHERS = {
+    "python": [],
+    "dash": ["dash", "-c", '"$@"', "sh"],
+    "bash": ["bash", "-c", '"$@"', "sh"],
+}
 
 
 def _launcher(name: str) -> list[str]:
