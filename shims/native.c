@@ -56,6 +56,7 @@ static isize sys6(long n, long a, long b, long c, long d, long e, long f)
 	return ret;
 }
 
+#ifndef MCPSHIM_HOSTED
 __asm__(".text\n"
 	".global _start\n"
 	".type _start,@function\n"
@@ -65,6 +66,7 @@ __asm__(".text\n"
 	"	and $-16, %rsp\n"
 	"	call mcpshim_entry\n"
 	"	hlt\n");
+#endif
 
 #elif defined(__aarch64__)
 #define NR_getcwd 17
@@ -98,6 +100,7 @@ static isize sys6(long n, long a, long b, long c, long d, long e, long f)
 	return x0;
 }
 
+#ifndef MCPSHIM_HOSTED
 __asm__(".text\n"
 	".global _start\n"
 	".type _start,%function\n"
@@ -107,6 +110,7 @@ __asm__(".text\n"
 	"	mov x0, sp\n"
 	"	bl mcpshim_entry\n"
 	"	brk #0\n");
+#endif
 
 #else
 #error "mcpshim's native shim is for x86_64 and aarch64 Linux (install falls back to the sh shim)"
@@ -171,6 +175,8 @@ struct ksigaction {
 
 /* ---- the few library functions gcc may call on its own, and a stack guard ---- */
 
+#ifndef MCPSHIM_HOSTED /* (MCPSHIM_HOSTED: linked with a libc, for benchmarks/shim_overhead.py) */
+
 void *memcpy(void *d, const void *s, usize n)
 {
 	unsigned char *a = d;
@@ -220,6 +226,7 @@ __attribute__((noreturn)) void __stack_chk_fail(void)
 	for (;;)
 		sys1(NR_exit_group, 127);
 }
+#endif
 
 /* the ownership marker `mcpshim install` looks for before it replaces or removes the file */
 __attribute__((used, section(".mcpshim"))) static const char marker[] =
@@ -293,24 +300,25 @@ static void field(struct buf *b, const char *s, usize n)
 	put(b, s, n);
 }
 
-/* Reads a small file whole (at most cap - 1 bytes, NUL-terminated); its length, or -1. */
+/* Reads a small file (at most cap - 1 bytes, NUL-terminated); its length, or -1. */
 static isize slurp(const char *path, char *dst, usize cap)
 {
 	int fd = (int)sys4(NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOCTTY, 0);
 	usize n = 0;
 	if (fd < 0)
 		return -1;
-	while (n < cap - 1) {
-		isize r = sys3(NR_read, fd, dst + n, cap - 1 - n);
+	/* procfs hands a small file over in one read; one that fills the buffer is the sh
+	 * shim's to read (the callers check) */
+	for (;;) {
+		isize r = sys3(NR_read, fd, dst, cap - 1);
 		if (r == -EINTR)
 			continue;
 		if (r < 0) {
 			sys1(NR_close, fd);
 			return -1;
 		}
-		if (r == 0)
-			break;
-		n += (usize)r;
+		n = (usize)r;
+		break;
 	}
 	sys1(NR_close, fd);
 	dst[n] = 0;
@@ -607,7 +615,7 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 
 	/* /proc/uptime, the boot id, /proc/self/stat: no procfs is the sh shim's */
 	n = slurp("/proc/uptime", up_raw, sizeof up_raw);
-	if (n < 0)
+	if (n < 0 || (usize)n >= sizeof up_raw - 1)
 		fallback();
 	first_line(up_raw, (usize)n, &up, &up_n);
 	for (usize i = 0; i < up_n; i++)
@@ -858,6 +866,7 @@ static __attribute__((noinline)) void match_test(char **argv, int argc)
 
 /* argc, argv, envp and the auxiliary vector as the kernel laid them on the stack; the stack
  * guard from AT_RANDOM before any guarded function runs. */
+#ifndef MCPSHIM_HOSTED
 __attribute__((noreturn, no_stack_protector, used)) void mcpshim_entry(long *sp)
 {
 	int argc = (int)sp[0];
@@ -882,3 +891,20 @@ __attribute__((noreturn, no_stack_protector, used)) void mcpshim_entry(long *sp)
 	shim(argv, argc, envp);
 	run_target();
 }
+#endif
+
+#ifdef MCPSHIM_HOSTED
+/* The same program started by a libc (static or dynamic), only to measure what that start
+ * costs (benchmarks/shim_overhead.py --options); never installed. */
+extern unsigned long getauxval(unsigned long);
+
+int main(int argc, char **argv, char **envp)
+{
+	g_execfn = (const char *)getauxval(AT_EXECFN);
+	g_argv = argv;
+	g_envp = envp;
+	g_argc = argc;
+	shim(argv, argc, envp);
+	run_target();
+}
+#endif

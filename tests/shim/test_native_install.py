@@ -103,11 +103,11 @@ def test_a_compiler_that_fails_is_said_in_one_line(home: Home, tmp_path: Path) -
 def test_other_systems_fall_back_to_sh_and_say_so(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(native.platform, "machine", lambda: "riscv64")
+    monkeypatch.setattr("platform.machine", lambda: "riscv64")
     res = shim_install.install(home.loc, ["true"], {}, native_mode="auto")
     assert [e.kind for e in res.installed] == ["sh"]
     assert len(res.notes) == 1 and "riscv64" in res.notes[0]
-    monkeypatch.setattr(native.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr("platform.system", lambda: "Darwin")
     with pytest.raises(Exception, match="Darwin"):
         shim_install.install(home.loc, ["git"], {}, native_mode="require")
 

@@ -283,6 +283,16 @@ def render_config(cfg: NativeConfig) -> str:
     return "\n".join(lines)
 
 
+#: how else the same program can be started, for benchmarks/shim_overhead.py --options:
+#: by glibc, linked statically or dynamically (hardened as a libc allows)
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "static glibc": ("-std=gnu11", "-O2", "-DMCPSHIM_HOSTED", "-D_FORTIFY_SOURCE=2",
+                     "-fstack-protector-strong", "-static", "-s"),
+    "dynamic glibc": ("-std=gnu11", "-O2", "-DMCPSHIM_HOSTED", "-D_FORTIFY_SOURCE=2",
+                      "-fstack-protector-strong", "-fPIE", "-pie", "-Wl,-z,now", "-s"),
+}  # fmt: skip
+
+
 def _flags() -> tuple[str, ...]:
     if platform.machine().lower() in ("x86_64", "amd64"):
         # no TLS without a libc: the guard is a global, set from AT_RANDOM at entry
@@ -304,9 +314,11 @@ def _elf_machine(data: bytes) -> int | None:
     return int.from_bytes(data[18:20], "little" if data[5] == 1 else "big")
 
 
-def build(config: str, cc: list[str], extra: tuple[str, ...] = ()) -> bytes:
+def build(
+    config: str, cc: list[str], extra: tuple[str, ...] = (), flags: tuple[str, ...] | None = None
+) -> bytes:
     """The binary for this config, built in a private temporary directory (`extra`: more
-    compiler flags, for the tests' builds)."""
+    compiler flags, for the tests' builds; `flags`: others in place of the shipped ones)."""
     with tempfile.TemporaryDirectory(prefix="mcpshim-native-") as tmp:
         d = Path(tmp)
         (d / "native.c").write_bytes(_template())
@@ -314,7 +326,7 @@ def build(config: str, cc: list[str], extra: tuple[str, ...] = ()) -> bytes:
         out = d / "shim"
         try:
             done = subprocess.run(
-                [*cc, *_flags(), *extra, "-o", str(out), str(d / "native.c")],
+                [*cc, *(_flags() if flags is None else flags), *extra, "-o", str(out), "native.c"],
                 capture_output=True,
                 text=True,
                 timeout=120,
