@@ -42,6 +42,7 @@ typedef long long i64;
 #define NR_exit_group 231
 #define NR_openat 257
 #define NR_statx 332
+#define NR_clock_gettime 228
 
 static isize sys6(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -83,6 +84,7 @@ __asm__(".text\n"
 #define NR_execve 221
 #define NR_mmap 222
 #define NR_statx 291
+#define NR_clock_gettime 113
 
 static isize sys6(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -144,6 +146,7 @@ __asm__(".text\n"
 #define S_IFMT 0170000
 #define S_IFREG 0100000
 #define S_IFDIR 0040000
+#define CLOCK_BOOTTIME 7
 #define AT_RANDOM 25
 #define AT_EXECFN 31
 #define PROT_RW 3
@@ -613,14 +616,21 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 	const char *bad = 0;
 	u64 pid;
 
-	/* /proc/uptime, the boot id, /proc/self/stat: no procfs is the sh shim's */
-	n = slurp("/proc/uptime", up_raw, sizeof up_raw);
-	if (n < 0 || (usize)n >= sizeof up_raw - 1)
-		fallback();
-	first_line(up_raw, (usize)n, &up, &up_n);
-	for (usize i = 0; i < up_n; i++)
-		if (is_ifs(up[i]))
-			up_n = i; /* `read -r up k`: the first field */
+	/* The uptime as /proc/uptime prints it ("%lu.%02lu" of CLOCK_BOOTTIME, the clock it
+	 * reads, time namespaces included): one system call instead of a procfs file. Then
+	 * the boot id and /proc/self/stat: no procfs is the sh shim's. */
+	{
+		struct { long sec, nsec; } ts;
+		struct buf ub = { up_raw, 0, sizeof up_raw, 0 };
+		if (sys2(NR_clock_gettime, CLOCK_BOOTTIME, &ts) != 0 || ts.sec < 0)
+			fallback();
+		putu(&ub, (u64)ts.sec);
+		put(&ub, ".", 1);
+		put(&ub, (const char[]){ (char)('0' + ts.nsec / 100000000 % 10),
+					 (char)('0' + ts.nsec / 10000000 % 10) }, 2);
+		up = up_raw;
+		up_n = ub.n;
+	}
 	n = slurp("/proc/sys/kernel/random/boot_id", boot_raw, sizeof boot_raw);
 	if (n < 0)
 		fallback();

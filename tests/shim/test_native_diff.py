@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,9 @@ def _same(
     for (sf, sr), (nf, nr) in zip(sh_recs, nat_recs, strict=True):
         assert nf == sf  # inline or spilled alike
         want, have = masked(sr), masked(nr)
+        # the uptime as /proc/uptime prints it, whichever read it
+        for rec in (sr, nr):
+            assert re.fullmatch(rb"[0-9]+\.[0-9]{2}", rec.split(b"\0=")[4])
         if start_too:
             want[8] = have[8] = b""
         assert have == want
