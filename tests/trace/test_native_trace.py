@@ -33,7 +33,7 @@ def test_a_native_shim_and_its_fallback_in_a_trace(home: Home) -> None:
     shim_path = str(home.loc.shim_dir / "git")
     by_pid: dict[int, list[dict[str, object]]] = {}
     for r in ok[1:]:
-        by_pid.setdefault(int(r["pid"]), []).append(r)  # type: ignore[call-overload]
+        by_pid.setdefault(int(str(r["pid"])), []).append(r)
     chains = sorted(by_pid.values(), key=len)
     assert [len(c) for c in chains] == [2, 3]
     plain, handed = chains
