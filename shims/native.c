@@ -43,6 +43,8 @@ typedef long long i64;
 #define NR_openat 257
 #define NR_statx 332
 #define NR_clock_gettime 228
+#define NR_mprotect 10
+#define R_RELATIVE 8
 
 static isize sys6(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -85,6 +87,8 @@ __asm__(".text\n"
 #define NR_mmap 222
 #define NR_statx 291
 #define NR_clock_gettime 113
+#define NR_mprotect 226
+#define R_RELATIVE 1027
 
 static isize sys6(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -877,6 +881,45 @@ static __attribute__((noinline)) void match_test(char **argv, int argc)
 /* argc, argv, envp and the auxiliary vector as the kernel laid them on the stack; the stack
  * guard from AT_RANDOM before any guarded function runs. */
 #ifndef MCPSHIM_HOSTED
+/* A static PIE has no loader to apply its relocations (aarch64's compiler reaches some data
+ * through the GOT): the R_*_RELATIVE ones, the only kind it has, are applied here, first of
+ * all, then the RELRO range is made read-only, as a loader would. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const long _DYNAMIC[] __attribute__((visibility("hidden")));
+
+static __attribute__((no_stack_protector, always_inline)) inline void relocate(void)
+{
+	unsigned long base = (unsigned long)__ehdr_start, rela = 0, relasz = 0, ent = 24;
+	const unsigned char *eh = (const unsigned char *)__ehdr_start;
+	unsigned long phoff = *(const unsigned long *)(eh + 32);
+	unsigned short phent = *(const unsigned short *)(eh + 54);
+	unsigned short phnum = *(const unsigned short *)(eh + 56);
+	for (const long *d = _DYNAMIC; d[0] != 0; d += 2) {
+		if (d[0] == 7) /* DT_RELA */
+			rela = (unsigned long)d[1];
+		else if (d[0] == 8) /* DT_RELASZ */
+			relasz = (unsigned long)d[1];
+		else if (d[0] == 9) /* DT_RELAENT */
+			ent = (unsigned long)d[1];
+	}
+	for (unsigned long off = 0; rela && ent && off + ent <= relasz; off += ent) {
+		const unsigned long *r = (const unsigned long *)(base + rela + off);
+		if ((r[1] & 0xffffffffUL) == R_RELATIVE)
+			*(unsigned long *)(base + r[0]) = base + r[2];
+	}
+	for (unsigned short i = 0; i < phnum; i++) {
+		const unsigned char *ph = eh + phoff + (unsigned long)i * phent;
+		if (*(const unsigned int *)ph == 0x6474e552U) { /* PT_GNU_RELRO */
+			unsigned long va = base + *(const unsigned long *)(ph + 16);
+			unsigned long end = va + *(const unsigned long *)(ph + 40);
+			va &= ~4095UL;
+			end &= ~4095UL; /* only whole pages: the rest shares a page with .data */
+			if (end > va)
+				sys3(NR_mprotect, va, end - va, 1);
+		}
+	}
+}
+
 __attribute__((noreturn, no_stack_protector, used)) void mcpshim_entry(long *sp)
 {
 	int argc = (int)sp[0];
@@ -884,6 +927,7 @@ __attribute__((noreturn, no_stack_protector, used)) void mcpshim_entry(long *sp)
 	char **envp = argv + argc + 1;
 	char **e = envp;
 	unsigned long *aux;
+	relocate();
 	while (*e)
 		e++;
 	for (aux = (unsigned long *)(e + 1); aux[0]; aux += 2) {
