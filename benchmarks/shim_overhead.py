@@ -217,8 +217,12 @@ def main() -> int:
             base = statistics.median(table["direct"])
             added = {k: statistics.median(v) - base for k, v in table.items()}
             if "snoopy (preloaded)" in added and "native shim" in added:
-                ratio = added["native shim"] / max(added["snoopy (preloaded)"], 1e-9)
-                print(f"native shim's added {label} time / Snoopy's: {ratio:.2f} (bound: 2)")
+                snoopy = added["snoopy (preloaded)"]
+                if snoopy > 0:
+                    ratio = f"{added['native shim'] / snoopy:.2f}"
+                else:
+                    ratio = "n/a (Snoopy adds nothing measurable: noise)"
+                print(f"native shim's added {label} time / Snoopy's: {ratio} (bound: 2)")
             if opts.against:
                 d = added["sh shim"] - added[list(variants)[-1]]
                 print(f"this sh shim minus the one at {opts.against}, {label}: {d * 1e3:+.3f} ms")
@@ -231,7 +235,7 @@ def main() -> int:
             print(f"records by the native shims: {got} ({want})")
         if ini is not None:
             lines = (root / "snoopy.log").read_bytes().count(b"\n")
-            print(f"lines Snoopy logged: {lines} ({runs})")
+            print(f"lines Snoopy logged: {lines} ({runs}, and the harness's own start)")
     return 0
 
 
