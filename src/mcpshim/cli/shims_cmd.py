@@ -187,7 +187,7 @@ def list_(shim_dir: Path | None, fmt: str) -> int:
         for s in statuses:
             click.echo(f"{s.entry.name:12} {s.entry.kind:6} {s.state:15} {escape(s.entry.target)}")
         if lib is not None:
-            click.echo(f"{render.LIB:12} {'lib':6} {lib:15} {escape(str(d / render.LIB))}")
+            click.echo(f"{render.LIB:12} {lib:15} {escape(str(d / render.LIB))}")
         if not statuses:
             click.echo("no shims installed")
     return 0 if all(s.ok for s in statuses) and lib in (None, "ok") else 1
