@@ -6,6 +6,7 @@
 set -u
 need=()
 command -v dash >/dev/null || need+=(dash)
+command -v cc >/dev/null || need+=(gcc) # builds the native shims (tests/shim/test_native_*)
 command -v strace >/dev/null || need+=(strace)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v lsof >/dev/null || need+=(lsof)

@@ -13,6 +13,7 @@ from mcpshim.errors import InputError, UsageError
 from mcpshim.paths import default_shim_dir
 from mcpshim.shim import install as shim_install
 from mcpshim.shim import render
+from mcpshim.shim.native_install import NativeMode
 
 __all__ = ["COMMANDS"]
 
@@ -27,7 +28,20 @@ def _parse_targets(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-@click.command()
+class _InstallCommand(click.Command):
+    """`--native` alone is a flag (`install --native git sh`); `--native=MODE` names a mode."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, a in enumerate(args):
+            if a == "--":
+                out += args[i:]
+                break
+            out.append("--native=auto" if a == "--native" else a)
+        return super().parse_args(ctx, out)
+
+
+@click.command(cls=_InstallCommand)
 @click.argument("commands", nargs=-1)
 @location_options
 @click.option(
@@ -56,6 +70,17 @@ def _parse_targets(values: tuple[str, ...]) -> dict[str, str]:
     default=None,
     help="Shell for the shims' #! line (default: dash if present, else /bin/sh).",
 )
+@click.option(
+    "--native",
+    "native_mode",
+    type=click.Choice(["auto", "require", "off"]),
+    metavar="[=auto|require|off]",
+    default=None,
+    help="Compiled shims (Linux x86_64/aarch64, built now with cc or $CC): the same record, "
+    "a fraction of the cost. --native: where they can be built, else sh shims with a warning; "
+    "--native=require: exit 2 where they cannot; --native=off: sh shims. Default: each shim "
+    "keeps its kind (new ones sh).",
+)
 def install(
     commands: tuple[str, ...],
     shim_dir: Path | None,
@@ -64,6 +89,7 @@ def install(
     on_log_failure: str,
     allow_unsafe_target: bool,
     interpreter: str | None,
+    native_mode: str | None,
 ) -> None:
     """Write one shim per COMMAND (default: git ssh sh node npm).
 
@@ -81,6 +107,7 @@ def install(
             on_failure="refuse" if on_log_failure == "refuse" else "run",
             allow_unsafe=allow_unsafe_target,
             interpreter=interpreter,
+            native_mode=_native_mode(native_mode),
         )
     except OSError as exc:  # a full disk, a read-only directory: say where, in one line
         where = f"{exc.filename}: " if exc.filename else ""
@@ -88,8 +115,11 @@ def install(
             f"cannot install shims in {loc.shim_dir} (log {loc.log_dir}): "
             f"{where}{exc.strerror or exc}"
         ) from None
+    for note in result.notes:
+        click.echo(f"mcpshim: warning: {escape(note)}", err=True)
     for e in result.installed:
-        click.echo(f"installed {e.name} -> {escape(e.target)}")
+        kind = " (native)" if e.kind == "native" else ""
+        click.echo(f"installed {e.name} -> {escape(e.target)}{kind}")
     for name in result.unchanged:
         click.echo(f"unchanged {name}")
     for name, why in result.skipped.items():
@@ -99,6 +129,16 @@ def install(
     click.echo(
         f"put it first on PATH: {shim_install.path_line(loc.shim_dir, shim_install.which_shell())}"
     )
+
+
+def _native_mode(value: str | None) -> NativeMode | None:
+    if value == "auto":
+        return "auto"
+    if value == "require":
+        return "require"
+    if value == "off":
+        return "off"
+    return None
 
 
 @click.command()
@@ -131,6 +171,7 @@ def list_(shim_dir: Path | None, fmt: str) -> int:
             {
                 "name": s.entry.name,
                 "kind": "shim",
+                "type": s.entry.kind,
                 "target": s.entry.target,
                 "sha256": s.entry.sha256,
                 "size": s.entry.size,
@@ -144,7 +185,7 @@ def list_(shim_dir: Path | None, fmt: str) -> int:
         click.echo(json.dumps(docs, indent=2))
     else:
         for s in statuses:
-            click.echo(f"{s.entry.name:12} {s.state:15} {escape(s.entry.target)}")
+            click.echo(f"{s.entry.name:12} {s.entry.kind:6} {s.state:15} {escape(s.entry.target)}")
         if lib is not None:
             click.echo(f"{render.LIB:12} {lib:15} {escape(str(d / render.LIB))}")
         if not statuses:

@@ -33,6 +33,7 @@ from mcpshim.sandbox import landlock
 from mcpshim.sandbox.binfmt import started_by
 from mcpshim.sandbox.plan import DEVICES, Plan, make_plan
 from mcpshim.shim.manifest import load_manifest
+from mcpshim.shim.native_install import fallback_path
 
 __all__ = ["ContainError", "Containment", "build"]
 
@@ -186,6 +187,10 @@ def build(
     manifest = load_manifest(loc.shim_dir)
     names = manifest.shims if manifest is not None else {}
     shims = {str(loc.shim_dir / n): n for n in names}
+    # a native shim hands its rare paths to the sh shim beside it: that one's #! runs too
+    shims.update(
+        {str(fallback_path(loc.shim_dir, n)): n for n, e in names.items() if e.kind == "native"}
+    )
     log_dir = str(loc.log_dir.resolve())
     plan = make_plan(server, lock, abi, shims, tracer, child_path, write, log_dir)
     containment = Containment(plan, abi)

@@ -17,11 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError, UsageError
 from mcpshim.paths import Locations
-from mcpshim.shim import registry
+from mcpshim.shim import native, native_install, registry
 from mcpshim.shim.logdir import dir_problem, log_dir_problem, write_boot_anchor
 from mcpshim.shim.manifest import (
     Manifest,
@@ -63,10 +64,15 @@ class InstallResult:
     installed: tuple[ShimEntry, ...]
     unchanged: tuple[str, ...]
     skipped: Mapping[str, str]
+    #: one line each: why a native shim was not built (its sh shim was installed instead)
+    notes: tuple[str, ...] = ()
 
 
 def _owned(path: Path) -> bool:
-    """Whether mcpshim wrote `path`: a regular file with the marker (a FIFO would block)."""
+    """Whether mcpshim wrote `path`: a regular file with the marker (a FIFO would block),
+    or a native shim (an ELF file carrying its marker)."""
+    if native_install.is_native_file(path):
+        return True
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
@@ -134,13 +140,17 @@ def install(
     on_failure: OnFailure = "run",
     allow_unsafe: bool = False,
     interpreter: str | None = None,
+    native_mode: native_install.NativeMode | None = None,
 ) -> InstallResult:
+    """`native_mode`: auto builds native shims where it can (else sh, with a note), require
+    stops where it cannot, off writes sh shims; None keeps each shim's kind."""
     requested = list(dict.fromkeys([*names, *targets]))
     explicit = bool(requested)
     if not explicit:
         requested = list(DEFAULT_COMMANDS)
     for n in requested:
         check_name(n)
+    plan = native_install.plan(native_mode)
     _check_dirs(loc)
     for d in (loc.shim_dir, loc.log_dir, loc.spill_dir, loc.boot_dir, loc.parents_dir):
         make_private_dir(d)
@@ -164,6 +174,7 @@ def install(
     done: list[ShimEntry] = []
     unchanged: list[str] = []
     skipped: dict[str, str] = {}
+    notes: list[str] = []
     for name in requested:
         target = targets.get(name) or resolve_target(name, search, loc.shim_dir)
         if target is None:
@@ -183,16 +194,26 @@ def install(
         )
         shim_path = loc.shim_dir / name
         digest, size = file_digest(target)
+        if plan.wants(entries.get(name)):
+            got = _put_native(loc, name, target, on_failure, interp, bash, shells, text, entries,
+                              (digest, size), plan, notes)  # fmt: skip
+            if got == "unchanged":
+                unchanged.append(name)
+                continue
+            if got is not None:
+                done.append(got)
+                continue
         shim_digest = hashlib.sha256(text.encode()).hexdigest()
         if shim_path.exists() or shim_path.is_symlink():
             if not _owned(shim_path):
                 raise InputError(f"{shim_path} exists and was not written by mcpshim; left alone")
-            if shim_path.read_text() == text and name in entries:
+            if shim_path.read_bytes() == text.encode() and name in entries:
                 prev = entries[name]
                 if prev.sha256 == digest:
                     unchanged.append(name)
                     continue
         _replace(shim_path, text, 0o755)
+        native_install.remove_fallback(loc.shim_dir, name, _owned)
         entry = ShimEntry(
             name,
             target,
@@ -210,7 +231,51 @@ def install(
         loc.shim_dir, Manifest(str(loc.log_dir), on_failure, interp, entries, lib_digest)
     )
     registry.register(loc.shim_dir)
-    return InstallResult(tuple(done), tuple(unchanged), skipped)
+    return InstallResult(tuple(done), tuple(unchanged), skipped, tuple(dict.fromkeys(notes)))
+
+
+def _put_native(
+    loc: Locations,
+    name: str,
+    target: str,
+    on_failure: OnFailure,
+    interp: str,
+    bash: bool,
+    shells: list[str],
+    text: str,
+    entries: dict[str, ShimEntry],
+    target_digest: tuple[str, int],
+    plan: native_install.NativePlan,
+    notes: list[str],
+) -> ShimEntry | Literal["unchanged"] | None:
+    """The native shim for `name` (its new entry, put in `entries`), or "unchanged"; None
+    when it cannot be built here (the note says why: the caller writes the sh shim)."""
+    if plan.cc is None:
+        notes.append(f"{plan.why_not}: installed sh shims instead of native ones")
+        return None
+    prev = entries.get(name)
+    cfg = native_install.config_for(
+        name, target, str(loc.log_dir), on_failure, interp, bash, shells, loc.shim_dir
+    )
+
+    def make(**kw: str) -> ShimEntry:
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        digest, size = target_digest
+        return ShimEntry(name, target, digest, size, now, **kw)
+
+    try:
+        entry = native_install.put(
+            loc.shim_dir, cfg, text, prev, target_digest, plan.cc, _owned, make
+        )
+    except native.NativeUnavailable as exc:
+        if plan.mode == "require":
+            raise UsageError(f"--native=require: {exc}") from None
+        notes.append(f"{exc}: installed sh shims instead of native ones")
+        return None
+    if entry is None:
+        return "unchanged"
+    entries[name] = entry
+    return entry
 
 
 def uninstall(shim_dir: Path, names: Iterable[str], everything: bool) -> list[str]:
@@ -229,6 +294,7 @@ def uninstall(shim_dir: Path, names: Iterable[str], everything: bool) -> list[st
         if _owned(p):
             p.unlink()
             removed.append(n)
+        native_install.remove_fallback(shim_dir, n, _owned)
     left = {k: v for k, v in manifest.shims.items() if k not in wanted}
     if left:
         write_manifest(shim_dir, dataclasses.replace(manifest, shims=left))
@@ -260,6 +326,8 @@ def list_shims(shim_dir: Path) -> list[ShimStatus]:
             state = "shim-missing"
         elif hashlib.sha256(p.read_bytes()).hexdigest() != e.shim_sha256:
             state = "shim-edited"
+        elif e.kind == "native" and (bad := native_install.fallback_state(shim_dir, e)):
+            state = bad
         elif not os.path.isfile(e.target):
             state = "target-missing"
         elif file_digest(e.target) != (e.sha256, e.size):

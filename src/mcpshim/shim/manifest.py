@@ -33,15 +33,27 @@ class ShimEntry:
     size: int
     installed: datetime
     shim_sha256: str
+    #: "sh" (a script) or "native" (a compiled shim, with its sh fallback and what it was
+    #: built from: see shim.native_install)
+    kind: str = "sh"
+    fallback_sha256: str = ""
+    source_sha256: str = ""
 
     def to_toml(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "target": self.target,
             "sha256": self.sha256,
             "size": self.size,
             "installed": self.installed,
             "shim_sha256": self.shim_sha256,
         }
+        if self.kind != "sh":
+            out.update(
+                kind=self.kind,
+                fallback_sha256=self.fallback_sha256,
+                source_sha256=self.source_sha256,
+            )
+        return out
 
 
 @dataclass(frozen=True)
@@ -77,7 +89,15 @@ def load_manifest(shim_dir: Path) -> Manifest | None:
     try:
         shims = {
             n: ShimEntry(
-                n, e["target"], e["sha256"], int(e["size"]), e["installed"], e["shim_sha256"]
+                n,
+                e["target"],
+                e["sha256"],
+                int(e["size"]),
+                e["installed"],
+                e["shim_sha256"],
+                str(e.get("kind", "sh")),
+                str(e.get("fallback_sha256", "")),
+                str(e.get("source_sha256", "")),
             )
             for n, e in data.get("shims", {}).items()
         }

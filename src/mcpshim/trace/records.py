@@ -19,6 +19,7 @@ from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.redact import redact_argv
 from mcpshim.proc.procinfo import start_ticks
+from mcpshim.shim.native import FALLBACK_MARK
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
 
 __all__ = [
@@ -58,8 +59,10 @@ def exec_payloads(
     """The log records of one trace: (kind, payload), in time order; argv redacted.
 
     A shim's exec is two traced execs in one process: the shim script (its path is in a shim
-    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name). In a
-    contained session (`refused`), an attempt its ruleset refused says why (`blocked`)."""
+    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name). A
+    native shim that hands an exec to its sh shim makes one more in between, the
+    interpreter sourcing it (`_native_hop`): a shim hop too. In a contained session
+    (`refused`), an attempt its ruleset refused says why (`blocked`)."""
     starts = _starts(trace, exact)
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
     prev_script: dict[int, bytes] = {}
@@ -70,6 +73,9 @@ def exec_payloads(
             if os.path.dirname(e.filename) in shim_dirs:
                 payload["shim_script"] = True
                 prev_script[e.pid] = e.filename
+            elif script is not None and _native_hop(e.argv):
+                payload["shim_script"] = True
+                prev_script[e.pid] = script
             elif script is not None:
                 payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
         elif refused is not None and (why := refused(e.filename, e.cwd, e.result)):
@@ -133,6 +139,19 @@ def connect_payloads(
             # the program the process was running (null: a fork that had not exec'd)
             **_bytes_field("exe", ran[-1].filename if ran else None),
         }
+
+
+_HOP = FALLBACK_MARK.encode() + b"\n"
+
+
+def _native_hop(argv: Sequence[bytes] | None) -> bool:
+    """Whether an exec right after a shim's is its native shim's hand-over to the sh shim:
+    `INTERP [-p] -c '# mcpshim-shim v1 native fallback ...'` (only a shim's own exec
+    follows a shim's in the same process)."""
+    if not argv or len(argv) < 3:
+        return False
+    i = 2 if argv[1] == b"-p" else 1
+    return len(argv) > i + 1 and argv[i] == b"-c" and argv[i + 1].startswith(_HOP)
 
 
 def _snap(p: Process, exact: Sequence[int]) -> int | None:
