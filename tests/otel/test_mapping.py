@@ -26,6 +26,7 @@ from mcpshim.otel.model import (
     SERVER,
     SessionTrace,
     call_span_id,
+    execs_of,
     process_span_id,
     root_span_id,
 )
@@ -92,12 +93,18 @@ def test_every_finding_review_reports_is_an_event_on_its_span(tmp_path: Path) ->
     )
     findings, [att] = tool_call_review(loc, sid, found.findings, policy)
     spans = {(n.boot_id, n.pid, n.start): process_span_id(sid, n) for n in att.nodes()}
+    # a finding sits on the span of the exec its evidence is (one span per exec)
+    execs = {
+        img.where: process_span_id(sid, n, k)
+        for n in att.nodes()
+        for k, img in enumerate(execs_of(n))
+    }
     calls = {call_ref(att, c): call_span_id(sid, c) for c in att.calls}
     want: Counter[tuple[int, str, str, str, str]] = Counter()
     for f in findings:
         what = (f.rule.id, f.level.label, f.text, f.fingerprint)
         named = [] if f.rule.id in SESSION_WIDE else f.evidence
-        on = [spans[k] for e in named if (k := _process(e.data)) in spans]
+        on = [execs.get(e.where) or spans[k] for e in named if (k := _process(e.data)) in spans]
         if not on and f.call is not None:
             on = [calls[f.call]]
         want.update((span, *what) for span in on or [root_span_id(sid)])

@@ -127,9 +127,13 @@ def test_defect2_evidence_option_prints_what_is_asked(home: Home) -> None:
         and f["evidence"][0]["command"] == "git"
     ]
     assert shell["count"] == 5 and len(shell["evidence"]) == 5  # JSON keeps all
-    text = _review_cli(home, "--session", "S-ev", "--evidence", "all").stdout
+    # a tool called `shell` explains any program (issue 27 defect 11); a [tools] entry
+    # that lists only sh makes each git a finding with its evidence
+    pol = home.root / "tools.toml"
+    pol.write_text('[tools]\nshell = ["sh"]\n')
+    text = _review_cli(home, "--session", "S-ev", "--evidence", "all", "--policy", str(pol)).stdout
     assert text.count("git --version") >= 5, text
-    one = _review_cli(home, "--session", "S-ev", "--evidence", "1").stdout
+    one = _review_cli(home, "--session", "S-ev", "--evidence", "1", "--policy", str(pol)).stdout
     assert "4 more" in one, one
 
 

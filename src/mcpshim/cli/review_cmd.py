@@ -260,7 +260,7 @@ def review(
         "session": session or "(all)",
         "policy": pol.source or "(defaults)",
         "baseline": str(baseline_file) if baseline_file else "(none)",
-        "records": result.records,
+        "records": result.in_session if session is not None else result.records,
         "processes": result.processes,
         "families": result.families,
         "sealed": sealed.line,

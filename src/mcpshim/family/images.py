@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+from mcpshim.log.ledger import SHELLS
 
-__all__ = ["SOURCES", "Image", "bytes_field", "image_of", "images", "parse_time"]
+__all__ = [
+    "SOURCES",
+    "Image",
+    "bytes_field",
+    "image_of",
+    "invoked_name",
+    "parent_image",
+    "parse_time",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,11 @@ class Image:
     parent_cmdline: bytes = b""
     path: bytes = b""  # the PATH the process received (shim records keep it)
     shim_hop: bool = False  # the tracer's record of a shim script's own exec (not a program)
+    #: an exec of its process (family.model); False for what ran nothing (a failed exec, a
+    #: PATH search's step another record's exec shows) or repeats an exec (a tracer's gap)
+    entry: bool = True
+    #: the steps a PATH search tried before this exec, (path tried, errno), in order
+    attempts: tuple[tuple[bytes, str], ...] = ()
 
 
 def _from_exec(rec: ExecRecord) -> Image:
@@ -94,6 +108,16 @@ def parse_time(value: Any) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+def invoked_name(argv0: bytes, fallback: str) -> str:
+    """The name a sampled process was invoked as (argv[0]: `sh` for /bin/sh, which /proc
+    resolves to dash), as the shim and the tracer name it; a title the process set itself
+    (spaces, parentheses) is not a program's name, so `fallback` (its file's) is kept."""
+    head = os.path.basename(argv0).lstrip(b"-")
+    if head and head.replace(b".", b"").replace(b"_", b"").replace(b"-", b"").isalnum():
+        return head.decode("utf-8", "replace")
+    return fallback
+
+
 def _from_observed(rec: EventRecord) -> Image | None:
     """A process the supervisor saw (issue 5): cmdline items that were not UTF-8 are exact
     in cmdline_b64 {index: base64}."""
@@ -132,6 +156,20 @@ def _from_observed(rec: EventRecord) -> Image | None:
     )
 
 
+def parent_image(rec: ExecRecord) -> Image:
+    """The shell a shim record's parent evidence names, as an exec no other record shows."""
+    text = rec.parent_cmdline
+    word = text.split(b" ", 1)[0]
+    base = os.path.basename(word)
+    name = max((n for n in SHELLS if base.startswith(n.encode())), key=len, default="")
+    argv0 = word[: len(word) - len(base) + len(name)] if name else word
+    rest = text[len(argv0) :]
+    return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
+                 rec.parent_start, None, b"", name or os.path.basename(argv0).decode(
+                     "utf-8", "replace"), b"", argv0, (rest,) if rest else (),
+                 rec.session)  # fmt: skip
+
+
 SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
 
 
@@ -151,10 +189,3 @@ def image_of(rec: Record) -> Image | None:
         img = conv(rec) if conv else None
     _LAST[0] = (rec, img)
     return img
-
-
-def images(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:
-    for rec in records:
-        img = image_of(rec)
-        if img is not None and (session is None or img.session == session):
-            yield img

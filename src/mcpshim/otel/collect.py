@@ -19,6 +19,7 @@ from mcpshim.otel.model import (
     SessionTrace,
     SpanEvent,
     call_span_id,
+    execs_of,
     process_span_id,
     root_span_id,
     session_trace,
@@ -81,14 +82,17 @@ class _Index:
 
     def __init__(self, atts: Iterable[Attribution]) -> None:
         self.process: dict[tuple[str, int, Any], tuple[str, int, datetime | None]] = {}
+        self.where: dict[str, tuple[str, int, datetime | None]] = {}  # an exec's record
         self.call: dict[Any, tuple[str, int, datetime]] = {}
         self.root: dict[str, datetime | None] = {}
         for att in atts:
             sid = att.session
             self.root[sid] = _session_start(att)
             for node in att.nodes():
-                span = process_span_id(sid, node)
-                self.process[(node.boot_id, node.pid, node.start)] = (sid, span, node.first_time)
+                for k, img in enumerate(execs_of(node)):
+                    span = (sid, process_span_id(sid, node, k), img.time or node.first_time)
+                    self.process.setdefault((node.boot_id, node.pid, node.start), span)
+                    self.where[img.where] = span
             for call in att.calls:
                 self.call[call_ref(att, call)] = (sid, call_span_id(sid, call), call.request)
 
@@ -103,7 +107,9 @@ class _Index:
             for ev in () if f.rule.id in SESSION_WIDE else f.evidence:
                 d = ev.data
                 start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-                hit = self.process.get((str(d.get("boot_id")), _int(d.get("pid")), start))
+                hit = self.where.get(ev.where) or self.process.get(
+                    (str(d.get("boot_id")), _int(d.get("pid")), start)
+                )
                 if hit is not None:
                     sid, span, t = hit
                     when = t or self.root[sid]

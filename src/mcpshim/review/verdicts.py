@@ -80,12 +80,8 @@ def _ran(att: Attribution, index: int) -> tuple[tuple[str, ...], tuple[str, ...]
         prev: Image | None = None
         for img in node.images:
             target = os.fsdecode(img.target)
-            if not target:
-                continue
-            if img.shim_hop:
-                continue  # the shim's own exec: how mcpshim works, not a program that ran
-            if img.source == "trace-shim" and any(i.source == "shim" for i in node.images):
-                continue  # the tracer's half of an exec the shim's record shows
+            if not target or not img.entry:
+                continue  # ran nothing; each exec is one image (family.model)
             if prev is not None and img.args[:1] == (prev.target,):
                 continue  # `#!/usr/bin/env node` run as npm: one program, shown once
             prev = img

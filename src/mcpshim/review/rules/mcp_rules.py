@@ -111,10 +111,34 @@ def _words(name: str) -> set[str]:
     return {w for w in _SPLIT.split(name) if w}
 
 
-def explained(tool: str, command: str, tools: Mapping[str, tuple[str, ...]]) -> bool:
-    """The policy's [tools] entry decides; without one, the tool's name must say it."""
+#: a tool that says it runs whatever command it is given (`run_command`, `shell_execute`,
+#: "Execute a shell command"): every program it starts is what it said it does
+_RUNS_ANY = re.compile(
+    r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,4}?"
+    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts)\b",
+    re.IGNORECASE,
+)
+_RUNNER_WORDS = frozenset({"shell", "terminal", "bash", "cmd", "command", "commands", "exec",
+                           "execute", "run"})  # fmt: skip
+
+
+def runs_any_command(tool: str, description: str = "") -> bool:
+    """The tool's name or description says it runs arbitrary commands."""
+    words = _words(tool)
+    if len(words & _RUNNER_WORDS) >= 2 or words & {"shell", "terminal", "bash"}:
+        return True
+    return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(description))
+
+
+def explained(
+    tool: str, command: str, tools: Mapping[str, tuple[str, ...]], description: str = ""
+) -> bool:
+    """The policy's [tools] entry decides; without one, the tool's name must say it (or its
+    name and description say it runs any command)."""
     if tool in tools:
         return command in tools[tool]
+    if runs_any_command(tool, description):
+        return True
     name = re.sub(r"[0-9.]+$", "", command.lower()) or command.lower()
     words = _words(tool)
     return bool({command.lower(), name} & words) or any(name in _ALIASES.get(w, ()) for w in words)
@@ -168,10 +192,12 @@ def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
         for node in owned.get(call.index, ()):
             for img in node.images:
+                if not img.entry:
+                    continue  # ran nothing
                 ok = verdicts.get((call.name, img.command))
                 if ok is None:
                     ok = verdicts[(call.name, img.command)] = explained(
-                        call.name, img.command, policy.tools
+                        call.name, img.command, policy.tools, att.descriptions.get(call.name, "")
                     )
                 if not ok:
                     seen.setdefault(img.command, {}).setdefault(node.id, (node, img))

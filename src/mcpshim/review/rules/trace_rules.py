@@ -123,23 +123,27 @@ def _dir_risk(ctx: Context, d: str) -> str | None:
 
 @check(SEARCH_WRITABLE)
 def search_through_writable(ctx: Context, img: Image) -> Iterator[Hit]:
-    if not img.source.startswith("trace-search/"):
-        return
-    tried = _text(img.argv0)
-    d = os.path.dirname(tried)
-    if not d.startswith("/") or d in ctx.shim_dirs:
-        return
-    why = _dir_risk(ctx, d)
-    if why is None:
-        return
-    name = os.path.basename(tried)
-    yield Hit(
-        SEARCH_WRITABLE,
-        f"the PATH search for {name} tried {tried} before finding it: {why}",
-        f"{name}\0{d}",
-        d,
-        {"command": name, "path": d, "tried": tried},
-    )
+    """The steps a PATH search tried before the exec they led to (folded into its image
+    by the model), or a step of a shim's exec (its image came before the trace)."""
+    if img.source.startswith("trace-search/"):
+        tried_all = [_text(img.argv0)]
+    else:
+        tried_all = [_text(p) for p, _errno in img.attempts]
+    for tried in tried_all:
+        d = os.path.dirname(tried)
+        if not d.startswith("/") or d in ctx.shim_dirs:
+            continue
+        why = _dir_risk(ctx, d)
+        if why is None:
+            continue
+        name = os.path.basename(tried)
+        yield Hit(
+            SEARCH_WRITABLE,
+            f"the PATH search for {name} tried {tried} before finding it: {why}",
+            f"{name}\0{d}",
+            d,
+            {"command": name, "path": d, "tried": tried},
+        )
 
 
 @check(EXEC_FAILED)
