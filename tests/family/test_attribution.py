@@ -50,8 +50,11 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
     assert [c.images[0].command for c in sh.children] == ["git"]
     assert att.processes(2) == []
     assert att.outlived == {}
-    findings = session_findings(att, default_policy())
-    # "shell" explains sh, not git; git_version explains git.
+    # "shell" runs any command it is given (its name and description say so): by name it
+    # explains git too (issue 27 defect 11); a [tools] entry listing only sh does not.
+    assert session_findings(att, default_policy()) == []
+    only_sh = parse_policy('[tools]\nshell = ["sh"]\n', Path("p.toml"))
+    findings = session_findings(att, only_sh)
     assert [(f.rule.id, f.evidence[0].data["command"]) for f in findings] == [("MCS502", "git")]
     assert ": tools/call shell" in findings[0].group
     # Its evidence reads as review's does: source, time, pids, argv, what it reached, and

@@ -20,6 +20,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from mcpshim import __version__
+from mcpshim.family.attribution import attribute_log
 from mcpshim.log import execlog
 from mcpshim.otel.collect import FINDING_EVENT
 from mcpshim.otel.model import (
@@ -32,8 +33,9 @@ from mcpshim.otel.model import (
 )
 from mcpshim.otel.sdk import to_readable
 from mcpshim.review.engine import review
+from mcpshim.review.pipeline import with_calls
 from mcpshim.review.policy import default_policy
-from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, tool_call_review
+from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref
 from tests.fixtures.otelscenario import bench_traces
 
 
@@ -91,7 +93,8 @@ def test_every_finding_review_reports_is_an_event_on_its_span(tmp_path: Path) ->
     found = review(
         execlog.iter_records(loc, []), policy=policy, session=sid, shim_dir=str(loc.shim_dir)
     )
-    findings, [att] = tool_call_review(loc, sid, found.findings, policy)
+    done = with_calls(found, attribute_log(loc, sid), policy)
+    findings, [att] = done.findings, done.attributions
     spans = {(n.boot_id, n.pid, n.start): process_span_id(sid, n) for n in att.nodes()}
     # a finding sits on the span of the exec its evidence is (one span per exec)
     execs = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import json
 import sys
@@ -14,7 +13,6 @@ from typing import Any
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.approve_cmd import lock_departures, lock_option, resolve_lock
 from mcpshim.cli.common import (
     fail_on_option,
     findings_exit,
@@ -22,7 +20,9 @@ from mcpshim.cli.common import (
     load_policy,
     location_options,
     locations,
+    lock_option,
     mark_reviewed,
+    resolve_lock,
     session_option,
 )
 from mcpshim.cli.common import session as resolve
@@ -42,11 +42,8 @@ from mcpshim.render.md import render_calls_text
 from mcpshim.render.report import Report, coverage_lines
 from mcpshim.render.text import write_tree_text
 from mcpshim.review import baseline as baseline_mod
-from mcpshim.review import policy, rules
+from mcpshim.review import pipeline, policy, rules
 from mcpshim.review.findings import RULES
-from mcpshim.review.rules.mcp_rules import tool_call_review
-from mcpshim.review.split import review_log
-from mcpshim.review.verdicts import call_verdicts
 from mcpshim.shim import registry
 from mcpshim.shim.manifest import load_manifest
 
@@ -233,28 +230,15 @@ def review(
     if lock_path is not None:
         return _review_lock(loc, session, lock_path, pol, fmt, fail_on, limit, refs)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
-    manifest = load_manifest(loc.shim_dir)
-    problems: list[execlog.LogProblem] = []
-    result = review_log(
-        loc,
-        problems,
-        policy=pol,
-        session=session,
-        shim_dir=str(loc.shim_dir),
-        manifest=manifest,
-        baseline=base,
-        progress=_progress(loc),
+    done = pipeline.review_log(
+        loc, policy=pol, session=session, baseline=base, progress=_progress(loc)
     )
-    _problems_to_stderr(problems)
-    if session is not None and not result.in_session:
-        raise execlog.missing_session(loc, session)
-    # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx, and what each
-    # call did. Evidence no verified seal covers is marked.
-    tool_calls, atts = tool_call_review(loc, session, result.findings, pol)
+    _problems_to_stderr(done.problems)
+    result = done.result
+    # Evidence no verified seal covers is marked.
     sealed = seal_note(loc)
-    result = dataclasses.replace(result, findings=sealed.findings(tool_calls))
-    mark_reviewed(loc, refs, session, result.findings)
-    calls = call_verdicts(atts, result.findings)
+    findings = sealed.findings(result.findings)
+    mark_reviewed(loc, refs, session, findings)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all)",
@@ -265,12 +249,12 @@ def review(
         "families": result.families,
         "sealed": sealed.line,
     }
-    notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
+    notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
     report = Report(
-        "review", subject, result.findings, notes, calls, limit, coverage=result.coverage
+        "review", subject, findings, notes, done.verdicts, limit, coverage=result.coverage
     )
     click.echo(RENDERERS[fmt](report), nl=False)
-    return findings_exit(result.findings, fail_on)
+    return findings_exit(findings, fail_on)
 
 
 def _review_lock(
@@ -283,11 +267,10 @@ def _review_lock(
     limit: int | None,
     refs: list[dict[str, Any]],
 ) -> int:
-    problems: list[execlog.LogProblem] = []
-    found, sessions = lock_departures(loc, session, load_lock(path), problems)
-    _problems_to_stderr(problems)
+    done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol)
+    _problems_to_stderr(done.problems)
     sealed = seal_note(loc)
-    findings = sealed.findings(policy.apply_policy(found, pol))
+    findings = sealed.findings(done.findings)
     mark_reviewed(loc, refs, session, findings)
     subject = {
         "log": str(loc.log_file),
@@ -297,7 +280,7 @@ def _review_lock(
         "policy": pol.source or "(defaults)",
         "sealed": sealed.line,
     }
-    notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
+    notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
     report = Report("review", subject, findings, notes, evidence=limit)
     click.echo(RENDERERS[fmt](report), nl=False)
     return findings_exit(findings, fail_on)

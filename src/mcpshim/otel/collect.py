@@ -1,7 +1,7 @@
-"""From the log to traces: one pass reviews it and attributes the relayed sessions' processes
-to their tool calls (as `mcpshim report` does); each finding becomes an `mcpshim.finding`
-event on the span it is about: a process its evidence names, else the tool call it was filed
-under, else the session.
+"""From the log to traces: the review pipeline's one pass (review.pipeline.review_records,
+as `mcpshim report` uses it) gives the findings and attributions; each finding becomes an
+`mcpshim.finding` event on the span it is about: the exec its evidence names, else the tool
+call it was filed under, else the session.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from mcpshim import __version__
-from mcpshim.family.attribution import Anchor, Attribution, Collector
+from mcpshim.family.attribution import Anchor, Attribution
 from mcpshim.family.images import parse_time
 from mcpshim.log.execlog import EventRecord, Record
 from mcpshim.otel.model import (
@@ -24,10 +24,10 @@ from mcpshim.otel.model import (
     root_span_id,
     session_trace,
 )
-from mcpshim.review.engine import review
 from mcpshim.review.findings import Finding
-from mcpshim.review.policy import Policy, apply_policy
-from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, regroup, session_findings
+from mcpshim.review.pipeline import review_records
+from mcpshim.review.policy import Policy
+from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref
 from mcpshim.shim.manifest import Manifest
 
 __all__ = ["FINDING_EVENT", "collect_traces", "resource_of", "trace_for"]
@@ -164,19 +164,15 @@ def collect_traces(
     manifest: Manifest | None = None,
 ) -> list[SessionTrace]:
     """The relayed sessions of the log (one, or those started at or after `since`) as traces,
-    their review findings filed as span events."""
-    collector = Collector(session)
-    result = review(
-        collector.tee(records), policy=policy, session=session, shim_dir=shim_dir, manifest=manifest
-    )
-    atts = collector.results(anchor)
+    their review findings (review.pipeline) filed as span events."""
+    done, collector = review_records(records, policy=policy, anchor=anchor, session=session,
+                                     shim_dir=shim_dir, manifest=manifest)  # fmt: skip
+    atts = done.attributions
     if since is not None:
         atts = [a for a in atts if (t := _session_start(a)) is not None and t >= since]
     if not atts:
         return []
-    extra = [f for att in atts for f in session_findings(att, policy)]
-    findings = regroup(result.findings, atts) + apply_policy(extra, policy)
-    filed = _Index(atts).file(findings, session)
+    filed = _Index(atts).file(done.findings, session)
     return [
         trace_for(att, collector.sessions[att.session].events, host, filed.get(att.session))
         for att in atts

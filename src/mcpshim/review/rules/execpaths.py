@@ -154,7 +154,7 @@ def path_resolved(ctx: Context, img: Image) -> Iterator[Hit]:
     )
 
 
-def _script(img: Image) -> str | None:
+def script_of(img: Image) -> str | None:
     """The script an interpreter was given (node x.js, sh ./build.sh), as an absolute path:
     the first operand, past the options (and the values of those that take one)."""
     opts = _INTERPRETER_OPTIONS.get(command_name(img))
@@ -180,7 +180,7 @@ def _script(img: Image) -> str | None:
                 return None
             skip = name in takes_value and "=" not in t
             continue
-        return os.path.join(_text(img.cwd), t) if t else None
+        return os.path.normpath(os.path.join(_text(img.cwd), t)) if t else None
     return None
 
 
@@ -238,7 +238,7 @@ def shadowed(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
     if img.source != "shim" and target.startswith("/"):
         paths.append(target)
-    script = _script(img)
+    script = script_of(img)
     if script:
         paths.append(os.path.normpath(script))
     for p in paths:
@@ -264,7 +264,7 @@ def shadowed(ctx: Context, img: Image) -> Iterator[Hit]:
 def exec_location(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
     paths = [("executable", target)] if target.startswith("/") else []
-    script = _script(img)
+    script = script_of(img)
     if script:
         paths.append(("script", os.path.normpath(script)))
     name = command_name(img)

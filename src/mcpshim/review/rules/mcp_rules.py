@@ -12,13 +12,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from mcpshim.family.attribution import Attribution, Call, attribute_log
+from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
-from mcpshim.paths import Locations
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
-from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.policy import Policy
 
 __all__ = [
     "AMBIGUOUS",
@@ -31,8 +30,6 @@ __all__ = [
     "explained",
     "regroup",
     "session_findings",
-    "tool_call_review",
-    "with_tool_calls",
 ]
 
 OUTLIVED = define_rule(
@@ -328,22 +325,3 @@ def _call_key(f: Finding, tool: str) -> str:
     SARIF and JSON): the halves of a split finding are two results. The tool's name, not
     the call's time, so the fingerprint is the same from one session to the next."""
     return f"{f.key or f.message}\0{tool}"
-
-
-def tool_call_review(
-    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
-) -> tuple[list[Finding], list[Attribution]]:
-    """Review's findings filed under tool calls, plus the MCS5xx findings, for every session
-    relayed with --mcp (the findings unchanged when the log has none); and the sessions'
-    attributions."""
-    atts = attribute_log(loc, session)
-    if not atts:
-        return list(findings), []
-    extra = [f for att in atts for f in session_findings(att, policy)]
-    return regroup(findings, atts) + apply_policy(extra, policy), atts
-
-
-def with_tool_calls(
-    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
-) -> list[Finding]:
-    return tool_call_review(loc, session, findings, policy)[0]
