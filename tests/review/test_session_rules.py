@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from mcpshim.review.findings import RULES
+from mcpshim.review.catalogue import rules as _catalogue
 from mcpshim.review.policy import default_policy
 from mcpshim.review.rules.session_rules import session_findings
 from tests.fixtures.home import Home, install
 from tests.fixtures.runhelp import MCPSHIM, events, kill_all, only_session, run, session_pids
+
+RULES = _catalogue()
 
 # Opens a listener and an outbound connection to it, then holds both until the supervisor
 # has written its socket records (read back from the log), so the test does not race it.

@@ -22,12 +22,9 @@ from mcpshim.contract.lockfile import default_path, find_lock
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from mcpshim.log import marks
 from mcpshim.log.sessions import resolve_session
-from mcpshim.pathcheck import launch as _registers_mcs22x
-from mcpshim.pathcheck import lint as _registers_mcs2xx
 from mcpshim.paths import Locations
-from mcpshim.review import departure_rules as _registers_mcs52x
-from mcpshim.review import policy, rules
-from mcpshim.review.findings import RULES, Finding, Severity, at_or_above
+from mcpshim.review import policy
+from mcpshim.review.findings import Finding, Severity, at_or_above
 
 __all__ = [
     "DIR_HELP",
@@ -45,14 +42,14 @@ __all__ = [
     "session_option",
 ]
 
-# Imported for the rules they register, whichever command runs (the CLI imports a
-# command's module only when it runs): a policy may name any rule; `rules` lists them all.
-_ = (rules, _registers_mcs2xx, _registers_mcs22x, _registers_mcs52x)
 
 
 def load_policy(path: Path | None) -> policy.Policy:
-    """The policy, each [severity] id checked against every rule mcpshim has."""
-    return policy.load_policy(path, frozenset(RULES))
+    """The policy, each [severity] id checked against every rule mcpshim has (the
+    catalogue's, loaded here: a command that takes a policy reviews)."""
+    from mcpshim.review.catalogue import rules
+
+    return policy.load_policy(path, frozenset(rules()))
 
 
 def session_option(help: str) -> Callable[[F], F]:

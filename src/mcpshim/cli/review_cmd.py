@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,30 +25,20 @@ from mcpshim.cli.common import (
     session_option,
 )
 from mcpshim.cli.common import session as resolve
-from mcpshim.cli.sealnote import seal_note
-from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
-from mcpshim.family import tree
-from mcpshim.family.attribution import attribute_log
-from mcpshim.family.coverage import CoverageCollector
-from mcpshim.family.forestread import read_compact_forest
-from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
-from mcpshim.log.rows import ExecRows
 from mcpshim.paths import Locations
-from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
-from mcpshim.render.md import render_calls_text
-from mcpshim.render.report import Report, coverage_lines
-from mcpshim.render.text import write_tree_text
-from mcpshim.review import baseline as baseline_mod
-from mcpshim.review import pipeline, policy, rules
-from mcpshim.review.findings import RULES
-from mcpshim.shim import registry
-from mcpshim.shim.manifest import load_manifest
+
+if TYPE_CHECKING:
+    from mcpshim.review import policy
+from mcpshim.render.formats import (
+    FINDINGS_FORMATS,
+    TREE_FORMATS,
+    findings_renderer,
+    tree_renderer,
+)
 
 __all__ = ["COMMANDS"]
-
-_ = rules  # importing the package registers the MCS1xx rules
 
 
 def _problems_to_stderr(problems: list[execlog.LogProblem]) -> None:
@@ -97,7 +86,7 @@ def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[ex
 @session_option("Only records of this session (MCPSHIM_SESSION); an unknown one is an error.")
 @click.option("--root", "root_pid", type=int, help="Only the subtrees of processes with this pid.")
 @format_option(
-    *TREE_RENDERERS,
+    *TREE_FORMATS,
     help="text: pstree-like; json: nested, versioned (mcpshim.tree/1); dot: Graphviz.",
 )
 def tree_(
@@ -115,6 +104,18 @@ def tree_(
     escaped. The header's coverage line counts, per session, the execs seen, how many went
     through their shim and how many bypassed it (and why).
     """
+    from mcpshim.cli.sealnote import seal_note
+    from mcpshim.family.attribution import attribute_log
+    from mcpshim.family.coverage import CoverageCollector
+    from mcpshim.family.forestread import read_compact_forest
+    from mcpshim.family.view import session_parents
+    from mcpshim.log.rows import ExecRows
+    from mcpshim.render.md import render_calls_text
+    from mcpshim.render.report import coverage_lines
+    from mcpshim.render.text import write_tree_text
+    from mcpshim.shim import registry
+    from mcpshim.shim.manifest import load_manifest
+
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
@@ -146,7 +147,7 @@ def tree_(
         for att in attribute_log(loc, session) if root_pid is None else []:
             click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return
-    click.echo(TREE_RENDERERS[fmt](forest, subject), nl=False)
+    click.echo(tree_renderer(fmt)(forest, subject), nl=False)
 
 
 def _evidence_limit(value: str) -> str:
@@ -171,7 +172,7 @@ def _evidence_limit(value: str) -> str:
     help="Report drift against this baseline (`mcpshim baseline save`).",
 )
 @format_option(
-    *RENDERERS,
+    *FINDINGS_FORMATS,
     help="text: by tool call (sessions run with --mcp) or family, with evidence; json: "
     "versioned envelope (mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
 )
@@ -221,6 +222,11 @@ def review(
     (MCS520-MCS537): drifted, new or missing tools, new executables or identities,
     subcommands, cwd roots, destinations, credential names, processes that outlived a call.
     """
+    from mcpshim.cli.sealnote import seal_note
+    from mcpshim.render.report import Report
+    from mcpshim.review import baseline as baseline_mod
+    from mcpshim.review import pipeline
+
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     pol = load_policy(policy_file)
@@ -253,7 +259,7 @@ def review(
     report = Report(
         "review", subject, findings, notes, done.verdicts, limit, coverage=result.coverage
     )
-    click.echo(RENDERERS[fmt](report), nl=False)
+    click.echo(findings_renderer(fmt)(report), nl=False)
     return findings_exit(findings, fail_on)
 
 
@@ -267,6 +273,11 @@ def _review_lock(
     limit: int | None,
     refs: list[dict[str, Any]],
 ) -> int:
+    from mcpshim.cli.sealnote import seal_note
+    from mcpshim.contract.lockfile import load_lock
+    from mcpshim.render.report import Report
+    from mcpshim.review import pipeline
+
     done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol)
     _problems_to_stderr(done.problems)
     sealed = seal_note(loc)
@@ -282,7 +293,7 @@ def _review_lock(
     }
     notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
     report = Report("review", subject, findings, notes, evidence=limit)
-    click.echo(RENDERERS[fmt](report), nl=False)
+    click.echo(findings_renderer(fmt)(report), nl=False)
     return findings_exit(findings, fail_on)
 
 
@@ -290,9 +301,9 @@ def _review_lock(
 @format_option("text", "json", help="text for reading; json (mcpshim.rules/1) for tools.")
 def rules_(fmt: str) -> None:
     """List every rule: stable id, default severity, summary and remediation."""
-    with contextlib.suppress(ImportError):
-        importlib.import_module("mcpshim.pathcheck.lint")  # registers the MCS2xx rules when present
-    ordered = [RULES[k] for k in sorted(RULES) if not k.startswith("MCS9")]
+    from mcpshim.review.catalogue import rules
+
+    ordered = [r for k, r in rules().items() if not k.startswith("MCS9")]
     if fmt == "json":
         doc = [
             {
@@ -329,6 +340,8 @@ def policy_group() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def policy_init(output: Path | None, force: bool) -> None:
     """Write a starter policy: today's defaults made explicit, with one example command."""
+    from mcpshim.review import policy
+
     text = policy.dumps_starter()
     if output is None:
         click.echo(text, nl=False)
@@ -361,6 +374,9 @@ def baseline_save(
     shim_dir: Path | None, log_dir: Path | None, session: str | None, output: Path
 ) -> None:
     """Save the executables, subcommands/argument shapes and cwd roots a session used."""
+    from mcpshim.family import tree
+    from mcpshim.review import baseline as baseline_mod
+
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     with _records(loc) as (records, _problems):

@@ -25,6 +25,16 @@ def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
     return [("run_command", {"command": line, "cwd": str(w.ws)})]
 
 
+_EXPECTED = (
+    Expect("MCS501", "medium", "run_command"),
+    Expect("MCS301", "medium", "run_command"),
+    Expect("MCS304", "medium", "run_command"),
+    Expect("MCS101", "info", ANY_CALL, optional=True),
+    Expect("MCS101", "info", NO_CALL, optional=True),
+    Expect("MCS504", "low", NO_CALL),  # the server's stdout lines that are not JSON-RPC
+)
+
+
 def _proof(w: Workspace) -> list[str]:
     return [] if b"watcher" in b"".join(w.heard) else ["the helper never connected"]
 
@@ -40,11 +50,6 @@ SCENARIO = Scenario(
     listener=True,
     linger=1.2,
     proof=_proof,
-    expected=(
-        Expect("MCS501", "medium", "run_command"),
-        Expect("MCS301", "medium", "run_command"),
-        Expect("MCS304", "medium", "run_command"),
-        Expect("MCS101", "info", ANY_CALL, optional=True),
-        Expect("MCS101", "info", NO_CALL, optional=True),
-    ),
+    expected=(*_EXPECTED, Expect("MCS105", "medium", "run_command", optional=True)),  # sampled
+    traced_expected=(*_EXPECTED, Expect("MCS401", "medium", "run_command")),
 )

@@ -44,5 +44,14 @@ SCENARIO = Scenario(
     expected=(
         Expect("MCS108", "medium", "shell_execute"),
         Expect("MCS101", "info", ANY_CALL, optional=True),
+        Expect("MCS304", "medium", "shell_execute", optional=True),  # the sampler's socket
+        # curl and git past their shims: the server's own environment (as in the benign run)
+        Expect("MCS405", "medium", "shell_execute", optional=True),
+    ),
+    traced_expected=(
+        Expect("MCS108", "medium", "shell_execute"),
+        Expect("MCS101", "info", ANY_CALL, optional=True),
+        Expect("MCS304", "medium", "shell_execute", optional=True),
+        Expect("MCS405", "medium", "shell_execute"),
     ),
 )

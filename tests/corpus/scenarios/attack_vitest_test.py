@@ -7,8 +7,20 @@ must see the project's code running (MCS107) and curl's unlisted destination (MC
 
 from __future__ import annotations
 
-from tests.corpus.harness import ANY_CALL, NO_CALL, Expect, Scenario, Workspace
-from tests.corpus.scenarios.benign_vitest_server import TEST, project, server
+from tests.corpus.harness import Expect, Scenario, Workspace
+from tests.corpus.scenarios.benign_vitest_server import (
+    COMMON,
+    SAMPLED,
+    TEST,
+    TRACED,
+    project,
+    server,
+)
+
+ATTACK = (
+    Expect("MCS108", "medium", "run_tests"),  # curl's destination, on no list
+    Expect("MCS304", "medium", "run_tests", optional=True),  # the sampler saw its socket
+)
 
 EVIL = (
     TEST
@@ -41,10 +53,6 @@ SCENARIO = Scenario(
     listener=True,
     linger=0.5,
     proof=_proof,
-    expected=(
-        Expect("MCS107", "medium", "run_tests"),
-        Expect("MCS108", "medium", "run_tests"),
-        Expect("MCS101", "info", ANY_CALL, optional=True),
-        Expect("MCS101", "info", NO_CALL, optional=True),
-    ),
+    expected=(*COMMON, *SAMPLED, *ATTACK),
+    traced_expected=(*COMMON, *TRACED, *ATTACK),
 )

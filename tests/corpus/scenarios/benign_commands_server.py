@@ -17,6 +17,14 @@ from tests.corpus.harness import (
     servers_installed,
 )
 
+COMMON = (
+    Expect("MCS101", "info", ANY_CALL, optional=True),
+    Expect("MCS101", "info", NO_CALL, optional=True),
+    # the server writes lines that are not JSON-RPC to its stdout (true: the client's SDK
+    # complains of each)
+    Expect("MCS504", "low", NO_CALL),
+)
+
 
 def server(w: Workspace) -> list[str]:
     return [str(servers_installed() / "mcp-server-commands")]
@@ -40,7 +48,14 @@ SCENARIO = Scenario(
     setup=git_repo,
     needs=("servers",),
     expected=(
-        Expect("MCS101", "info", ANY_CALL, optional=True),
-        Expect("MCS101", "info", NO_CALL, optional=True),
+        *COMMON,
+        # sampling may catch the shells: their lines are said (one command: info)
+        Expect("MCS105", "medium", "run_command", optional=True),
+        Expect("MCS106", "info", "run_command", optional=True),
+    ),
+    traced_expected=(
+        *COMMON,
+        Expect("MCS401", "medium", "run_command"),  # `&&` and `|` lines, past every shim
+        Expect("MCS401", "info", "run_command"),  # `git status --short`, one command
     ),
 )

@@ -34,9 +34,13 @@ def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
 
 
 EXPECTED = (
-    Expect("MCS101", "info", ANY_CALL, optional=True),  # git through PATH: its pinned shim
+    Expect("MCS101", "info", ANY_CALL, optional=True),
     Expect("MCS101", "info", NO_CALL, optional=True),
+    # the server starts each command with an environment of its own whose PATH lacks the
+    # shim dir: git bypasses its shim (true: the trace says so; sampling, if it catches it)
+    Expect("MCS405", "medium", ANY_CALL, optional=True),
 )
+TRACED = (*EXPECTED[:2], Expect("MCS405", "medium", ANY_CALL))
 
 SCENARIO = Scenario(
     name="benign-mcp-shell-server",
@@ -48,4 +52,5 @@ SCENARIO = Scenario(
     server_env=lambda w: {"ALLOW_COMMANDS": "git,ls,cat,wc"},
     needs=("pyservers",),
     expected=EXPECTED,
+    traced_expected=TRACED,
 )

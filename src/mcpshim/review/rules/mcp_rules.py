@@ -112,11 +112,13 @@ def _words(name: str) -> set[str]:
 #: "Execute a shell command"): every program it starts is what it said it does
 _RUNS_ANY = re.compile(
     r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,4}?"
-    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts)\b",
+    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts|tests?)\b",
     re.IGNORECASE,
 )
+#: two of these in a tool's name: it runs what it is given (a test runner runs the project's
+#: tests: node, sh, whatever the project's runner starts)
 _RUNNER_WORDS = frozenset({"shell", "terminal", "bash", "cmd", "command", "commands", "exec",
-                           "execute", "run"})  # fmt: skip
+                           "execute", "run", "test", "tests"})  # fmt: skip
 
 
 def runs_any_command(tool: str, description: str = "") -> bool:

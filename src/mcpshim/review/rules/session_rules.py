@@ -177,11 +177,10 @@ class SessionEvidence:
         # from its exec-path included).
         if s.traced or name in self.shim_names:
             return
+        if name in _SHELLS and "-c" in _argv(d)[1:2]:
+            return  # a shell's -c line: MCS105/106 on its exec say it, and how it was run
         severity: Severity | None = Severity.INFO
         message = f"{name} ran without a shim (seen only by sampling)"
-        if name in _SHELLS and "-c" in _argv(d)[1:2]:
-            severity = None
-            message = f"{name} -c started by absolute path (a composed shell line)"
         s.findings.append(
             _finding(UNSHIMMED, message, sid, rec, f"{name}\0{d.get('exe', '')}", severity)
         )

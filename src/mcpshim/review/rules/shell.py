@@ -81,8 +81,10 @@ def constructs(line: str) -> list[str]:
 
 @check(COMPOSED, SIMPLE)
 def shell_wrapper(ctx: Context, img: Image) -> Iterator[Hit]:
+    """A shell's -c line. A traced shell started by absolute path is MCS401's (one
+    statement per process: the line and that no shim saw it)."""
     line = shell_line(img)
-    if line is None:
+    if line is None or (img.source == "trace" and b"/" in img.argv0):
         return
     name = command_name(img)
     parts = constructs(line)
