@@ -150,9 +150,9 @@ def test_helper_outlives_its_call(home: Home, tmp_path: Path) -> None:
         [outlived] = [f for f in findings if f.rule.id == "MCS501"]
         assert "run_test" in outlived.message and "sleep" in outlived.message
         assert outlived.evidence[0].data["pid"] == helper.pid
-        # The name run_test explains none of npm, sh, node, sleep; a policy can.
-        unexplained = {f.evidence[0].data["command"] for f in findings if f.rule.id == "MCS502"}
-        assert {"npm", "sleep"} <= unexplained
+        # run_test says it runs tests: whatever they start is what it said it does (issue
+        # 27 defect 11); a [tools] entry says more exactly what it may start.
+        assert [f for f in findings if f.rule.id == "MCS502"] == []
         policy = parse_policy('[tools]\nrun_test = ["npm", "sh", "node"]\n', Path("p.toml"))
         left = [f for f in session_findings(att, policy) if f.rule.id == "MCS502"]
         assert [f.evidence[0].data["command"] for f in left] == ["sleep"]
@@ -167,7 +167,8 @@ def test_helper_outlives_its_call(home: Home, tmp_path: Path) -> None:
         ("gitStatus", "git", True),
         ("run_shell", "bash", True),
         ("run_python", "python3.11", True),
-        ("run_test", "npm", False),
+        ("run_test", "npm", True),  # a test runner runs what the tests start
+        ("format_code", "node", False),
         ("show", "sh", False),
     ],
 )

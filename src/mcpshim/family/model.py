@@ -28,7 +28,7 @@ from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.images import Image, image_of, invoked_name, parent_image
 from mcpshim.family.trace_merge import gap_image, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
-from mcpshim.log.ledger import ENTRY, HOLD, Ledger, ident_key, trace_is_exec
+from mcpshim.log.ledger import ENTRY, HOLD, SHELLS, Ledger, ident_key, trace_is_exec
 
 __all__ = ["Assembler", "entries"]
 
@@ -72,7 +72,8 @@ class Assembler:
         self.coverage.shim(session, shim)
         if parent:
             return True
-        self.ledger.shim(session, shim, ident_key(boot, pid, start), None)
+        if shim in SHELLS:  # a shell a later record may name as its parent
+            self.ledger.prime(ident_key(boot, pid, start))
         return False
 
     def parent_record(self, rec: ExecRecord) -> list[Image]:
