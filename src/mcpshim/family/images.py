@@ -1,15 +1,14 @@
 """Every record source as an `Image`: one program a process ran, as the log knows it.
 
-Shim exec records carry it directly; "observed" events sampled by the supervisor are
-converted here; later sources (trace_merge) register a converter in `SOURCES`. The tree
-(tree) links images into processes and families.
+Shim exec records carry it directly; "observed" events sampled by the supervisor and a
+shim's parent evidence are converted here, trace records in trace_merge; the process model
+(family.model) decides which of them is an exec, and the tree links them into processes.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -18,7 +17,6 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.ledger import SHELLS
 
 __all__ = [
-    "SOURCES",
     "Image",
     "bytes_field",
     "image_of",
@@ -157,7 +155,15 @@ def _from_observed(rec: EventRecord) -> Image | None:
 
 
 def parent_image(rec: ExecRecord) -> Image:
-    """The shell a shim record's parent evidence names, as an exec no other record shows."""
+    """The shell a shim record's parent evidence names, as an exec no other record shows:
+    its argv exactly where the record keeps it (`parent_argv`), else the line an older
+    shim kept without its NUL separators (argv[0] found by the shell's name)."""
+    argv: tuple[bytes, ...] = getattr(rec, "parent_argv", ())
+    if argv:
+        name = os.path.basename(argv[0]).lstrip(b"-").decode("utf-8", "replace")
+        return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
+                     rec.parent_start, None, b"", name, b"", argv[0], argv[1:],
+                     rec.session)  # fmt: skip
     text = rec.parent_cmdline
     word = text.split(b" ", 1)[0]
     base = os.path.basename(word)
@@ -168,9 +174,6 @@ def parent_image(rec: ExecRecord) -> Image:
                  rec.parent_start, None, b"", name or os.path.basename(argv0).decode(
                      "utf-8", "replace"), b"", argv0, (rest,) if rest else (),
                  rec.session)  # fmt: skip
-
-
-SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
 
 
 _LAST: list[tuple[Record | None, Image | None]] = [(None, None)]
@@ -185,7 +188,6 @@ def image_of(rec: Record) -> Image | None:
     if isinstance(rec, ExecRecord):
         img: Image | None = _from_exec(rec)
     else:
-        conv = SOURCES.get(rec.kind)
-        img = conv(rec) if conv else None
+        img = _from_observed(rec) if rec.kind == "observed" else None
     _LAST[0] = (rec, img)
     return img

@@ -105,8 +105,7 @@ class Assembler:
             own = [img] if img is not None and self._mine(img) else []
             return own + (self.parent_record(rec) if mine else [])
         if rec.kind not in _EVENTS:
-            img = image_of(rec)  # a source registered in images.SOURCES elsewhere
-            return [img] if img is not None and self._mine(img) else []
+            return []
         d = rec.data
         sid = session_of(rec) or ""
         self.coverage.event(rec)

@@ -19,12 +19,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mcpshim.family.images import SOURCES, Image, image_of
+from mcpshim.family.images import Image, image_of
 from mcpshim.family.linker import Link, Linker
 from mcpshim.family.model import entries as images
 
 __all__ = [
-    "SOURCES",
     "Forest",
     "Image",
     "Link",
