@@ -41,6 +41,10 @@ POLICY = """\
 [tools]
 git_log = ["git"]
 run_test = ["npm", "sh", "node"]
+
+# The shell lines the server is known to run: approved, so they are routine (info).
+[commands.sh]
+args = ["-c grep -rn * --include=* . | head -5", "-c node test.js"]
 """
 TEST_JS = """\
 const { spawn } = require('child_process');

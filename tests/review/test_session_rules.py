@@ -91,7 +91,9 @@ def test_survivor_and_unshimmed_in_review(home: Home, interpreter: str) -> None:
     assert bypass["severity"] == "medium"
     assert bypass["message"] == f"git ran without its shim: called by absolute path ({git})"
     assert bypass["evidence"][0]["source"] == "observed"
-    assert any("composed shell line" in m for m in unshimmed)
+    # the sampled `/bin/sh -c 'sleep 1'`: one statement, its line (issue 27), not MCS302
+    lines = [f["message"] for f in doc["findings"] if f["rule"] in ("MCS105", "MCS106")]
+    assert any("started by absolute path" in m and "sleep 1" in m for m in lines), lines
     assert not any(m.startswith("dash -c") and "server" in m for m in unshimmed)
     # the server itself (the session's command) is not a finding
     [start] = events(home, "session-start")

@@ -170,6 +170,11 @@ def parent_image(rec: ExecRecord) -> Image:
     name = max((n for n in SHELLS if base.startswith(n.encode())), key=len, default="")
     argv0 = word[: len(word) - len(base) + len(name)] if name else word
     rest = text[len(argv0) :]
+    if rest.startswith(b"-c") and len(rest) > 2 and rest[2:3] != b" ":
+        return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
+                     rec.parent_start, None, b"", name or os.path.basename(argv0).decode(
+                         "utf-8", "replace"), b"", argv0, (b"-c", rest[2:]),
+                     rec.session)  # fmt: skip
     return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
                  rec.parent_start, None, b"", name or os.path.basename(argv0).decode(
                      "utf-8", "replace"), b"", argv0, (rest,) if rest else (),

@@ -100,11 +100,9 @@ def _shell_line_by_path(b: Bypassed) -> bool:
     """A shell started by absolute path with a -c line: its line's finding says it ran past
     every shim (MCS401 traced, MCS105/106 sampled): one statement per process."""
     argv = b.exec.argv
-    if not argv or b"/" not in argv[0]:
-        return False
-    # a shell parent's line as its child's record keeps it may have lost its NULs (-cLINE)
-    lossy = b.source == "parent" and len(argv) > 1 and argv[1].startswith(b"-c")
-    return lossy or shell_options(argv)[2] is not None
+    if b.source == "parent" or not argv or b"/" not in argv[0]:
+        return False  # no rule reads a parent's line: the bypass is what is said of it
+    return shell_options(argv)[2] is not None
 
 
 def _git_itself(b: Bypassed) -> bool:

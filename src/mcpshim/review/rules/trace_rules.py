@@ -15,7 +15,7 @@ from mcpshim.family import trace_merge as _trace_merge  # registers the trace im
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
 from mcpshim.review.rules.registry import Context, Hit, check
-from mcpshim.review.rules.shell import constructs
+from mcpshim.review.rules.shell import approved_line, constructs
 from mcpshim.review.shapes import command_name, shell_line, under
 
 __all__ = ["ABSOLUTE_SHELL", "EXEC_FAILED", "SEARCH_WRITABLE", "UNEXPLAINED"]
@@ -87,7 +87,7 @@ def absolute_shell(ctx: Context, img: Image) -> Iterator[Hit]:
         f"{name}\0{line}",
         target,
         {"command": name, "path": target, "inner": line, "constructs": parts},
-        None if parts else Severity.INFO,
+        None if parts and not approved_line(ctx, img) else Severity.INFO,
     )
 
 
