@@ -50,6 +50,10 @@ SCENARIO = Scenario(
     listener=True,
     linger=1.2,
     proof=_proof,
-    expected=(*_EXPECTED, Expect("MCS105", "medium", "run_command", optional=True)),  # sampled
+    expected=(
+        *_EXPECTED,
+        Expect("MCS105", "medium", "run_command", optional=True),  # the shell, sampled
+        Expect("MCS405", "medium", "run_command", optional=True),  # or from its child's record
+    ),
     traced_expected=(*_EXPECTED, Expect("MCS401", "medium", "run_command")),
 )

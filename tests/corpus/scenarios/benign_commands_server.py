@@ -52,6 +52,8 @@ SCENARIO = Scenario(
         # sampling may catch the shells: their lines are said (one command: info)
         Expect("MCS105", "medium", "run_command", optional=True),
         Expect("MCS106", "info", "run_command", optional=True),
+        # a shell the sampler missed: its child's record shows it ran past sh's shim
+        Expect("MCS405", "medium", "run_command", optional=True),
     ),
     traced_expected=(
         *COMMON,
