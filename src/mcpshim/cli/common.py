@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 
-
 def load_policy(path: Path | None) -> policy.Policy:
     """The policy, each [severity] id checked against every rule mcpshim has (the
     catalogue's, loaded here: a command that takes a policy reviews)."""
