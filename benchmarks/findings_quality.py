@@ -1,8 +1,11 @@
 """Precision and recall of review's findings over the labelled corpus (tests/corpus).
 
-Every scenario is a real session: a real MCP server (two from npm, the project's own
-fixture servers, an attack server) under `mcpshim run --mcp` with shims installed, driven
-by the official SDK's client, with and without --trace. Its findings are compared with
+Every scenario is a real session: a real MCP server (five third-party ones, pinned and
+installed by the test setup: @cyanheads/git-mcp-server, @modelcontextprotocol/server-filesystem,
+@djankies/vitest-mcp with vitest and @agent-infra/mcp-server-commands from npm, mcp-shell-server
+from PyPI; the project's own fixture servers; an attack server) under `mcpshim run --mcp`
+with shims installed, driven by the official SDK's client, with and without --trace. Its
+findings are compared with
 what a careful reviewer says is true of it (the scenario's expected findings, by rule id,
 severity and tool call). Printed per scenario and in total, at >= medium: true positives,
 false positives, false negatives; below medium, statements nobody expected; for attacks,

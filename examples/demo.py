@@ -1,4 +1,5 @@
-"""The quick-start demonstration (`make demo`), on a throwaway HOME deleted afterwards.
+"""The quick-start demonstration (`make demo`), on a throwaway HOME deleted afterwards
+(kept out of the system temp dirs: see work_base).
 
 A real stdio MCP server (examples/mcp_demo_server.py, official `mcp` SDK) runs under
 `mcpshim run --mcp`; the SDK's own client drives it through three tool calls the way an
@@ -40,6 +41,10 @@ POLICY = """\
 [tools]
 git_log = ["git"]
 run_test = ["npm", "sh", "node"]
+
+# The shell lines the server is known to run: approved, so they are routine (info).
+[commands.sh]
+args = ["-c grep -rn * --include=* . | head -5", "-c node test.js"]
 """
 TEST_JS = """\
 const { spawn } = require('child_process');
@@ -103,8 +108,22 @@ def throwaway_env(home: Path) -> dict[str, str]:
     return env
 
 
+def work_base() -> Path:
+    """Where the throwaway HOME goes: outside the system temp dirs, as a user's projects
+    are (npm looks for node_modules/.bin in every ancestor of the cwd, and a temp dir
+    there is rightly a finding of its own, which is not what the demo shows): the
+    checkout's .demo-work/, or the user's cache when the checkout is in a temp dir."""
+    from mcpshim.shim.targets import temp_dirs
+
+    checkout = HERE.parent
+    in_temp = any(checkout.is_relative_to(t) for t in map(Path, temp_dirs()) if t.is_absolute())
+    base = Path.home() / ".cache" / "mcpshim-demo" if in_temp else checkout / ".demo-work"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="mcpshim-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mcpshim-demo-", dir=work_base()) as tmp:
         home = Path(tmp)
         env = throwaway_env(home)
         mcpshim = [sys.executable, "-m", "mcpshim"]

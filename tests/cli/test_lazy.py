@@ -1,7 +1,6 @@
 """The CLI imports a command's module only when the command runs: its table names every
-command of every module, each command module alone registers every rule, check and image
-source the whole CLI does (in the same order: findings keep their order), and starting
-one command does not import the others."""
+command of every module, `review --help` imports no rule and no review engine (rules come
+from one explicit catalogue), and starting one command does not import the others."""
 
 from __future__ import annotations
 
@@ -14,31 +13,19 @@ from click.testing import CliRunner
 
 from mcpshim.cli import COMMAND_MODULES, cli
 
-_REGISTRIES = """
-import importlib, json, sys
-for m in sys.argv[1:]:
-    importlib.import_module("mcpshim.cli." + m)
-from mcpshim.family.images import SOURCES
-from mcpshim.review.findings import RULES
-from mcpshim.review.rules.registry import CHECKS
-print(json.dumps({
-    "common": "mcpshim.cli.common" in sys.modules,
-    "rules": sorted(RULES),
-    "checks": [(r.id, f.__module__, f.__qualname__) for r, f in CHECKS],
-    "sources": sorted(SOURCES),
-}))
-"""
 
-
-def _registries(*modules: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-c", _REGISTRIES, *modules],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+def _loaded(*argv: str) -> list[str]:
+    """The mcpshim modules a fresh interpreter has loaded once `mcpshim ARGV` returned."""
+    probe = (
+        "import sys\nfrom mcpshim.cli import main\n"
+        f"sys.argv = ['mcpshim', *{list(argv)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('mcpshim')))"
     )
-    out: dict[str, object] = json.loads(done.stdout)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    out: list[str] = json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
     return out
 
 
@@ -52,23 +39,31 @@ def test_the_table_names_every_command_of_every_module() -> None:
     assert all(f"\n  {name} " in listed for name in COMMAND_MODULES), listed
 
 
-def test_each_command_module_registers_what_the_whole_cli_does() -> None:
-    modules = sorted(set(COMMAND_MODULES.values()))
-    whole = _registries(*modules)
-    assert (
-        whole["rules"]
-        and whole["checks"]
-        and whole["sources"] == ["observed", "trace-exec", "trace-gap"]
-    )
-    for module in modules:
-        alone = _registries(module)
-        if module == "completion_cmd":  # click's completion scripts: nothing of mcpshim's
-            continue
-        if module == "sessions_cmd":  # lists sessions, names no rule: starts without them
-            assert not alone["common"], alone
-            continue
-        assert alone.pop("common"), module
-        assert alone == {k: v for k, v in whole.items() if k != "common"}, module
+def test_review_help_imports_no_rule_and_no_review_engine() -> None:
+    """Issue 31: `review --help` is click's help of one command: no rule module, no review
+    engine, no renderer (the rules load through review.catalogue in commands that review)."""
+    loaded = _loaded("review", "--help")
+    assert "mcpshim.cli.review_cmd" in loaded
+    heavy = [m for m in loaded if m.startswith(("mcpshim.review.rules", "mcpshim.family"))]
+    heavy += [m for m in loaded if m in {
+        "mcpshim.review.catalogue", "mcpshim.review.engine", "mcpshim.review.scan",
+        "mcpshim.review.split", "mcpshim.review.pipeline", "mcpshim.review.departure_rules",
+        "mcpshim.pathcheck.lint", "mcpshim.render.text", "mcpshim.render.sarif",
+    }]  # fmt: skip
+    assert heavy == [], heavy
+
+
+def test_the_catalogue_is_what_rules_lists_and_checks_use() -> None:
+    """One explicit catalogue (issue 26): `mcpshim rules` lists it, every check's rules are
+    in it, and no module registers anything by being imported."""
+    from mcpshim.review import catalogue
+
+    listed = CliRunner().invoke(cli, ["rules", "--format", "json"]).output
+    ids = [r["id"] for r in json.loads(listed)["rules"]]
+    assert ids == [k for k in catalogue.rules() if not k.startswith("MCS9")]
+    for fn in catalogue.checks():
+        assert {r.id for r in fn.check_rules} <= set(catalogue.rules()), fn  # type: ignore[attr-defined]
+    assert len(ids) == len(set(ids)) > 50
 
 
 def test_one_command_does_not_import_the_others() -> None:

@@ -137,6 +137,7 @@ class Outcome:
     seconds: float
     call_errors: list[str]
     problems: list[str] = field(default_factory=list)  # the scenario did not happen as meant
+    counts: dict[str, int] = field(default_factory=dict)  # execs, by reader (exec_counts)
 
     @property
     def label(self) -> str:
@@ -250,8 +251,39 @@ def need(*programs: str) -> None:
     for p in programs:
         if p == "servers":
             servers_installed()
+        elif p == "pyservers":
+            pyservers_installed()
         elif shutil.which(p) is None:
             raise UnavailableError(f"{p} is not installed")
+
+
+PYSERVERS = HERE / ".pyservers"  # a venv of the pinned PyPI servers (pyservers_installed)
+PY_PINS = {"mcp-shell-server": "1.1.14"}  # MIT; the Python shell server the corpus drives
+_py_checked: list[bool] = []
+
+
+def pyservers_installed() -> Path:
+    """The pinned PyPI servers in a venv of their own (their `mcp` may differ from ours),
+    installed once with pip; a registry that cannot be reached skips (outside CI)."""
+    bin_dir = PYSERVERS / "bin"
+    if _py_checked:
+        return bin_dir
+    want = [f"{k}=={v}" for k, v in PY_PINS.items()]
+    have = ""
+    if bin_dir.is_dir():
+        freeze = [str(bin_dir / "python"), "-m", "pip", "freeze"]
+        have = subprocess.run(freeze, capture_output=True, text=True, check=False).stdout.lower()
+    if not all(w.lower() in have for w in want):
+        subprocess.run([sys.executable, "-m", "venv", str(PYSERVERS)], check=True)
+        proc = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *want],
+                              capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            offline = ("Could not find a version", "NewConnectionError", "Temporary failure")
+            if any(k in proc.stderr for k in offline) and not os.environ.get("CI"):
+                raise UnavailableError(f"PyPI unreachable: {proc.stderr.strip()[-300:]}")
+            raise RuntimeError(f"pip install {want} failed:\n{proc.stderr}")
+    _py_checked.append(True)
+    return bin_dir
 
 
 _npm_checked: list[bool] = []
@@ -411,8 +443,37 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
         raw = json.loads(proc.stdout)
         got = [_got(f) for f in raw["findings"]]
         problems = sc.proof(w)
+        counts = exec_counts(w, session, raw)
         _kill_session(session)
-    return Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
+    out = Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
+    out.counts = counts
+    return out
+
+
+def exec_counts(w: Workspace, session: str, review: dict[str, Any]) -> dict[str, int]:
+    """The session's execs as each reader counts them: `sessions`, `tree`, review's
+    coverage line, `log --format ecs` (a process document each) and `export otlp` (a
+    process span each, made in-process: the exporter needs an endpoint)."""
+    from mcpshim.family.attribution import anchors_for
+    from mcpshim.log import execlog
+    from mcpshim.otel.collect import collect_traces
+    from mcpshim.paths import Locations
+    from mcpshim.review.policy import default_policy
+
+    listed = json.loads(mcpshim(w, "sessions", "--format", "json").stdout)["sessions"]
+    tree = json.loads(mcpshim(w, "tree", "--session", session, "--format", "json").stdout)
+    ecs = mcpshim(w, "log", "--session", session, "--format", "ecs").stdout.splitlines()
+    [cov] = [c for c in review.get("coverage", []) if c["session"] == session]
+    loc = Locations(w.shim_dir, w.log_dir)
+    [trace] = collect_traces(execlog.iter_records(loc, []), policy=default_policy(),
+                             anchor=anchors_for(loc), host="corpus", session=session)  # fmt: skip
+    return {
+        "sessions": next(s["execs"] for s in listed if s["id"] == session),
+        "tree": tree["summary"]["images"],
+        "review": cov["execs"],
+        "ecs": sum(1 for line in ecs if json.loads(line)["event"]["dataset"] == "mcpshim.exec"),
+        "otlp": sum(1 for sp in trace.spans if "process.pid" in sp.attributes),
+    }
 
 
 def _got(f: dict[str, Any]) -> Got:

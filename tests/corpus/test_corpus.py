@@ -36,6 +36,8 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     except UnavailableError as exc:
         pytest.skip(str(exc))
     assert out.problems == [], out.problems
+    # one process model: every reader counts the same execs
+    assert len(set(out.counts.values())) == 1, out.counts
     s = score(out)
     missed = [f"{e.rule} {e.severity} under {e.tool}" for e in s.missed]
     extra = [f"{g.rule} {g.severity} under {g.tool}: {g.message[:160]}"

@@ -28,8 +28,10 @@ import pytest
 
 from mcpshim.base.display import dumps
 from mcpshim.cli import main
+from mcpshim.family.model import Assembler
 from mcpshim.log import execlog, logview
 from mcpshim.paths import Locations
+from mcpshim.render.ecs import ecs_doc
 from tests.fixtures.logfuzz import EVENTS, SEAL_VERIFIER, LogFuzzer
 
 CASES = 2000
@@ -78,11 +80,14 @@ def _case_dir(tmp_path: Path, seed: int) -> tuple[Path, Path]:
 def _read_and_view(log_dir: Path, shim_dir: Path) -> None:
     """What `log` does with each record, in every format (the pure functions)."""
     problems: list[execlog.LogProblem] = []
+    model = Assembler()
     for rec in execlog.iter_records(Locations(shim_dir, log_dir), problems):
         logview.record_text(rec).encode()
         dumps(logview.record_json(rec)).encode()
-        if isinstance(rec, execlog.ExecRecord):
-            dumps(logview.record_ecs(rec, 0)).encode()
+        for img in model.feed(rec):
+            dumps(ecs_doc(img, lambda _boot: None, 0)).encode()
+    for img in model.finish():
+        dumps(ecs_doc(img, lambda _boot: None, 0)).encode()
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))

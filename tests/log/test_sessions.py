@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from mcpshim.family import tree
 from mcpshim.log import eventlog, execlog, rotation, sessionindex
 from mcpshim.log.sessions import list_sessions
 from mcpshim.trace.probe import trace_unavailable
@@ -56,15 +57,18 @@ def test_one_line_per_session_newest_first(three: Home) -> None:
     got = _listed(three)
     assert [s["name"] for s in got] == [None, None, "first"]
     hand, second, first = got
-    assert hand["id"] == "by-hand-1" and not hand["supervised"] and hand["execs"] == 1
+    # by hand: true's shim, and the dash whose command line its record kept (no other
+    # record shows that shell: the process model counts it, as tree and review do)
+    assert hand["id"] == "by-hand-1" and not hand["supervised"] and hand["execs"] == 2
     assert second["exit_status"] == 3 and second["survivors"] == 0
     assert first["exit_status"] == 0
-    # execs: the shims' records and what sampling saw (the reader's count, record by record)
+    # execs: the process model's (each exec once, whichever sources saw it): tree's count
     for s, git in ((first, 1), (second, 2)):
         recs = [r for r in three.records() if _session_of(r) == s["id"]]
         shimmed = [r for r in recs if isinstance(r, execlog.ExecRecord)]
         assert len(shimmed) == git
-        assert s["execs"] == git + sum(1 for r in recs if r.kind == "observed")
+        assert s["execs"] == sum(i.entry for i in tree.images(three.records(), s["id"]))
+        assert s["execs"] > git  # the sh that `run` started is an exec too
     assert first["command"] == ["sh", "-c", "git --version >/dev/null"]
     for s in (first, second):
         assert s["supervised"] and s["ended"] and not s["relayed"] and not s["traced"]
@@ -89,7 +93,13 @@ def test_a_traced_session_counts_what_the_tracer_saw(home: Home) -> None:
         and r.kind == "trace-exec"
         and r.data["result"] == "ok"
     ]
-    assert s["traced"] and s["execs"] == len(traced) >= 3  # sh, git's shim and git, true
+    # sh, git (its shim's record: the script's and the target's traced execs are that one
+    # exec), true: what tree and review count too (issue 27 defect 7)
+    assert s["traced"] and len(traced) == s["execs"] + 1 == 3
+    tree = subprocess.run([*MCPSHIM, "tree", "--dir", str(home.loc.shim_dir), "--session", s["id"],
+                           "--format", "json"], env=home.env, capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert json.loads(tree.stdout)["summary"]["images"] == s["execs"]
 
 
 def test_filters_since_and_server(three: Home) -> None:

@@ -20,19 +20,22 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from mcpshim import __version__
+from mcpshim.family.attribution import attribute_log
 from mcpshim.log import execlog
 from mcpshim.otel.collect import FINDING_EVENT
 from mcpshim.otel.model import (
     SERVER,
     SessionTrace,
     call_span_id,
+    execs_of,
     process_span_id,
     root_span_id,
 )
 from mcpshim.otel.sdk import to_readable
 from mcpshim.review.engine import review
+from mcpshim.review.pipeline import with_calls
 from mcpshim.review.policy import default_policy
-from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, tool_call_review
+from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref
 from tests.fixtures.otelscenario import bench_traces
 
 
@@ -90,14 +93,21 @@ def test_every_finding_review_reports_is_an_event_on_its_span(tmp_path: Path) ->
     found = review(
         execlog.iter_records(loc, []), policy=policy, session=sid, shim_dir=str(loc.shim_dir)
     )
-    findings, [att] = tool_call_review(loc, sid, found.findings, policy)
+    done = with_calls(found, attribute_log(loc, sid), policy)
+    findings, [att] = done.findings, done.attributions
     spans = {(n.boot_id, n.pid, n.start): process_span_id(sid, n) for n in att.nodes()}
+    # a finding sits on the span of the exec its evidence is (one span per exec)
+    execs = {
+        img.where: process_span_id(sid, n, k)
+        for n in att.nodes()
+        for k, img in enumerate(execs_of(n))
+    }
     calls = {call_ref(att, c): call_span_id(sid, c) for c in att.calls}
     want: Counter[tuple[int, str, str, str, str]] = Counter()
     for f in findings:
         what = (f.rule.id, f.level.label, f.text, f.fingerprint)
         named = [] if f.rule.id in SESSION_WIDE else f.evidence
-        on = [spans[k] for e in named if (k := _process(e.data)) in spans]
+        on = [execs.get(e.where) or spans[k] for e in named if (k := _process(e.data)) in spans]
         if not on and f.call is not None:
             on = [calls[f.call]]
         want.update((span, *what) for span in on or [root_span_id(sid)])
@@ -108,7 +118,9 @@ def test_every_finding_review_reports_is_an_event_on_its_span(tmp_path: Path) ->
             a = e.attributes
             got[(s.span_id, a["mcpshim.finding.rule.id"], a["mcpshim.finding.severity"],
                  a["mcpshim.finding.message"], a["mcpshim.finding.fingerprint"])] += 1  # fmt: skip
-    assert {k[1] for k in want} >= {"MCS101", "MCS502"}  # the session has both kinds
+    # findings of execs (MCS101) and of a package runner's call (MCS107); run_test's
+    # programs are what a test runner runs (no MCS502 since issue 27 defect 11)
+    assert {k[1] for k in want} >= {"MCS101", "MCS107"}
     assert got == want
 
 

@@ -21,9 +21,11 @@ from mcpshim import __version__
 from mcpshim.cli import cli, main
 from mcpshim.log import eventlog
 from mcpshim.review import policy
-from mcpshim.review.findings import RULES
+from mcpshim.review.catalogue import rules as _catalogue
 from tests.fixtures.home import REPO, SARIF_SCHEMA, Home
 from tests.fixtures.reviewkit import Lab, fake_exec, ids, of
+
+RULES = _catalogue()
 
 BOOT = "cccccccc-0000-4000-8000-000000000004"
 

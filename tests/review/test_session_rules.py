@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from mcpshim.review.findings import RULES
+from mcpshim.review.catalogue import rules as _catalogue
 from mcpshim.review.policy import default_policy
 from mcpshim.review.rules.session_rules import session_findings
 from tests.fixtures.home import Home, install
 from tests.fixtures.runhelp import MCPSHIM, events, kill_all, only_session, run, session_pids
+
+RULES = _catalogue()
 
 # Opens a listener and an outbound connection to it, then holds both until the supervisor
 # has written its socket records (read back from the log), so the test does not race it.
@@ -89,7 +91,9 @@ def test_survivor_and_unshimmed_in_review(home: Home, interpreter: str) -> None:
     assert bypass["severity"] == "medium"
     assert bypass["message"] == f"git ran without its shim: called by absolute path ({git})"
     assert bypass["evidence"][0]["source"] == "observed"
-    assert any("composed shell line" in m for m in unshimmed)
+    # the sampled `/bin/sh -c 'sleep 1'`: one statement, its line (issue 27), not MCS302
+    lines = [f["message"] for f in doc["findings"] if f["rule"] in ("MCS105", "MCS106")]
+    assert any("started by absolute path" in m and "sleep 1" in m for m in lines), lines
     assert not any(m.startswith("dash -c") and "server" in m for m in unshimmed)
     # the server itself (the session's command) is not a finding
     [start] = events(home, "session-start")

@@ -16,14 +16,14 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 
-from mcpshim.family.attribution import anchors_for, attribute
+from mcpshim.family.attribution import anchors_for, attribute, attribute_log
 from mcpshim.family.images import parse_time
 from mcpshim.log import execlog
 from mcpshim.log.redact import is_credential_name
 from mcpshim.review.engine import review
 from mcpshim.review.findings import Finding
+from mcpshim.review.pipeline import with_calls
 from mcpshim.review.policy import default_policy, load_policy, parse_policy
-from mcpshim.review.rules.mcp_rules import with_tool_calls
 from mcpshim.shim.manifest import load_manifest
 from tests.fixtures.home import Home, install
 from tests.fixtures.mcpscenario import kill_helpers, make_package, run_session
@@ -64,7 +64,7 @@ def _relayed_findings(home: Home, session: str) -> list[Finding]:
         shim_dir=str(home.loc.shim_dir),
         manifest=load_manifest(home.loc.shim_dir),
     )
-    return with_tool_calls(home.loc, session, result.findings, default_policy())
+    return with_calls(result, attribute_log(home.loc, session), default_policy()).findings
 
 
 # ---- defect 1: calls a client awaits are never "overlapping" -----------------------------
@@ -127,9 +127,13 @@ def test_defect2_evidence_option_prints_what_is_asked(home: Home) -> None:
         and f["evidence"][0]["command"] == "git"
     ]
     assert shell["count"] == 5 and len(shell["evidence"]) == 5  # JSON keeps all
-    text = _review_cli(home, "--session", "S-ev", "--evidence", "all").stdout
+    # a tool called `shell` explains any program (issue 27 defect 11); a [tools] entry
+    # that lists only sh makes each git a finding with its evidence
+    pol = home.root / "tools.toml"
+    pol.write_text('[tools]\nshell = ["sh"]\n')
+    text = _review_cli(home, "--session", "S-ev", "--evidence", "all", "--policy", str(pol)).stdout
     assert text.count("git --version") >= 5, text
-    one = _review_cli(home, "--session", "S-ev", "--evidence", "1").stdout
+    one = _review_cli(home, "--session", "S-ev", "--evidence", "1", "--policy", str(pol)).stdout
     assert "4 more" in one, one
 
 
@@ -378,8 +382,9 @@ def test_tool_name_hint_is_low_policy_entry_is_medium(home: Home) -> None:
     assert att is not None
     from mcpshim.review.rules.mcp_rules import session_findings
 
-    [hint] = [f for f in session_findings(att, default_policy()) if f.rule.id == "MCS502"]
-    assert hint.level.label == "low"  # "shell" ran git: the name is only a hint
+    # "shell" runs any command (its name and description say so): git is what it said it
+    # does (issue 27 defect 11), so no hint
+    assert [f for f in session_findings(att, default_policy()) if f.rule.id == "MCS502"] == []
     declared = parse_policy('[tools]\nshell = ["sh"]\n', Path("p.toml"))
     [broken] = [f for f in session_findings(att, declared) if f.rule.id == "MCS502"]
     assert broken.level.label == "medium"  # the policy said what shell may run

@@ -2,100 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import format_option, location_options, locations, session_option
+from mcpshim.cli.common import (
+    format_option,
+    location_options,
+    locations,
+    lock_option,
+    resolve_lock,
+    session_option,
+)
 from mcpshim.cli.common import session as resolve
 from mcpshim.contract.identity import Identities
-from mcpshim.contract.lockfile import (
-    Lock,
-    default_path,
-    find_lock,
-    load_lock,
-    save_lock,
-    select_server,
-)
+from mcpshim.contract.lockfile import Lock, load_lock, save_lock, select_server
 from mcpshim.contract.lockmerge import merge
-from mcpshim.errors import EXIT_FINDINGS, InputError, UsageError
+from mcpshim.errors import EXIT_FINDINGS, InputError
 from mcpshim.family import attribution
-from mcpshim.family.attribution import Attribution
 from mcpshim.log import execlog
-from mcpshim.paths import Locations
 from mcpshim.render.cards import cards_md, cards_text
-from mcpshim.review.boundary import SessionEvidence, relayed_sessions
 from mcpshim.review.cards import default_name, server_card
-from mcpshim.review.departures import departures
-from mcpshim.review.findings import Finding
+from mcpshim.review.pipeline import session_evidence
 
-__all__ = ["COMMANDS", "lock_departures", "lock_option", "resolve_lock", "session_evidence"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def lock_option(help_text: str) -> Callable[[F], F]:
-    """--lock PATH, or --lock alone for the default lookup (next to the client config, then
-    the user config dir)."""
-    return click.option(
-        "--lock",
-        "lock_file",
-        is_flag=False,
-        flag_value="auto",
-        default=None,
-        metavar="PATH",
-        help=help_text,
-    )
-
-
-def resolve_lock(value: str | None, must_exist: bool = True) -> Path | None:
-    """The lock an option names: a path, "auto" (the default lookup) or None (no lock)."""
-    if value is None:
-        return None
-    if value != "auto":
-        return Path(value)
-    found = find_lock()
-    if found is None and must_exist:
-        raise UsageError(
-            "no mcpshim.lock found next to a client config (.mcp.json, .cursor/mcp.json, "
-            "or .vscode/mcp.json, from here up) nor in the user config dir; give --lock PATH"
-        )
-    return found or default_path()
-
-
-def session_evidence(
-    loc: Locations, session: str | None, problems: list[execlog.LogProblem]
-) -> list[tuple[Attribution, SessionEvidence]]:
-    """The relayed sessions of the log (or `session`, an error when it is not there)."""
-    found = relayed_sessions(
-        execlog.iter_records(loc, problems), attribution.anchors_for(loc), session
-    )
-    if session is not None and not found:
-        raise InputError(f"session {session} was not run with --mcp (no tool calls recorded)")
-    return found
-
-
-def lock_departures(
-    loc: Locations, session: str | None, lock: Lock, problems: list[execlog.LogProblem]
-) -> tuple[list[Finding], int]:
-    """Departures of every relayed session (or `session`) from `lock`, and how many
-    sessions were held to it."""
-    found = session_evidence(loc, session, problems)
-    ids = Identities()
-    out: list[Finding] = []
-    for att, ev in found:
-        start = att.start or {}
-        server = select_server(
-            lock,
-            str(start.get("name", "")),
-            [str(a) for a in start.get("command", ())],
-            str((ev.initialize or {}).get("server_name", "")),
-        )
-        out += departures(att, ev, server, ids, lock.source)
-    return out, len(found)
+__all__ = ["COMMANDS"]
 
 
 @click.command("approve")

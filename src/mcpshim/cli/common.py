@@ -18,15 +18,13 @@ from mcpshim.cli.options import (
     location_options,
     locations,
 )
-from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
+from mcpshim.contract.lockfile import default_path, find_lock
+from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 from mcpshim.log import marks
 from mcpshim.log.sessions import resolve_session
-from mcpshim.pathcheck import launch as _registers_mcs22x
-from mcpshim.pathcheck import lint as _registers_mcs2xx
 from mcpshim.paths import Locations
-from mcpshim.review import departure_rules as _registers_mcs52x
-from mcpshim.review import policy, rules
-from mcpshim.review.findings import RULES, Finding, Severity, at_or_above
+from mcpshim.review import policy
+from mcpshim.review.findings import Finding, Severity, at_or_above
 
 __all__ = [
     "DIR_HELP",
@@ -37,19 +35,20 @@ __all__ = [
     "load_policy",
     "location_options",
     "locations",
+    "lock_option",
     "mark_reviewed",
+    "resolve_lock",
     "session",
     "session_option",
 ]
 
-# Imported for the rules they register, whichever command runs (the CLI imports a
-# command's module only when it runs): a policy may name any rule; `rules` lists them all.
-_ = (rules, _registers_mcs2xx, _registers_mcs22x, _registers_mcs52x)
-
 
 def load_policy(path: Path | None) -> policy.Policy:
-    """The policy, each [severity] id checked against every rule mcpshim has."""
-    return policy.load_policy(path, frozenset(RULES))
+    """The policy, each [severity] id checked against every rule mcpshim has (the
+    catalogue's, loaded here: a command that takes a policy reviews)."""
+    from mcpshim.review.catalogue import rules
+
+    return policy.load_policy(path, frozenset(rules()))
 
 
 def session_option(help: str) -> Callable[[F], F]:
@@ -87,3 +86,32 @@ def mark_reviewed(
     worst = max((f.level for f in found), default=None)
     when = datetime.now(timezone.utc).isoformat()
     marks.note_review(loc, refs, session, worst.label if worst else "none", len(found), when)
+
+
+def lock_option(help_text: str) -> Callable[[F], F]:
+    """--lock PATH, or --lock alone for the default lookup (next to the client config, then
+    the user config dir)."""
+    return click.option(
+        "--lock",
+        "lock_file",
+        is_flag=False,
+        flag_value="auto",
+        default=None,
+        metavar="PATH",
+        help=help_text,
+    )
+
+
+def resolve_lock(value: str | None, must_exist: bool = True) -> Path | None:
+    """The lock an option names: a path, "auto" (the default lookup) or None (no lock)."""
+    if value is None:
+        return None
+    if value != "auto":
+        return Path(value)
+    found = find_lock()
+    if found is None and must_exist:
+        raise UsageError(
+            "no mcpshim.lock found next to a client config (.mcp.json, .cursor/mcp.json, "
+            "or .vscode/mcp.json, from here up) nor in the user config dir; give --lock PATH"
+        )
+    return found or default_path()

@@ -18,8 +18,13 @@ from mcpshim.cli.common import format_option, location_options, locations, sessi
 from mcpshim.cli.common import session as resolve
 from mcpshim.cli.seal_cmd import SUBCOMMANDS
 from mcpshim.errors import UsageError
+from mcpshim.family.attribution import anchors_for
+from mcpshim.family.images import Image
+from mcpshim.family.model import Assembler
 from mcpshim.log import execlog, logview, retention, rotation, sessionindex
 from mcpshim.log.follow import Follower
+from mcpshim.paths import Locations
+from mcpshim.render.ecs import ecs_doc
 from mcpshim.seal.state import unsealed_check
 
 __all__ = ["COMMANDS"]
@@ -70,15 +75,17 @@ def log(
     flt = logview.Filter(resolve(loc, session), logview.parse_since(since) if since else None, pid)
     problems: list[execlog.LogProblem] = []
     uid = loc.log_dir.stat().st_uid if loc.log_dir.exists() else None
-    show = _printer(fmt, uid)
+    show, done = _printer(fmt, uid, flt, loc)
     if follow:
         _follow(Follower(loc, problems), flt, show, fmt, history=since is not None)
+        done()
         return
-    records = logview.select(execlog.iter_records(loc, problems), flt)
+    records = execlog.iter_records(loc, problems)
     if fmt == "text":
         click.echo(logview.TEXT_HEADER)
-    for rec in records:
+    for rec in records if fmt == "ecs" else logview.select(records, flt):
         show(rec)
+    done()
     _problems(problems)
 
 
@@ -87,16 +94,26 @@ def _problems(problems: Iterable[execlog.LogProblem]) -> None:
         click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
 
 
-def _printer(fmt: str, uid: int | None) -> Callable[[execlog.Record], None]:
-    def show(rec: execlog.Record) -> None:
-        if fmt == "text":
-            click.echo(logview.record_text(rec))
-        elif fmt == "json":
-            click.echo(dumps(logview.record_json(rec)))
-        elif isinstance(rec, execlog.ExecRecord):
-            click.echo(dumps(logview.record_ecs(rec, uid)))
+def _printer(
+    fmt: str, uid: int | None, flt: logview.Filter, loc: Locations
+) -> tuple[Callable[[execlog.Record], None], Callable[[], None]]:
+    """(show a record, say what is left at the end). ECS shows the process model's execs
+    (family.model): it is fed every record, the filter applied to each exec it makes."""
+    if fmt != "ecs":
+        view = logview.record_text if fmt == "text" else lambda r: dumps(logview.record_json(r))
+        return (lambda rec: click.echo(view(rec))), (lambda: None)
+    model = Assembler(flt.session)
+    anchor = anchors_for(loc)
 
-    return show
+    def emit(imgs: Iterable[Image]) -> None:
+        for img in imgs:
+            if not img.entry or (flt.pid is not None and img.pid != flt.pid):
+                continue
+            if flt.since is not None and (img.time is None or img.time < flt.since):
+                continue
+            click.echo(dumps(ecs_doc(img, anchor, uid)))
+
+    return (lambda rec: emit(model.feed(rec))), (lambda: emit(model.finish()))
 
 
 def _reader_gone() -> bool:
@@ -126,7 +143,7 @@ def _follow(
             click.echo(logview.TEXT_HEADER)
         batch, done = fol.start(history), False
         while True:
-            for rec in logview.select(batch, flt):
+            for rec in batch if fmt == "ecs" else logview.select(batch, flt):
                 show(rec)
             _problems(fol.problems)
             fol.problems.clear()

@@ -19,7 +19,7 @@ from mcpshim.pathcheck.clientconfig import McpConfig, load_config
 from mcpshim.pathcheck.launch import launch_line, lint_config
 from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
 from mcpshim.paths import default_shim_dir
-from mcpshim.render.formats import RENDERERS
+from mcpshim.render.formats import FINDINGS_FORMATS, findings_renderer
 from mcpshim.render.report import Report
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import apply_policy
@@ -64,7 +64,7 @@ def _other_shim_dirs(shim_dir: Path | None, shim: str) -> tuple[str, ...]:
     help="TOML policy: trusted_dirs, temp_dirs, sensitive_commands, severity, ignore.",
 )
 @format_option(
-    *RENDERERS,
+    *FINDINGS_FORMATS,
     help="text for reading; json: versioned envelope; sarif: SARIF 2.1.0 for code scanning.",
 )
 @fail_on_option
@@ -150,7 +150,7 @@ def lint_path_cmd(
     subject["shim_dir"] = f"{shim} ({shim_source})"
     subject["policy"] = str(policy_file) if policy_file else "defaults"
     findings = apply_policy(findings, policy)
-    click.echo(RENDERERS[fmt](Report("lint-path", subject, findings, notes)), nl=False)
+    click.echo(findings_renderer(fmt)(Report("lint-path", subject, findings, notes)), nl=False)
     return findings_exit(findings, fail_on)
 
 

@@ -11,13 +11,14 @@ from typing import Any
 import click
 
 from mcpshim.base.display import escape, quote_argv
-from mcpshim.cli.approve_cmd import lock_option, resolve_lock, session_evidence
 from mcpshim.cli.common import (
     format_option,
     load_policy,
     location_options,
     locations,
+    lock_option,
     mark_reviewed,
+    resolve_lock,
     session_option,
 )
 from mcpshim.cli.common import session as resolve
@@ -31,8 +32,8 @@ from mcpshim.log.sessions import list_sessions
 from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
 from mcpshim.render.index_page import IndexRow, render_index_html
-from mcpshim.render.md import SessionReport, md_text, render_md, session_report
-from mcpshim.review import policy
+from mcpshim.render.md import SessionReport, md_text, render_md
+from mcpshim.review import pipeline, policy
 from mcpshim.review.cards import server_card
 from mcpshim.review.departures import departures
 from mcpshim.review.policy import apply_policy
@@ -53,16 +54,18 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
     """One relayed session reviewed and attributed, with its approval card."""
     problems: list[execlog.LogProblem] = []
     refs = marks.segment_refs(loc)
-    rep = session_report(
+    done, _collector = pipeline.review_records(
         execlog.iter_records(loc, problems),
-        session,
-        pol,
-        attribution.anchors_for(loc),
-        str(loc.shim_dir),
-        load_manifest(loc.shim_dir),
+        policy=pol,
+        anchor=attribution.anchors_for(loc),
+        session=session,
+        shim_dir=str(loc.shim_dir),
+        manifest=load_manifest(loc.shim_dir),
     )
-    if rep is None:
+    if not done.attributions:
         raise InputError(f"session {session} was not run with --mcp (no tool calls recorded)")
+    cov = next((c for c in done.result.coverage if c.session == session), None)
+    rep = SessionReport(done.attributions[0], done.findings, cov)
     subject = {"session": session, "log": str(loc.log_file), "policy": pol.source or "(defaults)"}
     start = rep.att.start
     if start is not None:
@@ -72,7 +75,7 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
         subject["exit status"] = str(rep.att.end.get("exit_status"))
     if rep.coverage is not None:
         subject["coverage"] = rep.coverage.line()
-    [(att, ev)] = session_evidence(loc, session, problems)
+    [(att, ev)] = pipeline.session_evidence(loc, session, problems)
     problems = list(dict.fromkeys(problems))  # the log was read more than once
     for p in problems:
         click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import importlib
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.approve_cmd import lock_departures, lock_option, resolve_lock
 from mcpshim.cli.common import (
     fail_on_option,
     findings_exit,
@@ -22,37 +19,26 @@ from mcpshim.cli.common import (
     load_policy,
     location_options,
     locations,
+    lock_option,
     mark_reviewed,
+    resolve_lock,
     session_option,
 )
 from mcpshim.cli.common import session as resolve
-from mcpshim.cli.sealnote import seal_note
-from mcpshim.contract.lockfile import load_lock
 from mcpshim.errors import UsageError
-from mcpshim.family import tree
-from mcpshim.family.attribution import attribute_log
-from mcpshim.family.coverage import CoverageCollector
-from mcpshim.family.forestread import read_compact_forest
-from mcpshim.family.view import session_parents
 from mcpshim.log import execlog, marks
-from mcpshim.log.rows import ExecRows
 from mcpshim.paths import Locations
-from mcpshim.render.formats import RENDERERS, TREE_RENDERERS
-from mcpshim.render.md import render_calls_text
-from mcpshim.render.report import Report, coverage_lines
-from mcpshim.render.text import write_tree_text
-from mcpshim.review import baseline as baseline_mod
-from mcpshim.review import policy, rules
-from mcpshim.review.findings import RULES
-from mcpshim.review.rules.mcp_rules import tool_call_review
-from mcpshim.review.split import review_log
-from mcpshim.review.verdicts import call_verdicts
-from mcpshim.shim import registry
-from mcpshim.shim.manifest import load_manifest
+
+if TYPE_CHECKING:
+    from mcpshim.review import policy
+from mcpshim.render.formats import (
+    FINDINGS_FORMATS,
+    TREE_FORMATS,
+    findings_renderer,
+    tree_renderer,
+)
 
 __all__ = ["COMMANDS"]
-
-_ = rules  # importing the package registers the MCS1xx rules
 
 
 def _problems_to_stderr(problems: list[execlog.LogProblem]) -> None:
@@ -100,7 +86,7 @@ def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[ex
 @session_option("Only records of this session (MCPSHIM_SESSION); an unknown one is an error.")
 @click.option("--root", "root_pid", type=int, help="Only the subtrees of processes with this pid.")
 @format_option(
-    *TREE_RENDERERS,
+    *TREE_FORMATS,
     help="text: pstree-like; json: nested, versioned (mcpshim.tree/1); dot: Graphviz.",
 )
 def tree_(
@@ -118,6 +104,18 @@ def tree_(
     escaped. The header's coverage line counts, per session, the execs seen, how many went
     through their shim and how many bypassed it (and why).
     """
+    from mcpshim.cli.sealnote import seal_note
+    from mcpshim.family.attribution import attribute_log
+    from mcpshim.family.coverage import CoverageCollector
+    from mcpshim.family.forestread import read_compact_forest
+    from mcpshim.family.view import session_parents
+    from mcpshim.log.rows import ExecRows
+    from mcpshim.render.md import render_calls_text
+    from mcpshim.render.report import coverage_lines
+    from mcpshim.render.text import write_tree_text
+    from mcpshim.shim import registry
+    from mcpshim.shim.manifest import load_manifest
+
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     supervisors: dict[tuple[str, int], str] = {}  # (boot, pid) -> what that process is
@@ -149,7 +147,7 @@ def tree_(
         for att in attribute_log(loc, session) if root_pid is None else []:
             click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return
-    click.echo(TREE_RENDERERS[fmt](forest, subject), nl=False)
+    click.echo(tree_renderer(fmt)(forest, subject), nl=False)
 
 
 def _evidence_limit(value: str) -> str:
@@ -174,7 +172,7 @@ def _evidence_limit(value: str) -> str:
     help="Report drift against this baseline (`mcpshim baseline save`).",
 )
 @format_option(
-    *RENDERERS,
+    *FINDINGS_FORMATS,
     help="text: by tool call (sessions run with --mcp) or family, with evidence; json: "
     "versioned envelope (mcpshim.findings/1); sarif: SARIF 2.1.0 for code scanning.",
 )
@@ -224,6 +222,11 @@ def review(
     (MCS520-MCS537): drifted, new or missing tools, new executables or identities,
     subcommands, cwd roots, destinations, credential names, processes that outlived a call.
     """
+    from mcpshim.cli.sealnote import seal_note
+    from mcpshim.render.report import Report
+    from mcpshim.review import baseline as baseline_mod
+    from mcpshim.review import pipeline
+
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     pol = load_policy(policy_file)
@@ -233,44 +236,31 @@ def review(
     if lock_path is not None:
         return _review_lock(loc, session, lock_path, pol, fmt, fail_on, limit, refs)
     base = baseline_mod.load_baseline(baseline_file) if baseline_file else None
-    manifest = load_manifest(loc.shim_dir)
-    problems: list[execlog.LogProblem] = []
-    result = review_log(
-        loc,
-        problems,
-        policy=pol,
-        session=session,
-        shim_dir=str(loc.shim_dir),
-        manifest=manifest,
-        baseline=base,
-        progress=_progress(loc),
+    done = pipeline.review_log(
+        loc, policy=pol, session=session, baseline=base, progress=_progress(loc)
     )
-    _problems_to_stderr(problems)
-    if session is not None and not result.in_session:
-        raise execlog.missing_session(loc, session)
-    # Sessions run with --mcp: findings filed under tool calls, plus MCS5xx, and what each
-    # call did. Evidence no verified seal covers is marked.
-    tool_calls, atts = tool_call_review(loc, session, result.findings, pol)
+    _problems_to_stderr(done.problems)
+    result = done.result
+    # Evidence no verified seal covers is marked.
     sealed = seal_note(loc)
-    result = dataclasses.replace(result, findings=sealed.findings(tool_calls))
-    mark_reviewed(loc, refs, session, result.findings)
-    calls = call_verdicts(atts, result.findings)
+    findings = sealed.findings(result.findings)
+    mark_reviewed(loc, refs, session, findings)
     subject = {
         "log": str(loc.log_file),
         "session": session or "(all)",
         "policy": pol.source or "(defaults)",
         "baseline": str(baseline_file) if baseline_file else "(none)",
-        "records": result.records,
+        "records": result.in_session if session is not None else result.records,
         "processes": result.processes,
         "families": result.families,
         "sealed": sealed.line,
     }
-    notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
+    notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
     report = Report(
-        "review", subject, result.findings, notes, calls, limit, coverage=result.coverage
+        "review", subject, findings, notes, done.verdicts, limit, coverage=result.coverage
     )
-    click.echo(RENDERERS[fmt](report), nl=False)
-    return findings_exit(result.findings, fail_on)
+    click.echo(findings_renderer(fmt)(report), nl=False)
+    return findings_exit(findings, fail_on)
 
 
 def _review_lock(
@@ -283,11 +273,15 @@ def _review_lock(
     limit: int | None,
     refs: list[dict[str, Any]],
 ) -> int:
-    problems: list[execlog.LogProblem] = []
-    found, sessions = lock_departures(loc, session, load_lock(path), problems)
-    _problems_to_stderr(problems)
+    from mcpshim.cli.sealnote import seal_note
+    from mcpshim.contract.lockfile import load_lock
+    from mcpshim.render.report import Report
+    from mcpshim.review import pipeline
+
+    done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol)
+    _problems_to_stderr(done.problems)
     sealed = seal_note(loc)
-    findings = sealed.findings(policy.apply_policy(found, pol))
+    findings = sealed.findings(done.findings)
     mark_reviewed(loc, refs, session, findings)
     subject = {
         "log": str(loc.log_file),
@@ -297,9 +291,9 @@ def _review_lock(
         "policy": pol.source or "(defaults)",
         "sealed": sealed.line,
     }
-    notes = [f"{len(problems)} damaged log record(s) skipped"] if problems else []
+    notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
     report = Report("review", subject, findings, notes, evidence=limit)
-    click.echo(RENDERERS[fmt](report), nl=False)
+    click.echo(findings_renderer(fmt)(report), nl=False)
     return findings_exit(findings, fail_on)
 
 
@@ -307,9 +301,9 @@ def _review_lock(
 @format_option("text", "json", help="text for reading; json (mcpshim.rules/1) for tools.")
 def rules_(fmt: str) -> None:
     """List every rule: stable id, default severity, summary and remediation."""
-    with contextlib.suppress(ImportError):
-        importlib.import_module("mcpshim.pathcheck.lint")  # registers the MCS2xx rules when present
-    ordered = [RULES[k] for k in sorted(RULES) if not k.startswith("MCS9")]
+    from mcpshim.review.catalogue import rules
+
+    ordered = [r for k, r in rules().items() if not k.startswith("MCS9")]
     if fmt == "json":
         doc = [
             {
@@ -346,6 +340,8 @@ def policy_group() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 def policy_init(output: Path | None, force: bool) -> None:
     """Write a starter policy: today's defaults made explicit, with one example command."""
+    from mcpshim.review import policy
+
     text = policy.dumps_starter()
     if output is None:
         click.echo(text, nl=False)
@@ -378,6 +374,9 @@ def baseline_save(
     shim_dir: Path | None, log_dir: Path | None, session: str | None, output: Path
 ) -> None:
     """Save the executables, subcommands/argument shapes and cwd roots a session used."""
+    from mcpshim.family import tree
+    from mcpshim.review import baseline as baseline_mod
+
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
     with _records(loc) as (records, _problems):

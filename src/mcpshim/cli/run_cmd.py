@@ -11,18 +11,19 @@ from typing import Any, TypeVar
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.approve_cmd import lock_option, resolve_lock
-from mcpshim.cli.common import format_option, location_options, locations
+from mcpshim.cli.common import format_option, location_options, locations, lock_option, resolve_lock
 from mcpshim.cli.export_cmd import start_live_stream
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
 from mcpshim.log import retention
 from mcpshim.otel import sdk
+from mcpshim.paths import Locations
 from mcpshim.relay.gate import Gate
 from mcpshim.sandbox import contained, landlock
 from mcpshim.sandbox.contained import ContainError, Containment
 from mcpshim.seal.follow import following
 from mcpshim.seal.state import unsealed_check
+from mcpshim.shim import registry
 from mcpshim.shim import zdotdir as zdotdir_mod
 from mcpshim.supervise import snapshot as snapshot_mod
 from mcpshim.supervise.departwatch import DepartureWatch
@@ -234,18 +235,13 @@ def run(
     if otlp is not None:
         sdk.require()
         sdk.endpoint_url(otlp)
-    if not (loc.shim_dir / "manifest.toml").exists():
-        click.echo(
-            f"mcpshim: warning: no shims installed in {escape(str(loc.shim_dir))} "
-            "(mcpshim install); only sampling will see the family",
-            err=True,
-        )
     if no_trace:
         if trace == "on":
             raise click.UsageError("--trace and --no-trace contradict each other")
         trace = "off"
     opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
     tracer, why_not = trace_run.prepare(loc, trace, os.environ.get("PATH"))
+    _warn_without_shims(loc, tracer is not None)
     state = "strace" if tracer is not None else "unavailable" if why_not else "off"
     zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
@@ -417,3 +413,19 @@ def snapshot(pid: int, output: Path | None, fmt: str) -> int:
 
 
 COMMANDS = [run, snapshot]
+
+
+def _warn_without_shims(loc: Locations, traced: bool) -> None:
+    """Say so when no shim directory mcpshim installed is there for the command: neither
+    --dir's nor one already first on its PATH (`install --dir D`, D put first by hand)."""
+    if (loc.shim_dir / "manifest.toml").exists():
+        return
+    path = [os.path.realpath(p) for p in os.environ.get("PATH", "").split(":") if p]
+    if any(os.path.realpath(d) in path for d in registry.installed()):
+        return
+    seen = "the trace will see every exec" if traced else "only sampling will see the family"
+    click.echo(
+        f"mcpshim: warning: no shims installed in {escape(str(loc.shim_dir))} "
+        f"(mcpshim install); {seen}",
+        err=True,
+    )

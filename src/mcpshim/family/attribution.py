@@ -29,7 +29,8 @@ from mcpshim.base import fdio
 from mcpshim.errors import InputError
 from mcpshim.family.calls import Call, parse_calls
 from mcpshim.family.images import parse_time
-from mcpshim.family.tree import Forest, Image, Node, build_forest, image_of
+from mcpshim.family.model import Assembler
+from mcpshim.family.tree import Forest, Image, Node, build_forest
 from mcpshim.log import execlog
 from mcpshim.log.execlog import CLK_TCK, EventRecord, Record
 from mcpshim.paths import Locations
@@ -78,6 +79,8 @@ class Attribution:
     outlived: dict[int, tuple[str, str]] = field(default_factory=dict)  # node id -> evidence
     unparsed: list[Mapping[str, Any]] = field(default_factory=list)
     start_of: dict[int, tuple[float, float] | None] = field(default_factory=dict)
+    #: each listed tool's description, as the server last listed it (redacted)
+    descriptions: dict[str, str] = field(default_factory=dict)
 
     def nodes(self) -> Iterator[Node]:
         for root in self.forest.roots:
@@ -115,23 +118,23 @@ class Collector:
     def __init__(self, session: str | None = None) -> None:
         self.only = session
         self.sessions: dict[str, _Session] = {}
+        self.model = Assembler(session)  # its images: the process model's (family.model)
 
     def feed(self, rec: Record) -> None:
         if isinstance(rec, EventRecord):
             sid = rec.data.get("session")
-            if not isinstance(sid, str) or (self.only is not None and sid != self.only):
-                return
-            if rec.kind == "mcp-session":
-                self.sessions.setdefault(sid, _Session())
-            s = self.sessions.get(sid)
-            if s is None:
-                return
-            if rec.kind.startswith("mcp-") or rec.kind in _EVENTS:
-                s.events.append(rec)
-        s = None
-        if self.sessions:
-            img = image_of(rec)
-            if img is not None and (s := self.sessions.get(img.session)) is not None:
+            if isinstance(sid, str) and (self.only is None or sid == self.only):
+                if rec.kind == "mcp-session":
+                    self.sessions.setdefault(sid, _Session())
+                s = self.sessions.get(sid)
+                if s is not None and (rec.kind.startswith("mcp-") or rec.kind in _EVENTS):
+                    s.events.append(rec)
+        self._keep(self.model.feed(rec))
+
+    def _keep(self, imgs: Iterable[Image]) -> None:
+        for img in imgs:
+            s = self.sessions.get(img.session)
+            if s is not None:
                 s.images.append(img)
 
     def tee(self, records: Iterable[Record]) -> Iterator[Record]:
@@ -139,7 +142,11 @@ class Collector:
             self.feed(rec)
             yield rec
 
-    def results(self, anchor: Anchor) -> list[Attribution]:
+    def results(self, anchor: Anchor, final: bool = True) -> list[Attribution]:
+        """Each session attributed; `final`: nothing more will be read (what the model
+        still held goes in), False for a live view that reads on."""
+        if final:
+            self._keep(self.model.finish())
         return [_attribute(sid, s, anchor) for sid, s in self.sessions.items()]
 
 
@@ -147,8 +154,7 @@ def attribute(records: Iterable[Record], session: str, anchor: Anchor) -> Attrib
     c = Collector(session)
     for rec in records:
         c.feed(rec)
-    s = c.sessions.get(session)
-    return _attribute(session, s, anchor) if s is not None else None
+    return next(iter(c.results(anchor)), None)
 
 
 _MARK = b"\0=mcp-session\0="  # how an mcp-session record's kind is framed in the log
@@ -273,6 +279,12 @@ def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
     forest = build_forest(s.images)
     att = Attribution(session, start, end, calls, forest, _find_server(forest, start))
     att.unparsed = unparsed
+    for ev in s.events:
+        if ev.kind == "mcp-tools":
+            for t in ev.data.get("tools", ()):
+                d = t.get("definition") if isinstance(t, dict) else None
+                if isinstance(d, dict) and isinstance(t.get("name"), str):
+                    att.descriptions[t["name"]] = str(d.get("description") or "")
     end_t = parse_time(end.get("time")) if end else None
     # pid marks are the session's boot's (the relay's, the server's): a process of the
     # same session on another boot cannot be, but never compare across boots

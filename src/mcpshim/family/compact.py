@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from mcpshim.base.frozen import positional
-from mcpshim.family.images import Image, image_of
+from mcpshim.family.images import Image
 from mcpshim.family.tree import Forest, Linker, Node
 from mcpshim.log.execlog import ExecRecord, Record, _utc
 from mcpshim.log.rows import Tail
@@ -52,7 +52,6 @@ class _Columns:
         # index into `others`
         self.i_next, self.i_ref = array(i), array(i)
         self.others: list[Image] = []
-        self.mixed: set[int] = set()  # nodes holding an image of another source
         # shim rows
         self.r_seg, self.r_off, self.r_time = array(i), array(q), array("d")
         self.r_ppid, self.r_start, self.r_pstart, self.r_static = (
@@ -176,52 +175,18 @@ class _Columns:
             yield k
             k = self.i_next[k]
 
-    def _source_pid(self, k: int, node: int) -> tuple[str, int]:
-        ref = self.i_ref[k]
-        if ref >= 0:
-            return "shim", self._pid(node)
-        img = self.others[-1 - ref]
-        return img.source, img.pid
-
-    def _merged(self, node: int, source: str, pid: int) -> bool:
-        """tree._merged on columns: a traced shim exec is shown once, as the shim's image."""
-        if source == "trace-shim":
-            return any(self._source_pid(k, node) == ("shim", pid) for k in self._chain(node))
-        if source == "shim" and node in self.mixed:
-            keep = [
-                k for k in self._chain(node) if self._source_pid(k, node) != ("trace-shim", pid)
-            ]
-            self.img[node] = self.img_last[node] = -1
-            for k in keep:
-                last = self.img_last[node]
-                if last < 0:
-                    self.img[node] = k
-                else:
-                    self.i_next[last] = k
-                self.i_next[k] = -1
-                self.img_last[node] = k
-        return False
-
-    def add(self, rec: Record, session: str | None) -> None:
-        if isinstance(rec, ExecRecord):
-            if session is not None and rec.session != session:
-                return
-            source, boot, pid, sess = "shim", rec.boot_id, rec.pid, rec.session
-            ppid, start, pstart = rec.ppid, rec.start, rec.parent_start
+    def add_image(self, img: Image, rec: ExecRecord | None = None) -> None:
+        """One image of the process model (family.model); a shim's (`rec`) goes in as a row."""
+        if rec is not None:
             ref = self._row(rec)
         else:
-            img = image_of(rec)
-            if img is None or (session is not None and img.session != session):
-                return
-            source, boot, pid, sess = img.source, img.boot_id, img.pid, img.session
-            ppid, start, pstart = img.ppid, img.start, img.parent_start
             ref = -1 - len(self.others)
             self.others.append(img)
-        self._link(source, boot, pid, ppid, start, pstart, sess, ref)
+        self._link(img.boot_id, img.pid, img.ppid, img.start, img.parent_start,
+                   img.session, ref, img.entry)  # fmt: skip
 
     def _link(
         self,
-        source: str,
         boot: str,
         pid: int,
         ppid: int | None,
@@ -229,14 +194,12 @@ class _Columns:
         pstart: int | None,
         sess: str,
         ref: int,
+        entry: bool = True,
     ) -> None:
         link = self.linker.add(boot, pid, ppid, start, pstart, sess)
-        self.total += 1
+        self.total += entry
         if not link.new:
-            if not self._merged(link.node, source, pid):
-                self._append_image(link.node, ref)
-                if ref < 0:
-                    self.mixed.add(link.node)
+            self._append_image(link.node, ref)
             return
         if link.unknown_parent and link.parent == len(self.pid):
             assert link.parent is not None
@@ -246,8 +209,6 @@ class _Columns:
         self.i_ref.append(ref)
         self.i_next.append(-1)
         self.img[node] = self.img_last[node] = k
-        if ref < 0:
-            self.mixed.add(node)
         self.count += 1
         parent = link.parent
         if parent is not None:  # _adopt_child
@@ -300,6 +261,8 @@ class _Columns:
             pcmd,
             path,
             False,
+            True,
+            (),
         )
 
     def node(self, i: int, parent: Node | None) -> Node:
@@ -354,10 +317,17 @@ class CompactRoots(Sequence[Node]):
 
 
 def build_compact_forest(records: Iterable[Record], session: str | None = None) -> Forest:
-    """`build_forest(images(records, session))`, the same forest, kept in columns."""
+    """`build_forest(entries(records, session))`, the same forest, kept in columns."""
+    from mcpshim.family.model import Assembler
+
     cols = _Columns()
+    model = Assembler(session)
     for rec in records:
-        cols.add(rec, session)
+        for img in model.feed(rec):
+            own = rec if isinstance(rec, ExecRecord) and img.source == "shim" else None
+            cols.add_image(img, own)
+    for img in model.finish():
+        cols.add_image(img)
     return forest_of(cols)
 
 

@@ -1,13 +1,11 @@
 """Coverage of a session: every exec any source saw, and for each shimmed command how many
 ran through its shim and how many bypassed it (and why: family.bypass).
 
-Sources: shim records (one per exec through a shim), the trace (every exec; a shim's exec is
-two traced execs, its script then its target, counted once), the sampler (`observed`:
-processes no shim recorded, each counted once, when the trace does not have them) and a
-shim's parent evidence (the command line of a shell parent, when nothing else has it). The
-trace's state says how complete that is: complete, with gaps, incomplete (survivors still
-traced at the end), lost (its output could not be stored), off, or unavailable (and why).
-`CoverageCollector` is fed the records of a review or tree pass; a shim record costs it a
+The execs are the process model's (family.model: each exec once, whichever sources saw
+it), so this line, tree, `log --format ecs`, `export otlp` and `sessions` count the same.
+The trace's state says how complete that is: complete, with gaps, incomplete (survivors
+still traced at the end), lost (its output could not be stored), off, or unavailable (and
+why). `CoverageCollector` is fed by the model as it makes execs; a shim's exec costs it a
 counter, so large logs stay cheap.
 """
 
@@ -22,7 +20,6 @@ from typing import Any
 
 from mcpshim.family.bypass import (
     CAUSES,
-    SHELLS,
     Cause,
     Exec,
     Lineage,
@@ -30,17 +27,11 @@ from mcpshim.family.bypass import (
     session_shim_dir,
     shim_dirs_of,
 )
-from mcpshim.family.images import Image, bytes_field, image_of, parse_time
-from mcpshim.family.shellset import ShellSet
-from mcpshim.family.trace_merge import argv_field, trace_image
+from mcpshim.family.images import Image, bytes_field, parent_image, parse_time
+from mcpshim.family.trace_merge import argv_field
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
-__all__ = ["SHELLS_KEPT", "Bypassed", "CoverageCollector", "SessionCoverage"]
-
-SHELLS_KEPT = 4096
-_KINDS = frozenset(
-    {"session-start", "trace-exec", "trace-fork", "trace-summary", "trace-fallback", "observed"}
-)
+__all__ = ["Bypassed", "CoverageCollector", "SessionCoverage"]
 
 
 @dataclass(frozen=True)
@@ -131,21 +122,20 @@ class SessionCoverage:
 class _Session:
     start: Mapping[str, Any] | None = None
     shim: Counter[str] = field(default_factory=Counter)
-    # Shells that went through a shim, the latest SHELLS_KEPT (a shell's first shimmed child,
-    # whose record keeps the shell's command line, comes soon after the shell's own record)
-    shells: ShellSet = field(default_factory=ShellSet)
+    hops: set[str] = field(default_factory=set)  # commands the trace saw go through a shim
     parent_seen: int = 0  # parent evidence records
-    parents: list[tuple[ExecRecord, int | None]] = field(default_factory=list)  # no shim's
-    traced: list[EventRecord] = field(default_factory=list)
-    forks: list[EventRecord] = field(default_factory=list)
-    observed: list[EventRecord] = field(default_factory=list)
+    traced: int = 0  # trace-exec records that succeeded
+    sampled: set[tuple[str, int, int | None]] = field(default_factory=set)
+    ancestry: list[Exec] = field(default_factory=list)  # traced execs (shim halves too)
+    execs: list[tuple[Exec, str, Image]] = field(default_factory=list)  # entries, not shims'
     summary: Mapping[str, Any] | None = None
     fallback: Mapping[str, Any] | None = None
 
 
 class CoverageCollector:
-    """Fed a pass's records (any order of sessions); `results` gives each run session's
-    coverage. Only sessions started by `mcpshim run` (a session-start record) count."""
+    """Fed by the process model (family.model) as it makes each exec; `results` gives each
+    run session's coverage. Only sessions started by `mcpshim run` (a session-start
+    record) count. A shim's exec costs a counter, so large logs stay cheap."""
 
     def __init__(self, session: str | None = None) -> None:
         self.only = session
@@ -159,66 +149,65 @@ class CoverageCollector:
             s = self.sessions[sid] = _Session()
         return s
 
-    def feed_exec(
-        self, session: str, shim: str, boot: str, pid: int, start: int | None, parent: bool
-    ) -> bool:
-        """An exec record by its fields (`feed` for an `ExecRecord`): its session, shim,
-        boot id, pid, start, and whether it holds its parent's command line and ppid.
-        True when the record itself must follow (`parent_record`): it is kept."""
+    def shim(self, session: str, shim: str) -> None:
+        """An exec through a shim."""
         s = self._get(session)
-        if s is None:
-            return False
-        s.shim[shim] += 1
-        if shim in SHELLS:
-            s.shells.add(boot, pid, start, SHELLS_KEPT)
-        return parent
+        if s is not None:
+            s.shim[shim] += 1
 
-    def parent_record(self, rec: ExecRecord) -> None:
-        """The record `feed_exec` asked for: parent evidence, kept unless its shell is."""
-        s = self._get(rec.session)
-        assert s is not None and rec.ppid is not None
-        s.parent_seen += 1
-        if (rec.boot_id, rec.ppid, rec.parent_start) not in s.shells:
-            s.parents.append((rec, rec.parent_start))
-
-    def feed(self, rec: Record) -> None:
-        if isinstance(rec, ExecRecord):
-            parent = bool(rec.parent_cmdline) and rec.ppid is not None
-            if self.feed_exec(rec.session, rec.shim, rec.boot_id, rec.pid, rec.start, parent):
-                self.parent_record(rec)
-            return
-        if rec.kind not in _KINDS:
-            return
+    def event(self, rec: EventRecord) -> None:
         s = self._get(rec.data.get("session"))
         if s is None:
             return
-        d = rec.data
         if rec.kind == "session-start":
-            s.start = d
-        elif rec.kind == "trace-exec":
-            if d.get("result") == "ok":
-                s.traced.append(rec)
-        elif rec.kind == "trace-fork":
-            s.forks.append(rec)
-        elif rec.kind == "observed":
-            s.observed.append(rec)
+            s.start = rec.data
         elif rec.kind == "trace-summary":
-            s.summary = d
-        else:
-            s.fallback = d
+            s.summary = rec.data
+        elif rec.kind == "trace-fallback":
+            s.fallback = rec.data
+        elif rec.kind == "observed":
+            e = _exec(rec.data, "exe", "cmdline")
+            if e is not None:
+                s.sampled.add((e.boot, e.pid, e.start))
 
-    def tee(self, records: Iterable[Record]) -> Iterable[Record]:
-        for rec in records:
-            self.feed(rec)
-            yield rec
+    def traced(self, rec: EventRecord) -> None:
+        """A trace-exec that succeeded: an exec of its own or a half of a shim's; either
+        way an ancestor a bypass's cause may name (its PATH is on record)."""
+        s = self._get(rec.data.get("session"))
+        e = _exec(rec.data, "filename", "argv") if s is not None else None
+        if s is None or e is None:
+            return
+        s.traced += 1
+        d = rec.data
+        if d.get("shim_script"):
+            s.hops.add(os.path.basename(e.filename).decode("utf-8", "replace"))
+            return
+        if isinstance(d.get("via_shim"), str):
+            s.hops.add(d["via_shim"])
+        s.ancestry.append(e)
+
+    def entry(self, img: Image, rec: Record) -> None:
+        """An exec of the model that no shim made (traced, sampled, a gap, a parent)."""
+        s = self._get(img.session)
+        if s is None:
+            return
+        if isinstance(rec, ExecRecord):  # parent evidence
+            s.parent_seen += 1
+            e = _parent_exec(rec)
+            src = "parent"
+        elif rec.kind == "trace-exec":
+            e, src = _exec(rec.data, "filename", "argv"), "trace"
+        else:
+            e, src = _exec(rec.data, "exe", "cmdline"), "sampler"
+            if e is not None:
+                e = dataclasses.replace(e, name=img.command)
+        if e is not None:
+            s.execs.append((e, src, img))
 
     def map_where(self, fn: Callable[[str], str]) -> None:
-        """Rewrite every kept record's position (a split review's offsets)."""
+        """Rewrite every kept image's position (a split review's offsets)."""
         for s in self.sessions.values():
-            s.parents = [(dataclasses.replace(r, where=fn(r.where)), p) for r, p in s.parents]
-            for name in ("traced", "forks", "observed"):
-                recs: list[EventRecord] = getattr(s, name)
-                setattr(s, name, [dataclasses.replace(r, where=fn(r.where)) for r in recs])
+            s.execs = [(e, src, dataclasses.replace(i, where=fn(i.where))) for e, src, i in s.execs]
 
     def absorb(self, later: CoverageCollector) -> None:
         """Add what a collector fed the records right after ours gathered (split review)."""
@@ -226,12 +215,12 @@ class CoverageCollector:
             s = self.sessions.setdefault(sid, _Session())
             s.start = s.start or o.start
             s.shim.update(o.shim)
+            s.hops |= o.hops
             s.parent_seen += o.parent_seen
-            s.parents += [p for p in o.parents if (p[0].boot_id, p[0].ppid, p[1]) not in s.shells]
-            s.shells.update(o.shells)
             s.traced += o.traced
-            s.forks += o.forks
-            s.observed += o.observed
+            s.sampled |= o.sampled
+            s.ancestry += o.ancestry
+            s.execs += o.execs
             s.summary = o.summary or s.summary
             s.fallback = o.fallback or s.fallback
 
@@ -306,34 +295,15 @@ def _trace_state(s: _Session) -> tuple[str, str]:
     return "complete", ""
 
 
-def _as_invoked(e: Exec, shimmed: set[str]) -> Exec:
-    """A sampled process's exe is resolved (/bin/sh is /usr/bin/dash on Debian): when its
-    argv[0] names a shimmed command the exe's name does not, it ran as that command (the
-    trace names the path exec was given, the same way)."""
-    if e.command in shimmed or not e.argv:
-        return e
-    name = os.path.basename(e.argv[0]).decode("utf-8", "replace")
-    return dataclasses.replace(e, name=name) if name in shimmed else e
-
-
-def _parent_exec(rec: ExecRecord, pstart: int | None) -> Exec | None:
-    """The shell parent a shim record kept (its NUL separators lost: argv[0] is found by
-    the shell's name)."""
+def _parent_exec(rec: ExecRecord) -> Exec | None:
+    """The shell parent a shim record kept (family.model.parent_image names it)."""
     if rec.ppid is None:
         return None
-    text = rec.parent_cmdline
-    word = text.split(b" ", 1)[0]
-    base = os.path.basename(word)
-    name = max((n for n in SHELLS if base.startswith(n.encode())), key=len, default="")
-    argv0 = word[: len(word) - len(base) + len(name)] if name else word
+    img = parent_image(rec)
     t = rec.time
-    return Exec(rec.boot_id, rec.ppid, pstart, None, None, t.timestamp() if t else 0.0,
-                b"", (argv0, text[len(argv0) :]), None, False)  # fmt: skip
-
-
-def _parent_image(rec: ExecRecord, e: Exec) -> Image:
-    return Image("parent", rec.where, rec.time, e.boot, e.pid, None, e.start, None, b"",
-                 e.command, b"", e.argv[0], e.argv[1:], rec.session)  # fmt: skip
+    return Exec(rec.boot_id, rec.ppid, rec.parent_start, None, None,
+                t.timestamp() if t else 0.0, b"", (img.argv0, *img.args), None, False,
+                img.command)  # fmt: skip
 
 
 def _account(
@@ -341,78 +311,15 @@ def _account(
 ) -> SessionCoverage:
     start = s.start or {}
     dirs = shim_dirs_of([session_shim_dir(start), *extra_dirs])
-    via: Counter[str] = Counter()
-    shimmed = set(names) | set(s.shim)
-    execs: list[tuple[Exec, str, Image]] = []
-    ancestry: list[Exec] = []  # every image a cause may name, shimmed ones too
-    traced_ids: dict[tuple[str, int], list[int | None]] = {}
-    for rec in s.traced:
-        d = rec.data
-        e = _exec(d, "filename", "argv")
-        if e is None:
-            continue
-        traced_ids.setdefault((e.boot, e.pid), []).append(e.start)
-        if d.get("shim_script"):
-            shimmed.add(os.path.basename(e.filename).decode("utf-8", "replace"))
-            continue
-        ancestry.append(e)
-        if isinstance(d.get("via_shim"), str):
-            via[d["via_shim"]] += 1
-            shimmed.add(d["via_shim"])
-            continue
-        img = trace_image(rec)
-        if img is not None:
-            execs.append((e, "trace", img))
-    for rec in s.forks:
-        pid = _int(rec.data.get("pid"))
-        if pid is not None:
-            key = (str(rec.data.get("boot_id") or ""), pid)
-            traced_ids.setdefault(key, []).append(_int(rec.data.get("start")))
-
-    def traced(boot: str, pid: int, start: int | None) -> bool:
-        return any(
-            a is None or start is None or abs(a - start) <= 1
-            for a in traced_ids.get((boot, pid), ())
-        )
-
-    latest: dict[tuple[str, int, int | None], EventRecord] = {}
-    sampled: set[tuple[str, int, int | None]] = set()
-    for rec in s.observed:  # one per process: the image it was last seen with
-        e = _exec(rec.data, "exe", "cmdline")
-        if e is not None:
-            sampled.add((e.boot, e.pid, e.start))
-            if not traced(e.boot, e.pid, e.start):
-                latest[(e.boot, e.pid, e.start)] = rec
-    seen = set(latest)
-    for rec in latest.values():
-        e = _exec(rec.data, "exe", "cmdline")
-        img = image_of(rec)
-        if e is not None and img is not None:
-            execs.append((_as_invoked(e, shimmed), "sampler", img))
-    for prec, pstart in s.parents:
-        e = _parent_exec(prec, pstart)
-        if e is None:
-            continue
-        ident = (e.boot, e.pid, e.start)
-        if traced(*ident) or ident in seen:
-            continue
-        seen.add(ident)
-        execs.append((e, "parent", _parent_image(prec, e)))
+    shimmed = set(names) | set(s.shim) | s.hops
     root = (_int(start.get("child_pid")), _int(start.get("child_start")))
-    root_first = min(
-        (
-            e.time
-            for e in (_exec(r.data, "filename", "argv") for r in s.traced)
-            if e and _is(e, root)
-        ),
-        default=min((e.time for e, _s, _i in execs if _is(e, root)), default=None),
-    )
-    lineage = Lineage([*ancestry, *(e for e, src, _img in execs if src != "trace")])
+    root_first = min((e.time for e, _s, _i in s.execs if _is(e, root)), default=None)
+    lineage = Lineage([*s.ancestry, *(e for e, src, _img in s.execs if src != "trace")])
     zdotdir = bool(start.get("zdotdir"))
     bypassed: list[Bypassed] = []
     no_shim = 0
     by_cmd: Counter[str] = Counter()
-    for e, src, img in execs:
+    for e, src, img in s.execs:
         name = e.command
         if name not in shimmed:
             no_shim += 1
@@ -420,25 +327,17 @@ def _account(
         by_cmd[name] += 1
         first = _is(e, root) and e.time == root_first
         bypassed.append(Bypassed(e, src, img, explain(e, lineage, dirs, zdotdir), first))
-    through = {n: max(s.shim[n], via[n]) for n in shimmed}
-    commands = {n: (through[n], by_cmd[n]) for n in shimmed if through[n] or by_cmd[n]}
+    through = sum(s.shim.values())
+    commands = {n: (s.shim[n], by_cmd[n]) for n in shimmed if s.shim[n] or by_cmd[n]}
     state, note = _trace_state(s)
     sources = {  # what each source saw, before they are joined
-        "shim": sum(s.shim.values()),
-        "trace": len(s.traced),
-        "sampler": len(sampled),
+        "shim": through,
+        "trace": s.traced,
+        "sampler": len(s.sampled),
         "parent": s.parent_seen,
     }
     return SessionCoverage(
-        sid,
-        sum(through.values()) + len(bypassed) + no_shim,
-        sum(through.values()),
-        tuple(bypassed),
-        no_shim,
-        commands,
-        sources,
-        state,
-        note,
-        zdotdir,
+        sid, through + len(bypassed) + no_shim, through, tuple(bypassed), no_shim, commands,
+        sources, state, note, zdotdir,
         contain if isinstance(contain := start.get("contain"), dict) else None,
-    )
+    )  # fmt: skip

@@ -18,6 +18,7 @@ from typing import cast
 from mcpshim.family.compact import _MAX, _NONE, _UNSET, _WIDE, _Columns, forest_of
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.linker import NOT_NEW
+from mcpshim.family.model import Assembler
 from mcpshim.family.tree import Forest
 from mcpshim.log.execlog import EventRecord, Record, session_of
 from mcpshim.log.rows import ExecRows, Row
@@ -34,10 +35,11 @@ def read_compact_forest(
     cov: CoverageCollector,
     on_event: Callable[[EventRecord], None],
 ) -> tuple[Forest, bool]:
-    """`build_compact_forest` over `log.rows`' rows and records, feeding `cov` every one
-    and `on_event` each event record; and whether any record is of `session` (a session
-    that matches nothing is a typo, see execlog.SessionSeen)."""
+    """`build_compact_forest` over `log.rows`' rows and records, the process model
+    (family.model) feeding `cov`, and `on_event` each event record; and whether any record
+    is of `session` (a session that matches nothing is a typo, see execlog.SessionSeen)."""
     cols = _Columns()
+    model = Assembler(session, cov)
     seen = session is None
     sids: list[int] = []  # rows' tail index -> static here
     segs: list[int] = []  # rows' segment index -> segment here
@@ -51,16 +53,11 @@ def read_compact_forest(
             tid = row[2]
             tail = tails[tid]
             sess = tail.session
-            if cov.feed_exec(
-                sess,
-                tail.shim,
-                row[3],
-                row[4],
-                row[6],
-                bool(tail.parent_cmdline) and row[5] is not None,
-            ):
-                cov.parent_record(rows.record(row))
+            parent = bool(tail.parent_cmdline) and row[5] is not None
+            held = model.shim_exec(sess, tail.shim, row[3], row[4], row[6], parent)
             if session is not None and sess != session:
+                if held:
+                    model.parent_record(rows.record(row))
                 continue
             seen = True
             while len(sids) <= tid:
@@ -73,6 +70,11 @@ def read_compact_forest(
             run.append(row)
             run_sids.append(sid)
             run_sessions.append(sess)
+            if held:
+                add_rows(cols, run, run_sids, segs, run_sessions)
+                run, run_sids, run_sessions = [], [], []
+                for img in model.parent_record(rows.record(row)):
+                    cols.add_image(img)
             if len(run) >= RUN:
                 add_rows(cols, run, run_sids, segs, run_sessions)
                 run, run_sids, run_sessions = [], [], []
@@ -83,12 +85,14 @@ def read_compact_forest(
         rec = item
         if isinstance(rec, EventRecord):
             on_event(rec)
-        cov.feed(rec)
         if not seen and session_of(rec) == session:
             seen = True
-        cols.add(rec, session)
+        for img in model.feed(rec):
+            cols.add_image(img)
     if run:
         add_rows(cols, run, run_sids, segs, run_sessions)
+    for img in model.finish():
+        cols.add_image(img)
     return forest_of(cols), seen
 
 
@@ -136,7 +140,7 @@ def add_rows(
     while len(cols.parent) < cols.linker.nodes:  # the link columns' blocks, as _new_node
         for col in (cols.parent, cols.kid, cols.kid_last, cols.sib, cols.img, cols.img_last):
             col.extend(_UNSET)
-    img, img_last, i_next, mixed = cols.img, cols.img_last, cols.i_next, cols.mixed
+    img, img_last, i_next = cols.img, cols.img_last, cols.i_next
     parent_col, kid, kid_last, sib = cols.parent, cols.kid, cols.kid_last, cols.sib
     unknown, adopted = links.unknown_parent, links.adopted
     new_node = cols._new_node
@@ -145,8 +149,6 @@ def add_rows(
     for i, (node, parent) in enumerate(zip(links.node, links.parent, strict=True)):
         k += 1
         if parent == NOT_NEW:  # _Columns._link of an image of a known process
-            if node in mixed:
-                cols._merged(node, "shim", pids[i])
             last = img_last[node]
             if last < 0:
                 img[node] = k

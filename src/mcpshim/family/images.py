@@ -1,22 +1,29 @@
 """Every record source as an `Image`: one program a process ran, as the log knows it.
 
-Shim exec records carry it directly; "observed" events sampled by the supervisor are
-converted here; later sources (trace_merge) register a converter in `SOURCES`. The tree
-(tree) links images into processes and families.
+Shim exec records carry it directly; "observed" events sampled by the supervisor and a
+shim's parent evidence are converted here, trace records in trace_merge; the process model
+(family.model) decides which of them is an exec, and the tree links them into processes.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+from mcpshim.log.ledger import SHELLS
 
-__all__ = ["SOURCES", "Image", "bytes_field", "image_of", "images", "parse_time"]
+__all__ = [
+    "Image",
+    "bytes_field",
+    "image_of",
+    "invoked_name",
+    "parent_image",
+    "parse_time",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,11 @@ class Image:
     parent_cmdline: bytes = b""
     path: bytes = b""  # the PATH the process received (shim records keep it)
     shim_hop: bool = False  # the tracer's record of a shim script's own exec (not a program)
+    #: an exec of its process (family.model); False for what ran nothing (a failed exec, a
+    #: PATH search's step another record's exec shows) or repeats an exec (a tracer's gap)
+    entry: bool = True
+    #: the steps a PATH search tried before this exec, (path tried, errno), in order
+    attempts: tuple[tuple[bytes, str], ...] = ()
 
 
 def _from_exec(rec: ExecRecord) -> Image:
@@ -94,6 +106,16 @@ def parse_time(value: Any) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+def invoked_name(argv0: bytes, fallback: str) -> str:
+    """The name a sampled process was invoked as (argv[0]: `sh` for /bin/sh, which /proc
+    resolves to dash), as the shim and the tracer name it; a title the process set itself
+    (spaces, parentheses) is not a program's name, so `fallback` (its file's) is kept."""
+    head = os.path.basename(argv0).lstrip(b"-")
+    if head and head.replace(b".", b"").replace(b"_", b"").replace(b"-", b"").isalnum():
+        return head.decode("utf-8", "replace")
+    return fallback
+
+
 def _from_observed(rec: EventRecord) -> Image | None:
     """A process the supervisor saw (issue 5): cmdline items that were not UTF-8 are exact
     in cmdline_b64 {index: base64}."""
@@ -132,7 +154,31 @@ def _from_observed(rec: EventRecord) -> Image | None:
     )
 
 
-SOURCES: dict[str, Callable[[EventRecord], Image | None]] = {"observed": _from_observed}
+def parent_image(rec: ExecRecord) -> Image:
+    """The shell a shim record's parent evidence names, as an exec no other record shows:
+    its argv exactly where the record keeps it (`parent_argv`), else the line an older
+    shim kept without its NUL separators (argv[0] found by the shell's name)."""
+    argv: tuple[bytes, ...] = getattr(rec, "parent_argv", ())
+    if argv:
+        name = os.path.basename(argv[0]).lstrip(b"-").decode("utf-8", "replace")
+        return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
+                     rec.parent_start, None, b"", name, b"", argv[0], argv[1:],
+                     rec.session)  # fmt: skip
+    text = rec.parent_cmdline
+    word = text.split(b" ", 1)[0]
+    base = os.path.basename(word)
+    name = max((n for n in SHELLS if base.startswith(n.encode())), key=len, default="")
+    argv0 = word[: len(word) - len(base) + len(name)] if name else word
+    rest = text[len(argv0) :]
+    if rest.startswith(b"-c") and len(rest) > 2 and rest[2:3] != b" ":
+        return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
+                     rec.parent_start, None, b"", name or os.path.basename(argv0).decode(
+                         "utf-8", "replace"), b"", argv0, (b"-c", rest[2:]),
+                     rec.session)  # fmt: skip
+    return Image("parent", rec.where, rec.time, rec.boot_id, rec.ppid or 0, None,
+                 rec.parent_start, None, b"", name or os.path.basename(argv0).decode(
+                     "utf-8", "replace"), b"", argv0, (rest,) if rest else (),
+                 rec.session)  # fmt: skip
 
 
 _LAST: list[tuple[Record | None, Image | None]] = [(None, None)]
@@ -147,14 +193,6 @@ def image_of(rec: Record) -> Image | None:
     if isinstance(rec, ExecRecord):
         img: Image | None = _from_exec(rec)
     else:
-        conv = SOURCES.get(rec.kind)
-        img = conv(rec) if conv else None
+        img = _from_observed(rec) if rec.kind == "observed" else None
     _LAST[0] = (rec, img)
     return img
-
-
-def images(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:
-    for rec in records:
-        img = image_of(rec)
-        if img is not None and (session is None or img.session == session):
-            yield img

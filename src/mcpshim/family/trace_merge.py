@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mcpshim.family.images import SOURCES, Image, bytes_field, parse_time
+from mcpshim.family.images import Image, bytes_field, parse_time
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
 __all__ = [
     "ShimExec",
     "argv_field",
-    "collapse",
     "gap_image",
     "pair_shim_records",
     "trace_image",
@@ -130,10 +129,6 @@ def gap_image(rec: EventRecord) -> Image | None:
     )
 
 
-SOURCES.setdefault("trace-exec", trace_image)
-SOURCES.setdefault("trace-gap", gap_image)
-
-
 # ---- merging -------------------------------------------------------------------------------
 
 
@@ -185,9 +180,3 @@ def pair_shim_records(records: Iterable[Record]) -> list[ShimExec]:
                 used.add(id(found))
         out.append(ShimExec(s, script, target))
     return out
-
-
-def collapse(images: Sequence[Image]) -> list[Image]:
-    """One node's images without the trace halves of execs its shim images already show."""
-    shimmed = {i.pid for i in images if i.source == "shim"}
-    return [i for i in images if not (i.source == "trace-shim" and i.pid in shimmed)]

@@ -6,7 +6,8 @@ with pid == ppid in the same boot that started no later than the child; with non
 under an "unknown" node for that ppid. Records with one identity are one process that exec'd
 several images (a shim for sh, then `exec git`): one node, its images in order.
 
-Every record source becomes an `Image` (images, which re-exports here).
+Every record source becomes an `Image` (images), and the process model (family.model) makes
+each exec one image, whichever sources saw it: `images` here is the model's.
 `Linker` (family.linker, re-exported here) does the linking while streaming, in memory
 bounded by the pid space, so review can walk a million records; `build_forest` keeps the
 nodes for the views in `render.text`.
@@ -18,12 +19,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mcpshim.family import trace_merge as _trace_merge  # trace images: registered in SOURCES
-from mcpshim.family.images import SOURCES, Image, image_of, images
+from mcpshim.family.images import Image, image_of
 from mcpshim.family.linker import Link, Linker
+from mcpshim.family.model import entries as images
 
 __all__ = [
-    "SOURCES",
     "Forest",
     "Image",
     "Link",
@@ -33,8 +33,6 @@ __all__ = [
     "image_of",
     "images",
 ]
-
-del _trace_merge
 
 
 # ---- the forest --------------------------------------------------------------------------
@@ -108,17 +106,9 @@ class _Pool:
             img.parent_cmdline,
             d.setdefault(img.path, img.path),  # type: ignore[arg-type]
             img.shim_hop,
+            img.entry,
+            img.attempts,
         )
-
-
-def _merged(images: list[Image], img: Image) -> bool:
-    """A shim's exec is traced too (its script, then its target): one node shows it once, as
-    the shim's image (see family.trace_merge). True when `img` is already shown."""
-    if img.source == "trace-shim":
-        return any(i.source == "shim" and i.pid == img.pid for i in images)
-    if img.source == "shim":
-        images[:] = [i for i in images if not (i.source == "trace-shim" and i.pid == img.pid)]
-    return False
 
 
 def build_forest(imgs: Iterable[Image]) -> Forest:
@@ -130,10 +120,9 @@ def build_forest(imgs: Iterable[Image]) -> Forest:
     for raw in imgs:
         img = pool(raw)
         link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
-        total += 1
+        total += img.entry
         if not link.new:
-            if not _merged(nodes[link.node].images, img):
-                nodes[link.node].images.append(img)
+            nodes[link.node].images.append(img)
             continue
         if link.unknown_parent and link.parent == len(nodes):
             assert link.parent is not None

@@ -18,7 +18,7 @@ from typing import Any
 
 from mcpshim.base.display import b64_fields, escape, json_text, quote_arg, quote_argv
 from mcpshim.errors import UsageError
-from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+from mcpshim.log.execlog import EventRecord, Record
 from mcpshim.log.redact import redact_argv
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "cwd_text",
     "entity_id",
     "parse_since",
-    "record_ecs",
     "record_json",
     "record_text",
     "select",
@@ -156,46 +155,6 @@ def record_json(rec: Record) -> dict[str, Any]:
         )
     )
     return out
-
-
-def record_ecs(rec: ExecRecord, user_id: int | None = None) -> dict[str, Any]:
-    """One Elastic Common Schema document for an exec."""
-    target = json_text(rec.target)
-    args = [target, *(json_text(a) for a in rec.args)]
-    process: dict[str, Any] = {
-        "pid": rec.pid,
-        "name": os.path.basename(target),
-        "executable": target,
-        "args": args,
-        "args_count": len(args),
-        "command_line": quote_argv([rec.target, *rec.args]),
-        "entity_id": entity_id(rec.boot_id, rec.pid, rec.start),
-        "parent": {"pid": rec.ppid},
-    }
-    if not rec.cwd_unknown:
-        process["working_directory"] = json_text(rec.cwd)
-    if rec.start_time:
-        process["start"] = _ts(rec.start_time)
-    if rec.parent_start is not None:
-        process["parent"]["entity_id"] = entity_id(rec.boot_id, rec.ppid, rec.parent_start)
-    if rec.parent_cmdline:
-        process["parent"]["command_line"] = json_text(rec.parent_cmdline)
-    doc: dict[str, Any] = {
-        "@timestamp": _ts(rec.time or rec.start_time),
-        "event": {
-            "kind": "event",
-            "category": ["process"],
-            "type": ["start"],
-            "module": "mcpshim",
-            "dataset": "mcpshim.exec",
-        },
-        "process": process,
-        "host": {"boot": {"id": rec.boot_id}},
-        "labels": {"mcpshim_shim": rec.shim, "mcpshim_session": rec.session or ""},
-    }
-    if user_id is not None:
-        doc["user"] = {"id": str(user_id)}
-    return doc
 
 
 def cwd_text(cwd: bytes, unknown: str) -> str:

@@ -36,11 +36,12 @@ from mcpshim.base.fdio import open_regular
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import Anchors, segments
+from mcpshim.log.ledger import SHELLS, Ledger, ident_key, trace_is_exec
 from mcpshim.paths import Locations
 
 __all__ = ["Index", "index_path", "iso_epoch", "update"]
 
-VERSION = 1
+VERSION = 2  # 2: execs are the process model's (log.ledger)
 _HEAD = 512  # bytes hashed to tell a segment from a later file in the same inode
 _CHUNK = 1 << 22
 _Q = b"*+" if sys.version_info >= (3, 11) else b"*"  # possessive: no backtracking
@@ -48,10 +49,12 @@ _F = rb"[^\0]" + _Q
 # exec: btime, uptime, boot id, 8 fields, the session, the rest; any other kind: one JSON
 # field; a spill pointer. A torn record never matches: its next tag is \0R, not \0= or \0\n.
 _RX = re.compile(
-    rb"\0R\0=1\0=(?:exec\0=(" + _F + rb")\0=(" + _F + rb")\0=(" + _F + rb")(?:\0=" + _F
-    + rb"){8}\0=(" + _F + rb")(?:\0=" + _F + rb")" + _Q + rb"|([^\0]+)\0=(" + _F + rb"))\0\n"
+    rb"\0R\0=1\0=(?:exec\0=(" + _F + rb")\0=(" + _F + rb")\0=(" + _F + rb")((?:\0=" + _F
+    + rb"){8})\0=(" + _F + rb")\0=" + _F + rb"\0=" + _F + rb"\0=(" + _F + rb")(?:\0=" + _F
+    + rb")" + _Q + rb"|([^\0]+)\0=(" + _F + rb"))\0\n"
     rb"|\0P\0=1\0=([^\0]+)\0\n"
 )  # fmt: skip
+_SHELL_NAMES = frozenset(n.encode() for n in SHELLS)
 _START_KEYS = ("time", "name", "command", "cwd", "user", "pid", "boot_id")
 _END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated")
 
@@ -72,9 +75,8 @@ def iso_epoch(value: Any) -> float | None:
 
 def _partial() -> dict[str, Any]:
     return {
-        "execs": 0,
-        "observed": 0,
-        "traced_execs": 0,
+        "execs": 0,  # shim records
+        "extra": 0,  # the other execs the ledger counted (traced, sampled, parents)
         "tool_calls": 0,
         "first": None,
         "last": None,
@@ -95,10 +97,13 @@ def _times(p: dict[str, Any], t: float | None) -> None:
 class _Scan:
     """Folds records into one segment's entry."""
 
-    def __init__(self, entry: dict[str, Any], anchors: Anchors, spill_dir: Path) -> None:
+    def __init__(
+        self, entry: dict[str, Any], anchors: Anchors, spill_dir: Path, ledger: Ledger
+    ) -> None:
         self.entry = entry
         self.anchors = anchors
         self.spill_dir = spill_dir
+        self.ledger = ledger  # which record is an exec (log.ledger): the readers' count
 
     def _session(self, sid: str) -> dict[str, Any]:
         got: dict[str, Any] | None = self.entry["sessions"].get(sid)
@@ -109,7 +114,7 @@ class _Scan:
     def feed(self, buf: bytes, nested: bool = False) -> None:
         execs: dict[bytes, list[Any]] = {}
         n = 0
-        for bt, up, boot, sess, kind, body, spill in _RX.findall(buf):
+        for bt, up, boot, mid, sess, pcmd, kind, body, spill in _RX.findall(buf):
             if spill:
                 if not nested:
                     self._spill(spill)
@@ -118,6 +123,8 @@ class _Scan:
             if kind:
                 self._event(kind, body)
                 continue
+            if pcmd or mid.rsplit(b"\0=", 3)[1] in _SHELL_NAMES:
+                self._shell(boot, mid, sess, bool(pcmd))
             a = execs.get(sess)
             if a is None:
                 execs[sess] = [1, bt, up, boot, bt, up, boot]
@@ -133,6 +140,17 @@ class _Scan:
             p["execs"] += a[0]
             _times(p, self._when(a[1], a[2], a[3]))
             _times(p, self._when(a[4], a[5], a[6]))
+
+    def _shell(self, boot_b: bytes, mid: bytes, sess_b: bytes, parent: bool) -> None:
+        """A shim record the ledger must see: a shell's (a parent to recognise), or one
+        holding its shell's command line (that shell's exec, when nothing else saw it)."""
+        pid, ppid, start, pstart, _cwd, shim = (
+            x.decode("utf-8", "replace") for x in mid.split(b"\0=")[1:7]
+        )
+        boot, sid = boot_b.decode("ascii", "replace"), sess_b.decode("utf-8", "replace")
+        key = ident_key(boot, _num(ppid), _num(pstart)) if parent and ppid else None
+        self.ledger.shim(sid, shim, ident_key(boot, _num(pid), _num(start)), key)
+        self.ledger.sessions[sid].entries -= 1  # the shim record itself: counted in `execs`
 
     def _when(self, bt: bytes, up: bytes, boot: bytes) -> float | None:
         try:
@@ -163,10 +181,13 @@ class _Scan:
             return
         p = self._session(sid)
         _times(p, iso_epoch(d.get("time")))
+        led = self.ledger
         if kind == "session-start":
             p["start"] = {k: d.get(k) for k in _START_KEYS}
+            led.start(sid, d.get("trace"))
         elif kind == "session-end":
             p["end"] = {k: d.get(k) for k in _END_KEYS}
+            led.end(sid)
         elif kind == "mcp-session":
             p["relayed"] = True
         elif kind == "mcp-request" and d.get("method") == "tools/call":
@@ -174,10 +195,28 @@ class _Scan:
         elif kind == "mcp-initialize":
             p["server"] = {"name": d.get("server_name"), "version": d.get("server_version")}
         elif kind == "observed":
-            p["observed"] += 1
+            led.sample(sid, ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start")))
+        elif kind == "trace-gap":
+            led.counted(sid, d.get("seen_as") != "trace")
         elif kind in ("trace-exec", "trace-summary"):
             p["traced"] = True
-            p["traced_execs"] += kind == "trace-exec" and d.get("result") == "ok"
+            if kind == "trace-exec":
+                led.counted(sid, trace_is_exec(d))
+            else:
+                led.summary(sid)
+
+    def done(self) -> None:
+        """What the ledger decided goes into this segment's partials; its state is kept."""
+        for sid, s in self.ledger.sessions.items():
+            if s.entries and sid:
+                self._session(sid)["extra"] += s.entries
+            s.entries = 0
+        self.entry["ledger"] = self.ledger.state()
+
+
+def _num(text: str) -> int | str:
+    """A pid or a start as the readers key it (an int; anything else as written)."""
+    return int(text) if text.isdigit() and len(text) <= 18 else text if text else "None"
 
 
 def _head(fh: Any, length: int) -> str:
@@ -235,7 +274,7 @@ class Index:
                 if acc is None:
                     out[sid] = dict(p)
                     continue
-                for k in ("execs", "observed", "traced_execs", "tool_calls"):
+                for k in ("execs", "extra", "tool_calls"):
                     acc[k] += p[k]
                 for k in ("relayed", "traced"):
                     acc[k] = acc[k] or p[k]
@@ -244,6 +283,9 @@ class Index:
                 acc["server"] = p["server"] or acc["server"]
                 _times(acc, p["first"])
                 _times(acc, p["last"])
+        last = Ledger(self.entries[-1].get("ledger")) if self.entries else Ledger()
+        for sid, acc in out.items():
+            acc["waiting"] = last.waiting(sid)  # what the end of the log decides
         return out
 
     def entry_for(self, path: Path) -> dict[str, Any] | None:
@@ -317,6 +359,8 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
         anchors = Anchors(loc.boot_dir)
         entries: list[dict[str, Any]] = []
         changed = len(old) == 0
+        state: dict[str, Any] | None = None  # the ledger where the previous segment ended
+        restarted = False  # a segment read afresh: the ones after it are read again too
         for seg in segments(loc):
             try:
                 fh = open_regular(seg)
@@ -330,14 +374,20 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
                     or (entry["head_len"] and _head(fh, entry["head_len"]) != entry["head"])
                 ):
                     entry = None
-                if entry is None:
-                    entry, changed = _fresh(seg.name, st), True
+                if entry is None or restarted or "ledger" not in entry:
+                    entry, changed, restarted = _fresh(seg.name, st), True, True
                 if entry["name"] != seg.name:
                     entry["name"], changed = seg.name, True
                 if st.st_size > entry["offset"] and (budget is None or budget > 0):
-                    used = _scan_file(fh, entry, _Scan(entry, anchors, loc.spill_dir), budget)
+                    ledger = Ledger(entry["ledger"] if entry["offset"] else state)
+                    scan = _Scan(entry, anchors, loc.spill_dir, ledger)
+                    used = _scan_file(fh, entry, scan, budget)
+                    scan.done()
                     budget = None if budget is None else budget - used
                     changed = changed or used > 0
+                elif not entry["offset"]:
+                    entry["ledger"] = Ledger(state).state()
+                state = entry["ledger"]
                 want = min(_HEAD, entry["offset"])
                 if entry["head_len"] < want:
                     entry["head"], entry["head_len"] = _head(fh, want), want

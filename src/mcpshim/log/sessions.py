@@ -46,7 +46,7 @@ class SessionSummary:
     duration_s: float | None
     exit_status: int | None
     tool_calls: int
-    execs: int  # shim records and processes sampling saw; with --trace, traced execs
+    execs: int  # the process model's execs (log.ledger): what tree and review count
     survivors: int | None
     relayed: bool
     traced: bool
@@ -100,7 +100,7 @@ def _summary(sid: str, p: Mapping[str, Any], severity: str | None, boot: str) ->
         duration_s=float(duration) if isinstance(duration, (int, float)) else None,
         exit_status=_int(end.get("exit_status")),
         tool_calls=p["tool_calls"],
-        execs=max(p["execs"] + p["observed"], p["traced_execs"]),
+        execs=p["execs"] + p["extra"] + p.get("waiting", 0),
         survivors=_int(end.get("survivors")),
         relayed=p["relayed"],
         traced=p["traced"],

@@ -1,7 +1,7 @@
-"""From the log to traces: one pass reviews it and attributes the relayed sessions' processes
-to their tool calls (as `mcpshim report` does); each finding becomes an `mcpshim.finding`
-event on the span it is about: a process its evidence names, else the tool call it was filed
-under, else the session.
+"""From the log to traces: the review pipeline's one pass (review.pipeline.review_records,
+as `mcpshim report` uses it) gives the findings and attributions; each finding becomes an
+`mcpshim.finding` event on the span it is about: the exec its evidence names, else the tool
+call it was filed under, else the session.
 """
 
 from __future__ import annotations
@@ -12,21 +12,22 @@ from datetime import datetime
 from typing import Any
 
 from mcpshim import __version__
-from mcpshim.family.attribution import Anchor, Attribution, Collector
+from mcpshim.family.attribution import Anchor, Attribution
 from mcpshim.family.images import parse_time
 from mcpshim.log.execlog import EventRecord, Record
 from mcpshim.otel.model import (
     SessionTrace,
     SpanEvent,
     call_span_id,
+    execs_of,
     process_span_id,
     root_span_id,
     session_trace,
 )
-from mcpshim.review.engine import review
 from mcpshim.review.findings import Finding
-from mcpshim.review.policy import Policy, apply_policy
-from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref, regroup, session_findings
+from mcpshim.review.pipeline import review_records
+from mcpshim.review.policy import Policy
+from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref
 from mcpshim.shim.manifest import Manifest
 
 __all__ = ["FINDING_EVENT", "collect_traces", "resource_of", "trace_for"]
@@ -81,14 +82,17 @@ class _Index:
 
     def __init__(self, atts: Iterable[Attribution]) -> None:
         self.process: dict[tuple[str, int, Any], tuple[str, int, datetime | None]] = {}
+        self.where: dict[str, tuple[str, int, datetime | None]] = {}  # an exec's record
         self.call: dict[Any, tuple[str, int, datetime]] = {}
         self.root: dict[str, datetime | None] = {}
         for att in atts:
             sid = att.session
             self.root[sid] = _session_start(att)
             for node in att.nodes():
-                span = process_span_id(sid, node)
-                self.process[(node.boot_id, node.pid, node.start)] = (sid, span, node.first_time)
+                for k, img in enumerate(execs_of(node)):
+                    span = (sid, process_span_id(sid, node, k), img.time or node.first_time)
+                    self.process.setdefault((node.boot_id, node.pid, node.start), span)
+                    self.where[img.where] = span
             for call in att.calls:
                 self.call[call_ref(att, call)] = (sid, call_span_id(sid, call), call.request)
 
@@ -103,7 +107,9 @@ class _Index:
             for ev in () if f.rule.id in SESSION_WIDE else f.evidence:
                 d = ev.data
                 start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-                hit = self.process.get((str(d.get("boot_id")), _int(d.get("pid")), start))
+                hit = self.where.get(ev.where) or self.process.get(
+                    (str(d.get("boot_id")), _int(d.get("pid")), start)
+                )
                 if hit is not None:
                     sid, span, t = hit
                     when = t or self.root[sid]
@@ -158,19 +164,15 @@ def collect_traces(
     manifest: Manifest | None = None,
 ) -> list[SessionTrace]:
     """The relayed sessions of the log (one, or those started at or after `since`) as traces,
-    their review findings filed as span events."""
-    collector = Collector(session)
-    result = review(
-        collector.tee(records), policy=policy, session=session, shim_dir=shim_dir, manifest=manifest
-    )
-    atts = collector.results(anchor)
+    their review findings (review.pipeline) filed as span events."""
+    done, collector = review_records(records, policy=policy, anchor=anchor, session=session,
+                                     shim_dir=shim_dir, manifest=manifest)  # fmt: skip
+    atts = done.attributions
     if since is not None:
         atts = [a for a in atts if (t := _session_start(a)) is not None and t >= since]
     if not atts:
         return []
-    extra = [f for att in atts for f in session_findings(att, policy)]
-    findings = regroup(result.findings, atts) + apply_policy(extra, policy)
-    filed = _Index(atts).file(findings, session)
+    filed = _Index(atts).file(done.findings, session)
     return [
         trace_for(att, collector.sessions[att.session].events, host, filed.get(att.session))
         for att in atts

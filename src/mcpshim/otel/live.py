@@ -78,7 +78,7 @@ class LiveStream:
 
     def _answered(self) -> None:
         """Send the spans of the calls answered so far (final once answered)."""
-        atts = self.collector.results(self.anchor)
+        atts = self.collector.results(self.anchor, final=False)
         if not atts:
             return
         att = atts[0]

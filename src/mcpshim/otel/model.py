@@ -27,7 +27,7 @@ from typing import Any
 from mcpshim.base.display import json_text
 from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
-from mcpshim.family.tree import Node
+from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import argv_of
 from mcpshim.log.execlog import EventRecord
 from mcpshim.log.logview import entity_id
@@ -38,6 +38,8 @@ __all__ = [
     "SpanData",
     "SpanEvent",
     "call_span_id",
+    "exec_span_at",
+    "execs_of",
     "process_span_id",
     "root_span_id",
     "session_trace",
@@ -95,11 +97,28 @@ def call_span_id(session: str, call: Call) -> int:
     )
 
 
-def process_span_id(session: str, node: Node) -> int:
+def process_span_id(session: str, node: Node, k: int = 0) -> int:
+    """The span of a process's exec number k (its first: the process's own id, as before
+    execs had spans of their own)."""
     when = node.first_time.isoformat() if node.start is None and node.first_time else ""
-    return _hash(
-        "mcpshim.process", session, node.boot_id, str(node.pid), str(node.start), when, size=8
-    )
+    parts = ("mcpshim.process", session, node.boot_id, str(node.pid), str(node.start), when)
+    return _hash(*parts, *((str(k),) if k else ()), size=8)
+
+
+def execs_of(node: Node) -> list[Image]:
+    """A process's execs (the model's entries), each a span; a process with none (it
+    only forked, or only failed) is one span of its first image."""
+    return [i for i in node.images if i.entry] or node.images[:1]
+
+
+def exec_span_at(session: str, node: Node, t: datetime | None) -> int:
+    """The span of the exec a process was running at time t (what a child forked from)."""
+    execs = execs_of(node)
+    k = 0
+    for i, img in enumerate(execs):
+        if t is not None and img.time is not None and img.time <= t:
+            k = i
+    return process_span_id(session, node, k)
 
 
 def _clean(attrs: Attrs) -> Attrs:
@@ -178,8 +197,7 @@ def _argv_text(argv: tuple[bytes, ...]) -> tuple[str, ...]:
     return tuple(json_text(a) for a in redact_argv(list(argv)).argv)
 
 
-def _process_attrs(node: Node, exit_code: Any) -> Attrs:
-    first = node.images[0]
+def _process_attrs(node: Node, first: Image, exit_code: Any) -> Attrs:
     argv = list(_argv_text(tuple(argv_of(first))))
     target = json_text(first.target)
     attrs: Attrs = {
@@ -193,23 +211,51 @@ def _process_attrs(node: Node, exit_code: Any) -> Attrs:
         "process.exit.code": exit_code if isinstance(exit_code, int) else None,
         "mcpshim.process.entity_id": entity_id(node.boot_id, node.pid, node.start),
         "mcpshim.process.sources": list(node.sources),
+        "mcpshim.process.source": first.source,
     }
-    if len(node.images) > 1:
-        attrs["mcpshim.process.images"] = [i.command for i in node.images]
+    execs = execs_of(node)
+    if len(execs) > 1:
+        attrs["mcpshim.process.images"] = [i.command for i in execs]
     return attrs
 
 
-def _process_span(
+def _process_spans(
     att: Attribution,
     node: Node,
-    ids: tuple[int, int, int],
+    parent: int,
     ends: _Ends,
     span: tuple[datetime, datetime],
-    events: tuple[SpanEvent, ...],
+    filed: Mapping[int, tuple[SpanEvent, ...]],
+) -> list[SpanData]:
+    """A process's execs, a span each: the first under `parent`, each later one under the
+    one it replaced; the last ends when the process did."""
+    out: list[SpanData] = []
+    trace = trace_id_of(att.session)
+    execs = execs_of(node)
+    whole = _process_span(att, node, ends, span)
+    up = parent
+    for k, img in enumerate(execs):
+        sid = process_span_id(att.session, node, k)
+        first = img.time or whole.start if k else whole.start
+        nxt = execs[k + 1].time if k + 1 < len(execs) else None
+        last = max(nxt or whole.end, first)
+        attrs = dict(whole.attributes) | _clean(_process_attrs(node, img, None))
+        if k + 1 < len(execs):
+            attrs.pop("process.exit.code", None)
+        elif "process.exit.code" in whole.attributes:
+            attrs["process.exit.code"] = whole.attributes["process.exit.code"]
+        out.append(replace(whole, trace_id=trace, span_id=sid, parent_id=up,
+                           name=img.command or "?", start=first, end=last,
+                           attributes=attrs, events=filed.get(sid, ())))  # fmt: skip
+        up = sid
+    return out
+
+
+def _process_span(
+    att: Attribution, node: Node, ends: _Ends, span: tuple[datetime, datetime]
 ) -> SpanData:
     """A process: from its first record to its exit when a record says (reaped, the
-    server's session-end, a survivor at the end), else to the last record that saw it.
-    `ids`: the trace's, the process's and its parent span's."""
+    server's session-end, a survivor at the end), else to the last record that saw it."""
     start, end = span
     ident = (node.pid, node.start)
     first = node.first_time or start
@@ -225,7 +271,7 @@ def _process_span(
         if ident in ends.alive:
             seen.append(ends.alive[ident])
         last = max(seen, default=first)
-    attrs = _process_attrs(node, exit_code)
+    attrs = _process_attrs(node, node.images[0], exit_code)
     if ident in ends.survivors:
         attrs["mcpshim.process.survived_session"] = True
     if node.id in att.outlived:
@@ -233,18 +279,7 @@ def _process_span(
     owner = att.owner.get(node.id)
     if isinstance(owner, tuple):
         attrs["mcpshim.process.candidate_calls"] = [att.calls[i].label for i in owner]
-    trace, span_id, parent = ids
-    return SpanData(
-        trace,
-        span_id,
-        parent,
-        node.images[0].command or "?",
-        INTERNAL,
-        first,
-        max(last, first),
-        _clean(attrs),
-        events,
-    )
+    return SpanData(0, 0, None, "", INTERNAL, first, max(last, first), _clean(attrs))
 
 
 def session_trace(
@@ -306,25 +341,19 @@ def session_trace(
             span = replace(span, events=filed[span.span_id])
         spans.append(span)
     ends = _ends(att, events)
-    span_of = {n.id: process_span_id(sid, n) for n in nodes}
     for node in nodes:
-        ids = (trace, span_of[node.id], _parent(att, node, call_ids, root, span_of))
-        spans.append(_process_span(att, node, ids, ends, (start, end), filed.get(ids[1], ())))
+        up = _parent(att, node, call_ids, root)
+        spans += _process_spans(att, node, up, ends, (start, end), filed)
     return SessionTrace(sid, dict(resource), tuple(spans))
 
 
-def _parent(
-    att: Attribution, node: Node, call_ids: Mapping[int, int], root: int, span_of: Mapping[int, int]
-) -> int:
-    """A process's parent span: its parent process when that shares its call (or it has
-    none), else the call that started it, else the session."""
+def _parent(att: Attribution, node: Node, call_ids: Mapping[int, int], root: int) -> int:
+    """A process's parent span: the exec of its parent process it forked from, when that
+    shares its call (or it has none), else the call that started it, else the session."""
     owner = att.owner.get(node.id)
     p = node.parent
-    known_parent = p is not None and p.known
+    if p is not None and p.known and (not isinstance(owner, int) or att.owner.get(p.id) == owner):
+        return exec_span_at(att.session, p, node.first_time)
     if isinstance(owner, int):
-        if known_parent and p is not None and att.owner.get(p.id) == owner:
-            return span_of.get(p.id) or process_span_id(att.session, p)
         return call_ids[owner]
-    if known_parent and p is not None:
-        return span_of.get(p.id) or process_span_id(att.session, p)
     return root

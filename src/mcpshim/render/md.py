@@ -1,7 +1,7 @@
 """A relayed session as a reviewer reads it: tool calls, the processes each started, findings.
 
-`session_report` runs review and attribution in one pass over the log; `render_md` is the
-markdown to paste into a code review, `render_calls_text` the terminal view `tree` appends.
+`render_md` is the markdown to paste into a code review (of what review.pipeline found),
+`render_calls_text` the terminal view `tree` appends.
 Process-derived text goes through display.escape/quote_argv first, then through the escape
 of the target format.
 """
@@ -11,22 +11,17 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mcpshim import __version__
 from mcpshim.base.display import escape, quote_argv, safe
-from mcpshim.family.attribution import Attribution, Call, Collector, Owner
+from mcpshim.family.attribution import Attribution, Call, Owner
 from mcpshim.family.coverage import SessionCoverage
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import argv_of
-from mcpshim.log.execlog import Record
-from mcpshim.review.engine import review
 from mcpshim.review.findings import Finding
-from mcpshim.review.policy import Policy, apply_policy
-from mcpshim.review.rules.mcp_rules import regroup, session_findings
-from mcpshim.shim.manifest import Manifest
 
 __all__ = [
     "SessionReport",
@@ -37,7 +32,6 @@ __all__ = [
     "render_md",
     "response_text",
     "server_rows",
-    "session_report",
 ]
 
 
@@ -46,32 +40,6 @@ class SessionReport:
     att: Attribution
     findings: list[Finding]
     coverage: SessionCoverage | None = None
-
-
-def session_report(
-    records: Iterable[Record],
-    session: str,
-    policy: Policy,
-    anchor: Any,
-    shim_dir: str | None = None,
-    manifest: Manifest | None = None,
-) -> SessionReport | None:
-    """Review one session and attribute its processes to its tool calls (one log pass)."""
-    collector = Collector(session)
-    result = review(
-        collector.tee(records),
-        policy=policy,
-        session=session,
-        shim_dir=shim_dir,
-        manifest=manifest,
-    )
-    atts = collector.results(anchor)
-    if not atts:
-        return None
-    att = atts[0]
-    findings = regroup(result.findings, [att]) + apply_policy(session_findings(att, policy), policy)
-    cov = next((c for c in result.coverage if c.session == session), None)
-    return SessionReport(att, findings, cov)
 
 
 def call_status(call: Call) -> str:

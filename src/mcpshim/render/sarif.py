@@ -9,7 +9,8 @@ from typing import Any
 from mcpshim import __version__
 from mcpshim.base.display import dumps
 from mcpshim.render.report import Report, sorted_findings
-from mcpshim.review.findings import RULES, Rule, Severity
+from mcpshim.review.catalogue import rules
+from mcpshim.review.findings import Rule, Severity
 
 __all__ = ["render_sarif"]
 
@@ -49,7 +50,7 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
 def render_sarif(report: Report) -> str:
     used = sorted(
         {f.rule.id for f in report.findings}
-        | {r.id for r in RULES.values() if r.id[:4] == _family(report)}
+        | {r.id for r in rules().values() if r.id[:4] == _family(report)}
     )
     index = {rid: i for i, rid in enumerate(used)}
     results = []
@@ -85,7 +86,7 @@ def render_sarif(report: Report) -> str:
                     "driver": {
                         "name": "mcpshim",
                         "version": __version__,
-                        "rules": [_sarif_rule(RULES[rid]) for rid in used],
+                        "rules": [_sarif_rule(rules()[rid]) for rid in used],
                     }
                 },
                 "results": results,

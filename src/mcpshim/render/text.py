@@ -103,15 +103,18 @@ _REST: dict[tuple[object, ...], str] = {}
 
 
 def _image_text(img: Image) -> str:
-    key = (img.source, img.command, img.argv0, img.args, img.target, img.parent_cmdline)
+    key = (img.source, img.command, img.argv0, img.args, img.target, img.parent_cmdline,
+           img.attempts)  # fmt: skip
     rest = _REST.get(key)
     if rest is None:
         if len(_REST) >= 1 << 16:
             _REST.clear()
         parent = parent_line(img)
+        tried = ", ".join(f"{escape(p)} ({escape(e)})" for p, e in img.attempts)
         rest = _REST[key] = (
             f"{quote_argv(argv_of(img))}  -> {escape(img.target) if img.target else '?'}"
             + (f"  started by {parent}" if parent else "")
+            + (f"  tried {tried}" if tried else "")
         )
     return f"[{img.source}] {stamp(img)} {rest}"
 

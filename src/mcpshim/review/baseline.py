@@ -55,9 +55,13 @@ def collect(images: Iterable[Image], session: str = "") -> Baseline:
     cwds: set[str] = set()
     n = 0
     for img in images:
+        if not img.entry:
+            continue  # ran nothing (a failed exec, a search step): no program to approve
         n += 1
         name = command_name(img)
-        execs.setdefault(name, set()).add(_text(img.target))
+        known = execs.setdefault(name, set())
+        if img.target:  # an exec only its shell's command line shows names no file
+            known.add(_text(img.target))
         shapes.setdefault(name, set()).add(shape(img))
         if img.cwd:
             cwds.add(_text(img.cwd))

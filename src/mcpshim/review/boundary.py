@@ -8,13 +8,9 @@ scripts or a Makefile, a git hook), network destinations (the sampler's sockets,
 destinations of network helpers' arguments), credential-like variable names the sampler
 found in the processes' environments, the user they ran as, and which outlived the call.
 
-Only executables that are evidence of an exec count. A process a shim recorded is what the
-shim says (the sampler may also have caught it mid-exec, as the interpreter of a script or
-as its parent's image before exec: those samples are timing, not new programs); a process
-no shim saw counts with what the tracer saw it exec, when it was traced (a sample of it is
-then the same exec again, its executable's path resolved), else with its own images, less
-one that is still its parent's (a fork caught before it exec'd). So two sessions that ran
-the same programs have the same executables, however the sampler's ticks fell.
+Only executables that are evidence of an exec count: the process model's execs (each once,
+whichever sources saw it: family.model), so two sessions that ran the same programs have
+the same executables, however the sampler's ticks fell.
 
 `SessionEvidence` keeps, from the same pass over the log as attribution, what attribution
 does not: the contract records (initialize, tools/resources/prompts listings), sockets,
@@ -161,22 +157,15 @@ class Seen:
 
 
 def images_that_ran(node: Node) -> list[Image]:
-    """The images that are evidence of an exec (module docstring). A shim's record whose
-    exec of its target a contained session's ruleset refused is no evidence: it never ran."""
+    """The process's execs (the process model's entries) that name a file. A shim's record
+    whose exec of its target a contained session's ruleset refused is no evidence: that
+    program never ran."""
     refused = {i.argv0 for i in node.images if i.source.startswith("trace-blocked/")}
-    images = [i for i in node.images if not (i.source == "shim" and i.target in refused)]
-    shimmed = [i for i in images if i.source == "shim"]
-    if shimmed:
-        return shimmed
-    traced = [i for i in images if i.source == "trace"]
-    if traced:
-        return traced
-    imgs = [i for i in images if i.target]
-    parent = node.parent
-    parent_target = parent.images[-1].target if parent is not None and parent.known else None
-    if len(imgs) > 1 and parent_target is not None and imgs[0].target == parent_target:
-        imgs = imgs[1:]  # caught between fork and exec
-    return imgs
+    return [
+        i
+        for i in node.images
+        if i.entry and i.target and not (i.source == "shim" and i.target in refused)
+    ]
 
 
 def _after_spawn(node: Node, att: Attribution) -> list[Image]:
@@ -194,7 +183,10 @@ def _after_spawn(node: Node, att: Attribution) -> list[Image]:
 def _reached(img: Image) -> str:
     if img.source == "shim":
         return "PATH"
-    return "absolute path" if b"/" in img.argv0 else "PATH (no shim for it; sampled)"
+    if b"/" in img.argv0:
+        return "absolute path"
+    seen = "traced" if img.source.startswith("trace") else "sampled"
+    return f"PATH, no shim took part ({seen})"
 
 
 def _project_file(node: Node) -> str | None:

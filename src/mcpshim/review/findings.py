@@ -1,8 +1,8 @@
 """Findings and the rule registry shared by review (MCS1xx) and lint-path (MCS2xx).
 
-A rule is metadata (stable id, severity, summary, remediation, CWE); the functions that
-produce findings live with their domain and register their metadata here, so `mcpshim
-rules`, SARIF and the text report all describe a rule the same way.
+A rule is metadata (stable id, severity, summary, remediation, CWE) defined beside the
+function that finds it; review.catalogue finds them all, so `mcpshim rules`, SARIF and the
+text report all describe a rule the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 from mcpshim.errors import UsageError
 
 __all__ = [
-    "RULES",
     "CallRef",
     "Evidence",
     "Finding",
@@ -24,7 +23,6 @@ __all__ = [
     "Severity",
     "at_or_above",
     "define_rule",
-    "get_rule",
 ]
 
 
@@ -56,9 +54,6 @@ class Rule:
     cwe: tuple[str, ...] = ()
 
 
-RULES: dict[str, Rule] = {}
-
-
 def define_rule(
     rule_id: str,
     name: str,
@@ -67,20 +62,9 @@ def define_rule(
     remediation: str,
     cwe: Iterable[str] = (),
 ) -> Rule:
-    """Register a rule's metadata once; ids are stable and never reused."""
-    rule = Rule(rule_id, name, severity, summary, remediation, tuple(cwe))
-    existing = RULES.get(rule_id)
-    if existing is not None and existing != rule:
-        raise ValueError(f"rule id {rule_id} registered twice")
-    RULES[rule_id] = rule
-    return rule
-
-
-def get_rule(rule_id: str) -> Rule:
-    try:
-        return RULES[rule_id]
-    except KeyError:
-        raise UsageError(f"unknown rule id {rule_id!r}") from None
+    """A rule's metadata, beside the function that finds it; ids are stable and never
+    reused (review.catalogue collects every rule and refuses an id defined twice)."""
+    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe))
 
 
 @dataclass(frozen=True)

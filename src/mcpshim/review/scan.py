@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.linker import NOT_NEW, Linker
+from mcpshim.family.model import Assembler
 from mcpshim.family.tree import Image, image_of
 from mcpshim.family.view import evidence_line, session_parents, stamp
-from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
+from mcpshim.log.execlog import EventRecord, Record, session_of
+from mcpshim.log.ledger import Ledger
 from mcpshim.log.rows import ExecRows, Row, Tail
 from mcpshim.review.findings import Evidence
 from mcpshim.review.rules.execpaths import UNTRUSTED_DIR
@@ -28,11 +30,11 @@ EVIDENCE_KEEP = 3  # evidence kept per finding outside relayed sessions (memory 
 MEMO_CAP = 65_536
 RUN = 4096  # images linked in one call
 Progress = Callable[[int, str], None]
-#: an image waiting for its link: its record (or row), identity (boot, pid, ppid, start,
+#: an image waiting for its link: its row (or the model's image), identity (boot, pid, ppid, start,
 #: parent start, session), memo key, the row's tail (rows' tails may be let go before
 #: the run is settled, see log.rows) and its Image when made already
 _Pending = tuple[
-    "Row | Record",
+    "Row | Image",
     tuple[str, int, "int | None", "int | None", "int | None", str],
     tuple[object, ...],
     "Tail | None",
@@ -132,12 +134,11 @@ class _Folder:
         self.more_hits: dict[int, set[int]] = {}  # node -> hit ids of all its images
         self.processes = 0
 
-    def _image(self, item: Row | Record, tail: Tail | None) -> Image:
-        if isinstance(item, tuple):
-            img = image_of(self.exec_rows.record(item, tail))
-        else:
-            img = image_of(item)
-        assert img is not None  # an item is settled only when it has an image
+    def _image(self, item: Row | Image, tail: Tail | None) -> Image:
+        if isinstance(item, Image):
+            return item
+        img = image_of(self.exec_rows.record(item, tail))
+        assert img is not None  # a shim record always has its image
         return img
 
     def settle(self, run: list[_Pending]) -> None:
@@ -167,7 +168,11 @@ class _Folder:
                     memo.clear()
                 hits = memo[memo_key] = tuple(
                     (hit_ids.setdefault((h.rule.id, h.key), len(hit_ids)), h)
-                    for h in (() if img.shim_hop else run_checks(ctx, img))
+                    # a shell only its child's record names (parent evidence): its exec is
+                    # counted, the bypass said (MCS405), no rule reads its lossy line
+                    for h in (
+                        () if img.shim_hop or img.source == "parent" else run_checks(ctx, img)
+                    )
                 )
             while len(node_hits) <= node:
                 node_hits.append(None)
@@ -198,6 +203,15 @@ class _Folder:
         self.processes += new_procs
 
 
+def _memo_key(img: Image) -> tuple[object, ...]:
+    """What the checks read of an image: equal keys, equal hits."""
+    if img.source == "shim":
+        return ("shim", img.command, img.target, img.argv0, img.args, img.cwd, img.redactions,
+                img.path)  # fmt: skip
+    return (img.source, img.command, img.target, img.argv0, img.args, img.cwd, img.redactions,
+            img.shim_hop, img.entry, img.attempts, img.path)  # fmt: skip
+
+
 def scan(
     records: Iterable[Row | Record],
     ctx: Context,
@@ -209,45 +223,48 @@ def scan(
     relayed: Iterable[str] = (),
     coverage: CoverageCollector | None = None,
     rows: ExecRows | None = None,
+    ledger: Ledger | None = None,
 ) -> Scan:
-    """The hot loop: link each image, run the checks once per distinct invocation, fold hits.
+    """The hot loop: link each image of the process model (family.model), run the checks
+    once per distinct invocation, fold hits.
 
-    One process is one occurrence: the images that repeat an exec another source already
-    recorded (the tracer's half of a shim's exec, a sampled image of a traced process) add
-    no count, and the shim's own hop under --trace (the exec of the shim script) is no
-    finding. In sessions relayed with --mcp every occurrence keeps its evidence, so each
-    can be filed under the tool call that started it; elsewhere `EVIDENCE_KEEP` bound it."""
+    One process is one occurrence: the model gives each exec once, whichever sources saw
+    it, and a process's later images add no count for a hit it already has. In sessions
+    relayed with --mcp every occurrence keeps its evidence, so each can be filed under the
+    tool call that started it; elsewhere `EVIDENCE_KEEP` bound it."""
     sess = _Sessions(relayed)
     events: list[Record] = []
     n_records = n_images = n_in = 0  # n_in: records of the session, any kind
     exec_rows = rows if rows is not None else ExecRows()
     folder = _Folder(ctx, sess, exec_rows)
+    model = Assembler(session, coverage, ledger)
     tails, epoch = exec_rows.tails, exec_rows.epoch
     tail_keys: list[tuple[object, ...] | None] = []  # a row's tail -> its memo key
     run: list[_Pending] = []
 
+    def add(img: Image) -> None:
+        nonlocal n_images
+        n_images += img.entry
+        ident = (img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
+        run.append((img, ident, _memo_key(img), None, img))
+
     for rec in records:
         n_records += 1
-        # An exec record becomes an Image only when a check, a label or a piece of evidence
-        # needs one; the checks are pure over the memo key's fields (filesystem facts are
-        # cached in ctx) and real logs repeat their commands. A row (log.rows) is an exec
-        # record not even made a record: its tail's fields were decoded once.
+        # A row (log.rows) is a shim's exec record not even made a record: its tail's
+        # fields were decoded once; it becomes an Image only when a check, a label or a
+        # piece of evidence needs one (the checks are pure over the memo key's fields,
+        # filesystem facts cached in ctx, and real logs repeat their commands).
         if isinstance(rec, tuple):
             if progress is not None and n_records % every == 0:
                 progress(n_records, exec_rows.where(rec))
             tid = rec[2]
             tail = tails[tid]
             rsess = tail.session
-            if coverage is not None and coverage.feed_exec(
-                rsess,
-                tail.shim,
-                rec[3],
-                rec[4],
-                rec[6],
-                bool(tail.parent_cmdline) and rec[5] is not None,
-            ):
-                coverage.parent_record(exec_rows.record(rec))
+            parent = bool(tail.parent_cmdline) and rec[5] is not None
+            held = model.shim_exec(rsess, tail.shim, rec[3], rec[4], rec[6], parent)
             if session is not None and rsess != session:
+                if held:
+                    model.parent_record(exec_rows.record(rec))
                 continue
             n_in += 1
             if session_ev is not None and rsess:
@@ -271,6 +288,9 @@ def scan(
                 )
             n_images += 1
             run.append((rec, (rec[3], rec[4], rec[5], rec[6], rec[7], rsess), tkey, tail, None))
+            if held:
+                for img in model.parent_record(exec_rows.record(rec, tail)):
+                    add(img)
             if len(run) >= RUN:
                 folder.settle(run)
                 run = []
@@ -278,56 +298,22 @@ def scan(
         if run:  # what follows may be an event the settling must see after these images
             folder.settle(run)
             run = []
-        if isinstance(rec, ExecRecord):
-            if progress is not None and n_records % every == 0:
-                progress(n_records, rec.where)
-            if coverage is not None:
-                coverage.feed(rec)
-            if session is not None and rec.session != session:
-                continue
-            n_in += 1
-            if session_ev is not None and rec.session:
-                session_ev.feed(rec)
-            ident = (rec.boot_id, rec.pid, rec.ppid, rec.start, rec.parent_start, rec.session)
-            memo_key: tuple[object, ...] = (
-                "shim",
-                rec.shim,
-                rec.target,
-                rec.invoked_as,
-                rec.args,
-                rec.cwd,
-                rec.redactions,
-                rec.path,
-            )
-            img: Image | None = None
-        else:
-            if progress is not None and n_records % every == 0:
-                progress(n_records, rec.where)
-            if coverage is not None:
-                coverage.feed(rec)
-            if session is None or session_of(rec) == session:
-                n_in += 1
+        if progress is not None and n_records % every == 0:
+            progress(n_records, rec.where)
+        mine = session is None or session_of(rec) == session
+        n_in += mine
+        if isinstance(rec, EventRecord):
             sess.feed(rec)
             if session_ev is not None:
                 session_ev.feed(rec)
             if keep_events:
                 events.append(rec)
-            img = image_of(rec)
-            if img is None or (session is not None and img.session != session):
-                continue
-            ident = (img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
-            memo_key = (
-                img.source,
-                img.command,
-                img.target,
-                img.argv0,
-                img.args,
-                img.cwd,
-                img.redactions,
-                img.shim_hop,
-            )
-        n_images += 1
-        run.append((rec, ident, memo_key, None, img))
+        elif mine and session_ev is not None and rec.session:
+            session_ev.feed(rec)
+        for img in model.feed(rec):
+            add(img)
+    for img in model.finish():
+        add(img)
     if run:
         folder.settle(run)
     linker, acc = folder.linker, folder.acc
@@ -339,5 +325,6 @@ def scan(
         sup = sess.parents.get((head.boot_id, ppid), "") if ppid is not None else ""
         labels[fam] = family_label(head, ppid, sup)
     return Scan(
-        linker, by_key, labels, n_records, n_images, folder.processes, events, n_in, coverage
-    )
+        linker, by_key, labels, n_records, n_images, folder.processes, events, n_in,
+        model.coverage,
+    )  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import io
 import multiprocessing
 import os
 import pickle
@@ -26,6 +27,7 @@ from mcpshim.family.attribution import log_has_relayed_sessions
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.log.ledger import SHELLS, Ledger, ident_key
 from mcpshim.log.rows import ExecRows, Row
 from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
@@ -77,13 +79,15 @@ class _PRead:
         return data
 
 
-_SESSION_ID = re.compile(rb'\0=mcp-session\0=\{"session":"([^"\\]{1,200})"')
+_SESSION_ID = re.compile(rb'\0=(mcp-session|trace-summary)\0=\{"session":"([^"\\]{1,200})"')
 
 
-def relayed_sessions(loc: Locations) -> set[str]:
-    """The ids of every session run with --mcp, by a byte scan (no decoding)."""
-    found: set[str] = set()
-    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+def _marked_sessions(loc: Locations) -> tuple[set[str], set[str]]:
+    """The ids of every session run with --mcp, and of every traced session whose trace
+    was summarized, by a byte scan (no decoding): each half of a split review then makes
+    the same process model as one pass (log.ledger.presume)."""
+    found: tuple[set[str], set[str]] = (set(), set())
+    if not loc.log_dir.is_dir():
         return found
     tail = b""
     for seg in execlog.segments(loc):
@@ -91,11 +95,19 @@ def relayed_sessions(loc: Locations) -> set[str]:
             with seg.open("rb") as fh:
                 while chunk := fh.read(1 << 22):
                     buf = tail + chunk
-                    found.update(m.decode("utf-8", "replace") for m in _SESSION_ID.findall(buf))
+                    for kind, sid in _SESSION_ID.findall(buf):
+                        found[kind == b"trace-summary"].add(sid.decode("utf-8", "replace"))
                     tail = buf[-256:]
         except OSError:
             continue
     return found
+
+
+def relayed_sessions(loc: Locations) -> set[str]:
+    """The ids of every session run with --mcp, by a byte scan (no decoding)."""
+    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+        return set()
+    return _marked_sessions(loc)[0]
 
 
 def _plan(fds: list[tuple[int, str, int]]) -> tuple[list[_Range], list[_Range]] | None:
@@ -154,8 +166,39 @@ def _fix_offsets(result: Scan, problems: list[LogProblem], r: _Range) -> None:
         result.coverage.map_where(lambda w: _shift(w, r.name, r.start))
 
 
+_PRIME = 4 << 20  # bytes before the cut read to prime the second half's ledger
+
+
+def _ledger(loc: Locations, summarized: set[str], before: _Range | None) -> Ledger:
+    """A ledger that decides as one pass would: summarized traces presumed, and (the
+    second half) the shells and samples just before the cut remembered."""
+    ledger = Ledger()
+    for sid in summarized:
+        ledger.presume(sid)
+    if before is None or before.end <= before.start:
+        return ledger
+    lo = max(before.start, before.end - _PRIME)
+    window = os.pread(before.fd, before.end - lo, lo)
+    at = 0 if lo == before.start else window.find(b"\0\n") + 2
+    if at < 2 and lo != before.start:
+        return ledger
+    stream = io.BytesIO(window[at:])
+    for rec in execlog.read_stream(stream, before.name, loc.spill_dir, [], execlog.Anchors(None)):
+        if isinstance(rec, execlog.ExecRecord) and rec.shim in SHELLS:
+            ledger.prime(ident_key(rec.boot_id, rec.pid, rec.start))
+        elif isinstance(rec, execlog.EventRecord) and rec.kind == "observed":
+            d = rec.data
+            ledger.prime(ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start")))
+    return ledger
+
+
 def _scan_part(
-    loc: Locations, ranges: list[_Range], ctx: Context, session: str | None, relayed: set[str]
+    loc: Locations,
+    ranges: list[_Range],
+    ctx: Context,
+    session: str | None,
+    relayed: set[str],
+    ledger: Ledger | None = None,
 ) -> tuple[Scan, list[LogProblem]]:
     problems: list[LogProblem] = []
     cov = CoverageCollector(session)
@@ -168,6 +211,7 @@ def _scan_part(
         relayed=relayed,
         coverage=cov,
         rows=rows,
+        ledger=ledger,
     )
     _fix_offsets(result, problems, ranges[0])
     return result, problems
@@ -180,11 +224,14 @@ def _child(
     ctx: Context,
     sess: str | None,
     relayed: set[str],
+    ledger: Ledger,
 ) -> None:
     # Pickled first and its objects let go before the bytes go out: while the parent
     # reads and unpickles them, this process holds the bytes alone (the two processes'
     # memory together peaks here)
-    data = pickle.dumps(_scan_part(loc, ranges, ctx, sess, relayed), pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(
+        _scan_part(loc, ranges, ctx, sess, relayed, ledger), pickle.HIGHEST_PROTOCOL
+    )
     gc.collect()
     conn.send_bytes(data)  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
@@ -219,7 +266,7 @@ def review_log(
                 fds.append((fd, p.name, os.fstat(fd).st_size))
         plan = _plan(fds) if parallel else None
 
-        def here(ranges: list[_Range]) -> Scan:
+        def here(ranges: list[_Range], ledger: Ledger | None = None) -> Scan:
             """Scan in this process, feeding the session events and the progress line."""
             rows = _rows(loc)
             return scan(
@@ -231,6 +278,7 @@ def review_log(
                 relayed=relayed,
                 coverage=CoverageCollector(session),
                 rows=rows,
+                ledger=ledger,
             )
 
         if plan is None:
@@ -240,20 +288,23 @@ def review_log(
                 progress(one.records, "")
             return fold([one], policy, session_ev.findings(), coverage_of([one], ctx))
         first, second = plan
+        summarized = _marked_sessions(loc)[1]
+        cut = first[-1]
+        later = _ledger(loc, summarized, cut if cut.fd == second[0].fd else None)
         mp = multiprocessing.get_context("fork")
         recv, send = mp.Pipe(duplex=False)
         child = mp.Process(
-            target=_child, args=(send, loc, second, ctx, session, relayed), daemon=True
+            target=_child, args=(send, loc, second, ctx, session, relayed, later), daemon=True
         )
         child.start()
         send.close()
         try:
-            part1 = here(first)
+            part1 = here(first, _ledger(loc, summarized, None))
             try:
                 # our own forked child's bytes over a private pipe (what recv() unpickles)
                 part2, problems2 = pickle.loads(recv.recv_bytes())  # noqa: S301
             except EOFError:  # the child died: do its half here
-                part2, problems2 = _scan_part(loc, second, ctx, session, relayed)
+                part2, problems2 = _scan_part(loc, second, ctx, session, relayed, later)
         finally:
             recv.close()
             child.join()

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from mcpshim.base.display import quote_argv
 from mcpshim.family.attribution import Attribution
-from mcpshim.family.tree import Image
+from mcpshim.family.tree import Image, Node
 from mcpshim.review.findings import CallRef, Finding, Severity
+from mcpshim.review.rules.execpaths import script_of
 from mcpshim.review.rules.mcp_rules import call_group, call_ref
 from mcpshim.review.shapes import canonical
 
@@ -29,7 +30,7 @@ QUESTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
                                               "MCS115", "MCS119", "MCS120", "MCS402"})),
     ("network", "reached the network", frozenset({"MCS108", "MCS109", "MCS303", "MCS304",
                                                   "MCS305"})),
-    ("editable", "command from an editable file", frozenset({"MCS107"})),
+    ("editable", "command from an editable file", frozenset({"MCS107"})),  # + hooks, scripts
     ("outlived", "outlived the call", frozenset({"MCS301", "MCS501"})),
 )  # fmt: skip
 _MAX_RAN = 8
@@ -71,21 +72,25 @@ def _line(img: Image) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def _ran(att: Attribution, index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _owned(att: Attribution) -> dict[int, list[Node]]:
+    """Each call's processes, in one walk (a walk per call is quadratic)."""
+    out: dict[int, list[Node]] = {}
+    for node in att.nodes():
+        owner = att.owner.get(node.id)
+        if isinstance(owner, int):
+            out.setdefault(owner, []).append(node)
+    return out
+
+
+def _ran(nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     counts: dict[str, int] = {}
     dirs: dict[str, None] = {}
-    for node in att.nodes():
-        if att.owner.get(node.id) != index:
-            continue
+    for node in nodes:
         prev: Image | None = None
         for img in node.images:
             target = os.fsdecode(img.target)
-            if not target:
-                continue
-            if img.shim_hop:
-                continue  # the shim's own exec: how mcpshim works, not a program that ran
-            if img.source == "trace-shim" and any(i.source == "shim" for i in node.images):
-                continue  # the tracer's half of an exec the shim's record shows
+            if not target or not img.entry:
+                continue  # ran nothing; each exec is one image (family.model)
             if prev is not None and img.args[:1] == (prev.target,):
                 continue  # `#!/usr/bin/env node` run as npm: one program, shown once
             prev = img
@@ -96,6 +101,23 @@ def _ran(att: Attribution, index: int) -> tuple[tuple[str, ...], tuple[str, ...]
     if len(lines) > _MAX_RAN:
         lines = [*lines[:_MAX_RAN], f"and {len(lines) - _MAX_RAN} more"]
     return tuple(lines), tuple(dirs)
+
+
+def _editable(nodes: list[Node]) -> list[str]:
+    """What a call ran from a file the agent can edit besides a package runner's scripts
+    (MCS107): a git hook, a script an interpreter ran from a writable directory."""
+    out: dict[str, None] = {}
+    for node in nodes:
+        for img in node.images:
+            if not img.entry:
+                continue
+            target = os.path.join(os.fsdecode(img.cwd), os.fsdecode(img.target))
+            script = script_of(img)
+            if "/.git/hooks/" in target:
+                out[f"git hook {target}"] = None
+            elif script and os.access(os.path.dirname(script), os.W_OK):
+                out[f"{img.command} ran {script}, in a directory the agent can write"] = None
+    return list(out)
 
 
 def _short(f: Finding) -> str:
@@ -110,14 +132,18 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
             by_call.setdefault((f.call.session, f.call.id, f.call.time), []).append(f)
     out = []
     for att in atts:
+        owned = _owned(att)
         for call in att.calls:
             ref = call_ref(att, call)
             mine = by_call.get((ref.session, ref.id, ref.time), [])
-            ran, where = _ran(att, call.index)
+            mine_nodes = owned.get(call.index, [])
+            ran, where = _ran(mine_nodes)
+            extra = {"editable": _editable(mine_nodes)}
             answers = tuple(
-                (key, question, tuple(_short(f) for f in mine if f.rule.id in rules))
+                (key, question, (*(_short(f) for f in mine if f.rule.id in rules),
+                                 *extra.get(key, ())))
                 for key, question, rules in QUESTIONS
-            )
+            )  # fmt: skip
             worst = max((f.level for f in mine), default=None)
             out.append(
                 CallVerdict(

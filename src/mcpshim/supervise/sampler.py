@@ -6,9 +6,9 @@ it holds open: proc/statfds.py) and per pid it has never seen, and remembers pid
 classified as outsiders: a pid leaves that set only when it disappears from /proc, and
 reusing it inside one interval would need the pid counter to wrap. Details (exe, cmdline,
 cwd, environment names, sockets) are read once per process, when it is first seen, and
-again only when its `comm` or the addresses exec lays out change (an exec; a fork child
-seen before its exec has its parent's command line). Elsewhere psutil does the same work,
-more slowly.
+again only when the addresses exec lays out change (an exec; a fork child seen before its
+exec has its parent's command line; a title the process sets itself is no exec).
+Elsewhere psutil does the same work, more slowly.
 
 A new member is decided one tick later: a shim writes its record before it execs the
 target, so by the next tick the log says whether a shim saw it; if none did, it is
@@ -237,7 +237,9 @@ class Sampler:
                 if st.state != "Z":
                     m.info = self._info(st)
                     m.clone = self._is_clone(m)
-            elif (st.comm, st.image) != (m.stat.comm, m.stat.image) and _has_image(st):
+            elif st.image != m.stat.image and _has_image(st):
+                # an exec lays out a new image; a name the process gave itself (prctl,
+                # Node's process.title) changes `comm` and the command line only
                 m.stat = st
                 m.seen = utc_now()
                 m.clone = False

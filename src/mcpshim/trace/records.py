@@ -30,6 +30,7 @@ __all__ = [
     "exec_payloads",
     "find_gaps",
     "iso_time",
+    "shim_paths",
 ]
 
 #: why a contained session's ruleset refused an exec (filename, cwd, result), or None
@@ -55,14 +56,17 @@ def exec_payloads(
     exact: Mapping[int, Sequence[int]],
     shim_dirs: Sequence[bytes] = (),
     refused: ExecRefused | None = None,
+    shim_paths: Mapping[int, Iterable[bytes]] | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """The log records of one trace: (kind, payload), in time order; argv redacted.
 
-    A shim's exec is two traced execs in one process: the shim script (its path is in a shim
-    dir: `shim_script`), then the target the shim exec's (`via_shim`: the shim's name). A
-    native shim that hands an exec to its sh shim makes one more in between, the
-    interpreter sourcing it (`_native_hop`): a shim hop too. In a contained session
-    (`refused`), an attempt its ruleset refused says why (`blocked`)."""
+    A shim's exec is two traced execs in one process: the shim script (`shim_script`: its
+    path is in a shim dir, or is the path a shim record of that pid says it was run as,
+    `shim_paths`, wherever the shims live), then the target the shim exec's (`via_shim`:
+    the shim's name). A native shim that hands an exec to its sh shim makes one more in
+    between, the interpreter sourcing it (`_native_hop`): a shim hop too. In a contained
+    session (`refused`), an attempt its ruleset refused says why (`blocked`)."""
+    paths = {pid: set(p) for pid, p in (shim_paths or {}).items()}
     starts = _starts(trace, exact)
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
     prev_script: dict[int, bytes] = {}
@@ -70,7 +74,7 @@ def exec_payloads(
         payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
         if e.result == "ok":
             script = prev_script.pop(e.pid, None)
-            if os.path.dirname(e.filename) in shim_dirs:
+            if os.path.dirname(e.filename) in shim_dirs or e.filename in paths.get(e.pid, ()):
                 payload["shim_script"] = True
                 prev_script[e.pid] = e.filename
             elif script is not None and _native_hop(e.argv):
@@ -202,6 +206,15 @@ def _exec_payload(
         out["tid"] = e.tid
     if last is e and p.signal:
         out["signal"] = p.signal
+    return out
+
+
+def shim_paths(records: Iterable[Record]) -> dict[int, set[bytes]]:
+    """The path each shim record says its shim was run as (`$0`), by pid."""
+    out: dict[int, set[bytes]] = {}
+    for r in records:
+        if isinstance(r, ExecRecord) and r.invoked_as:
+            out.setdefault(r.pid, set()).add(r.invoked_as)
     return out
 
 

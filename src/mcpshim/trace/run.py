@@ -48,6 +48,7 @@ from mcpshim.trace.records import (
     exec_payloads,
     find_gaps,
     iso_time,
+    shim_paths,
 )
 from mcpshim.trace.strace import CONNECT, build_trace, read_output, strace_argv
 
@@ -338,7 +339,10 @@ class TraceRun:
                 os.fsencode(self.loc.shim_dir),
                 os.fsencode(os.path.realpath(self.loc.shim_dir)),
             ]
-            found = exec_payloads(trace, session, boot_id, exact, shim_dirs, self._exec_refused)
+            paths = shim_paths(records)
+            found = exec_payloads(
+                trace, session, boot_id, exact, shim_dirs, self._exec_refused, paths
+            )
             for kind, payload in found:
                 eventlog.append_event(self.loc, kind, payload)
             if self._port_refused is not None:

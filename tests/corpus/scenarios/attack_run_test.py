@@ -48,7 +48,6 @@ _EXPECTED = (
     Expect("MCS501", "medium", "run_test"),
     Expect("MCS301", "medium", "run_test"),
     Expect("MCS304", "medium", "run_test"),
-    Expect("MCS502", "low", "run_test"),
     Expect("MCS101", "info", "run_test", optional=True),
 )
 

@@ -28,7 +28,6 @@ _EXPECTED = (
     Expect("MCS502", "low", "search_todos"),  # sh (and, traced or sampled, grep and head)
     # grep and head have no shim: true, and said when sampling catches them
     Expect("MCS302", "info", "search_todos", optional=True),
-    Expect("MCS502", "low", "run_test"),
     Expect("MCS107", "medium", "run_test"),
     Expect("MCS106", "info", "run_test", optional=True),  # npm's `sh -c 'node ...'`
 )

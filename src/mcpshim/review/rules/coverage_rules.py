@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from mcpshim.family.bypass import shell_options
 from mcpshim.family.coverage import Bypassed, SessionCoverage
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
@@ -46,7 +47,7 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
     for cov in coverages:
         groups: dict[tuple[str, str, object, bool], list[Bypassed]] = {}
         for b in cov.bypassed:
-            if b.root:
+            if b.root or _shell_line_by_path(b):
                 continue
             ch = b.cause.changer
             place = (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
@@ -93,6 +94,15 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
                 )
             )
     return out
+
+
+def _shell_line_by_path(b: Bypassed) -> bool:
+    """A shell started by absolute path with a -c line: its line's finding says it ran past
+    every shim (MCS401 traced, MCS105/106 sampled): one statement per process."""
+    argv = b.exec.argv
+    if b.source == "parent" or not argv or b"/" not in argv[0]:
+        return False  # no rule reads a parent's line: the bypass is what is said of it
+    return shell_options(argv)[2] is not None
 
 
 def _git_itself(b: Bypassed) -> bool:

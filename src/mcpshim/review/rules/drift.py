@@ -42,7 +42,11 @@ def baseline_drift(ctx: Context, img: Image) -> Iterator[Hit]:
     cwd = img.cwd.decode("utf-8", "surrogateescape")
     data = {"command": name, "path": target}
     known = base.executables.get(name)
-    if known is None or not (target in known or matches_any(target, tuple(known))):
+    if not img.entry:
+        return  # ran nothing: no executable, shape or cwd of a program to compare
+    if not target:
+        pass  # no file on record (a shell only its child's record names): nothing to compare
+    elif known is None or not (target in known or matches_any(target, tuple(known))):
         yield Hit(
             NEW_EXEC,
             f"{name} ran {target}, not in the baseline ({base.source})",

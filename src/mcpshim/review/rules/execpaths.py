@@ -81,9 +81,26 @@ UNTRUSTED_DIR = define_rule(
     cwe=["CWE-426"],
 )
 
-_INTERPRETERS = frozenset(
-    {"node", "python", "python3", "perl", "ruby", "sh", "bash", "dash", "zsh"}
-)
+#: per interpreter: the options whose value is the next argument, and those that mean
+#: there is no script (inline code, a module): `node --conditions node x.js` runs x.js
+_SH_OPTS = (frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}), frozenset({"-c"}))
+_PY_OPTS = (frozenset({"-W", "-X", "--check-hash-based-pycs"}), frozenset({"-c", "-m"}))
+_NODE_OPTS = (
+    frozenset({"-r", "--require", "--import", "--loader", "--experimental-loader", "-C",
+               "--conditions", "--input-type", "--inspect-port", "--title", "--env-file",
+               "--watch-path", "--disable-warning", "--redirect-warnings", "--openssl-config",
+               "--icu-data-dir", "--dns-result-order", "--unhandled-rejections",
+               "--stack-size", "--max-old-space-size"}),
+    frozenset({"-e", "--eval", "-p", "--print", "-i", "--interactive"}),
+)  # fmt: skip
+_INTERPRETER_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "node": _NODE_OPTS,
+    "python": _PY_OPTS,
+    "python3": _PY_OPTS,
+    "ruby": (frozenset({"-I", "-r", "-C", "-E", "-F", "--encoding"}), frozenset({"-e"})),
+    "perl": (frozenset({"-I", "-M", "-m", "-C", "-x"}), frozenset({"-e", "-E"})),
+    **dict.fromkeys(("sh", "bash", "dash", "zsh", "ksh", "mksh"), _SH_OPTS),
+}
 
 
 def _text(b: bytes) -> str:
@@ -137,17 +154,33 @@ def path_resolved(ctx: Context, img: Image) -> Iterator[Hit]:
     )
 
 
-def _script(img: Image) -> str | None:
-    """The script an interpreter was given (node x.js, sh ./build.sh), as an absolute path."""
-    if command_name(img) not in _INTERPRETERS:
+def script_of(img: Image) -> str | None:
+    """The script an interpreter was given (node x.js, sh ./build.sh), as an absolute path:
+    the first operand, past the options (and the values of those that take one)."""
+    opts = _INTERPRETER_OPTIONS.get(command_name(img))
+    if opts is None:
         return None
+    takes_value, no_script = opts
+    skip = False
     for a in img.args:
         t = _text(a)
-        if t.startswith("-"):
-            if t in ("-c", "-e", "-p", "--eval", "--print") or (t[1:].isalpha() and "c" in t):
-                return None
+        if skip:
+            skip = False
             continue
-        return os.path.join(_text(img.cwd), t) if t else None
+        if t == "--":
+            continue
+        if t.startswith(("-", "+")) and len(t) > 1:
+            name = t.split("=", 1)[0]
+            if name in no_script or (
+                not t.startswith("--")
+                and t[1:].isalpha()
+                and "c" in t[1:]
+                and no_script is _SH_OPTS[1]
+            ):
+                return None
+            skip = name in takes_value and "=" not in t
+            continue
+        return os.path.normpath(os.path.join(_text(img.cwd), t)) if t else None
     return None
 
 
@@ -205,7 +238,7 @@ def shadowed(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
     if img.source != "shim" and target.startswith("/"):
         paths.append(target)
-    script = _script(img)
+    script = script_of(img)
     if script:
         paths.append(os.path.normpath(script))
     for p in paths:
@@ -231,7 +264,7 @@ def shadowed(ctx: Context, img: Image) -> Iterator[Hit]:
 def exec_location(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
     paths = [("executable", target)] if target.startswith("/") else []
-    script = _script(img)
+    script = script_of(img)
     if script:
         paths.append(("script", os.path.normpath(script)))
     name = command_name(img)

@@ -12,13 +12,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from mcpshim.family.attribution import Attribution, Call, attribute_log
+from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
-from mcpshim.paths import Locations
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
-from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.policy import Policy
 
 __all__ = [
     "AMBIGUOUS",
@@ -31,8 +30,6 @@ __all__ = [
     "explained",
     "regroup",
     "session_findings",
-    "tool_call_review",
-    "with_tool_calls",
 ]
 
 OUTLIVED = define_rule(
@@ -111,124 +108,154 @@ def _words(name: str) -> set[str]:
     return {w for w in _SPLIT.split(name) if w}
 
 
-def explained(tool: str, command: str, tools: Mapping[str, tuple[str, ...]]) -> bool:
-    """The policy's [tools] entry decides; without one, the tool's name must say it."""
+#: a tool that says it runs whatever command it is given (`run_command`, `shell_execute`,
+#: "Execute a shell command"): every program it starts is what it said it does
+_RUNS_ANY = re.compile(
+    r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,4}?"
+    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts|tests?)\b",
+    re.IGNORECASE,
+)
+#: two of these in a tool's name: it runs what it is given (a test runner runs the project's
+#: tests: node, sh, whatever the project's runner starts)
+_RUNNER_WORDS = frozenset({"shell", "terminal", "bash", "cmd", "command", "commands", "exec",
+                           "execute", "run", "test", "tests"})  # fmt: skip
+
+
+def runs_any_command(tool: str, description: str = "") -> bool:
+    """The tool's name or description says it runs arbitrary commands."""
+    words = _words(tool)
+    if len(words & _RUNNER_WORDS) >= 2 or words & {"shell", "terminal", "bash"}:
+        return True
+    return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(description))
+
+
+def explained(
+    tool: str, command: str, tools: Mapping[str, tuple[str, ...]], description: str = ""
+) -> bool:
+    """The policy's [tools] entry decides; without one, the tool's name must say it (or its
+    name and description say it runs any command)."""
     if tool in tools:
         return command in tools[tool]
+    if runs_any_command(tool, description):
+        return True
     name = re.sub(r"[0-9.]+$", "", command.lower()) or command.lower()
     words = _words(tool)
     return bool({command.lower(), name} & words) or any(name in _ALIASES.get(w, ()) for w in words)
 
 
-def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
-    out: list[Finding] = []
-    by_id = {n.id: n for n in att.nodes()}
-    # Each call's processes, found in one walk (a walk per call is quadratic in a session
-    # of thousands of calls); in the walk's order, as before.
-    owned: dict[int, list[Node]] = {}
-    for node in by_id.values():
-        owner = att.owner.get(node.id)
-        if isinstance(owner, int):
-            owned.setdefault(owner, []).append(node)
-    outlived: dict[int, list[int]] = {}
-    for i in att.outlived:
+def _owned(att: Attribution, ids: Iterable[int]) -> dict[int, list[int]]:
+    """node ids by the call that owns them, in one pass (a pass per call is quadratic in a
+    session of thousands of calls), in the order given."""
+    out: dict[int, list[int]] = {}
+    for i in ids:
         owner = att.owner.get(i)
         if isinstance(owner, int):
-            outlived.setdefault(owner, []).append(i)
-    verdicts: dict[tuple[str, str], bool] = {}  # (tool, command): explained, asked once
+            out.setdefault(owner, []).append(i)
+    return out
+
+
+def outlived_findings(att: Attribution, policy: Policy) -> list[Finding]:
+    """MCS501: what a call started and left running after it answered."""
+    by_id = {n.id: n for n in att.nodes()}
+    gone_by_call = _owned(att, att.outlived)
+    out = []
     for call in att.calls:
-        group = call_group(att, call)
-        ref = call_ref(att, call)
-        gone = [(by_id[i], att.outlived[i]) for i in outlived.get(call.index, ())]
-        if gone:
-            names = ", ".join(f"{n.images[-1].command} (pid {n.pid})" for n, _ in gone[:5])
-            # The pointer names the process's own record; the record that shows it still
-            # running (a response's family list, a sampler's) is named in the text.
-            evidence = tuple(
-                Evidence(
-                    n.images[-1].where,
-                    f"{evidence_line(n.images[-1])}: {text}"
-                    + (f" ({where})" if where and where != n.images[-1].where else ""),
-                    _data(n, n.images[-1], call),
-                )
-                for n, (where, text) in gone
+        gone = [(by_id[i], att.outlived[i]) for i in gone_by_call.get(call.index, ())]
+        if not gone:
+            continue
+        names = ", ".join(f"{n.images[-1].command} (pid {n.pid})" for n, _ in gone[:5])
+        # The pointer names the process's own record; the record that shows it still
+        # running (a response's family list, a sampler's) is named in the text.
+        evidence = tuple(
+            Evidence(
+                n.images[-1].where,
+                f"{evidence_line(n.images[-1])}: {text}"
+                + (f" ({where})" if where and where != n.images[-1].where else ""),
+                _data(n, n.images[-1], call),
             )
-            out.append(
-                Finding(
-                    OUTLIVED,
-                    f"{len(gone)} process(es) started by {call.label} outlived it: {names}",
-                    evidence,
-                    group,
-                    key=f"{call.name}\0outlived",
-                    call=ref,
-                )
-            )
+            for n, (where, text) in gone
+        )
+        out.append(Finding(OUTLIVED, f"{len(gone)} process(es) started by {call.label} outlived "
+                           f"it: {names}", evidence, call_group(att, call),
+                           key=f"{call.name}\0outlived", call=call_ref(att, call)))  # fmt: skip
+    return out
+
+
+def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
+    """MCS502: what a tools/call started that its [tools] entry, or its name and
+    description, do not explain (one finding per tool call and command)."""
+    by_id = {n.id: n for n in att.nodes()}
+    owned = _owned(att, by_id)
+    asked: dict[tuple[str, str], bool] = {}  # (tool, command): explained, asked once
+    out = []
+    for call in att.calls:
         if call.method != "tools/call":
             continue
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
-        for node in owned.get(call.index, ()):
-            for img in node.images:
-                ok = verdicts.get((call.name, img.command))
+        for node in (by_id[i] for i in owned.get(call.index, ())):
+            for img in (i for i in node.images if i.entry):  # what ran
+                ok = asked.get((call.name, img.command))
                 if ok is None:
-                    ok = verdicts[(call.name, img.command)] = explained(
-                        call.name, img.command, policy.tools
+                    ok = asked[(call.name, img.command)] = explained(
+                        call.name, img.command, policy.tools, att.descriptions.get(call.name, "")
                     )
                 if not ok:
                     seen.setdefault(img.command, {}).setdefault(node.id, (node, img))
         declared = call.name in policy.tools
         how = "the policy's [tools] entry" if declared else "its name"
         for command, procs in sorted(seen.items()):
-            out.append(
-                Finding(
-                    UNEXPLAINED,
-                    f"tool {call.name!r} started {command!r}, which {how} does not explain",
-                    tuple(
-                        Evidence(img.where, evidence_line(img), _data(node, img, call))
-                        for node, img in procs.values()
-                    ),
-                    group,
-                    key=f"{call.name}\0{command}",
-                    # A tool's name is a hint; a [tools] entry is what someone declared.
-                    severity=None if declared else Severity.LOW,
-                    count=len(procs),
-                    call=ref,
-                )
-            )
+            evidence = tuple(Evidence(img.where, evidence_line(img), _data(node, img, call))
+                             for node, img in procs.values())  # fmt: skip
+            out.append(Finding(
+                UNEXPLAINED, f"tool {call.name!r} started {command!r}, which {how} does not "
+                "explain", evidence, call_group(att, call), key=f"{call.name}\0{command}",
+                # A tool's name is a hint; a [tools] entry is what someone declared.
+                severity=None if declared else Severity.LOW, count=len(procs),
+                call=call_ref(att, call),
+            ))  # fmt: skip
+    return out
+
+
+def ambiguous_findings(att: Attribution, policy: Policy) -> list[Finding]:
+    """MCS503: a process that started while overlapping calls ran (the top one of each)."""
+    out = []
     for node in att.nodes():
         owner = att.owner.get(node.id)
         parent = att.owner.get(node.parent.id) if node.parent is not None else None
-        if isinstance(owner, tuple) and parent != owner:
-            cands = [att.calls[i] for i in owner]
-            img = node.images[0]
-            out.append(
-                Finding(
-                    AMBIGUOUS,
-                    f"pid {node.pid} ({img.command}) started while "
-                    + " and ".join(c.label for c in cands)
-                    + " were running; it belongs to one of them, not said which",
-                    (Evidence(img.where, evidence_line(img), _data(node, img, None)),),
-                    f"session {att.session} overlapping tool calls",
-                    key="\0".join([img.command, *sorted(c.name for c in cands)]),
-                )
-            )
-    if att.unparsed:
-        ev = tuple(
-            Evidence(
-                str(u.get("where", "")),
-                f"{u.get('direction')} {u.get('size')} bytes: {u.get('reason')}",
-            )
-            for u in att.unparsed[:5]
-        )
-        out.append(
-            Finding(
-                UNPARSED,
-                f"{len(att.unparsed)} message(s) did not parse as JSON-RPC",
-                ev,
-                f"session {att.session}",
-                key="unparsed",
-            )
-        )
+        if not isinstance(owner, tuple) or parent == owner:
+            continue
+        cands = [att.calls[i] for i in owner]
+        img = node.images[0]
+        message = (f"pid {node.pid} ({img.command}) started while "
+                   + " and ".join(c.label for c in cands)
+                   + " were running; it belongs to one of them, not said which")  # fmt: skip
+        evidence = (Evidence(img.where, evidence_line(img), _data(node, img, None)),)
+        key = "\0".join([img.command, *sorted(c.name for c in cands)])
+        group = f"session {att.session} overlapping tool calls"
+        out.append(Finding(AMBIGUOUS, message, evidence, group, key=key))
     return out
+
+
+def unparsed_findings(att: Attribution, policy: Policy) -> list[Finding]:
+    """MCS504: lines between client and server that were not JSON-RPC."""
+    if not att.unparsed:
+        return []
+    ev = tuple(
+        Evidence(str(u.get("where", "")),
+                 f"{u.get('direction')} {u.get('size')} bytes: {u.get('reason')}")
+        for u in att.unparsed[:5]
+    )  # fmt: skip
+    message = f"{len(att.unparsed)} message(s) did not parse as JSON-RPC"
+    return [Finding(UNPARSED, message, ev, f"session {att.session}", key="unparsed")]
+
+
+#: the tool-call rules, each a function of a session's attribution and the policy
+SESSION_RULES = (outlived_findings, unexplained_findings, ambiguous_findings, unparsed_findings)
+
+
+def session_findings(att: Attribution, policy: Policy) -> list[Finding]:
+    """Every tool-call rule's findings for one relayed session."""
+    return [f for rule in SESSION_RULES for f in rule(att, policy)]
 
 
 def call_ref(att: Attribution, call: Call) -> CallRef:
@@ -302,22 +329,3 @@ def _call_key(f: Finding, tool: str) -> str:
     SARIF and JSON): the halves of a split finding are two results. The tool's name, not
     the call's time, so the fingerprint is the same from one session to the next."""
     return f"{f.key or f.message}\0{tool}"
-
-
-def tool_call_review(
-    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
-) -> tuple[list[Finding], list[Attribution]]:
-    """Review's findings filed under tool calls, plus the MCS5xx findings, for every session
-    relayed with --mcp (the findings unchanged when the log has none); and the sessions'
-    attributions."""
-    atts = attribute_log(loc, session)
-    if not atts:
-        return list(findings), []
-    extra = [f for att in atts for f in session_findings(att, policy)]
-    return regroup(findings, atts) + apply_policy(extra, policy), atts
-
-
-def with_tool_calls(
-    loc: Locations, session: str | None, findings: Iterable[Finding], policy: Policy
-) -> list[Finding]:
-    return tool_call_review(loc, session, findings, policy)[0]

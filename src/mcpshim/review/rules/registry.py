@@ -1,4 +1,5 @@
-"""The rule registry: a check is a function over one image, registered with its rules.
+"""A check is a function over one image, marked with the rules it may yield (`check`);
+review.catalogue finds the checks (nothing registers by being imported).
 
 A check gets the review `Context` and one `Image` and yields `Hit`s; review turns hits into
 findings grouped by family, with the record that proves each one as evidence. Every hit puts
@@ -18,7 +19,7 @@ from mcpshim.review.findings import Rule, Severity
 from mcpshim.review.policy import Policy
 from mcpshim.shim.manifest import Manifest
 
-__all__ = ["CHECKS", "Check", "Context", "Hit", "check", "run_checks"]
+__all__ = ["Check", "Context", "Hit", "check", "run_checks"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,15 @@ class Hit:
     path: str = ""  # the executable, directory or file the hit is about
     data: Mapping[str, Any] = field(default_factory=dict)
     severity: Severity | None = None  # when the rule's default does not fit this hit
+
+
+Check = Callable[["Context", Image], Iterable[Hit]]
+
+
+def _catalogue_checks() -> tuple[Check, ...]:
+    from mcpshim.review.catalogue import checks
+
+    return checks()
 
 
 @dataclass
@@ -42,6 +52,8 @@ class Context:
     cache: dict[tuple[str, str], Any] = field(default_factory=dict)
     #: every installed shim directory's manifest (shim.registry), the primary one first
     manifests: Mapping[str, Manifest] = field(default_factory=dict)
+    #: the per-image checks to run (review.catalogue's)
+    checks: tuple[Check, ...] = field(default_factory=_catalogue_checks)
 
     def manifest_for(self, img: Image) -> Manifest | None:
         """The manifest of the shim directory a shim record came through."""
@@ -72,20 +84,17 @@ class Context:
         return self.cache[k]
 
 
-Check = Callable[[Context, Image], Iterable[Hit]]
-CHECKS: list[tuple[Rule, Check]] = []
-
-
 def check(*rules: Rule) -> Callable[[Check], Check]:
-    """Register a check that may yield hits of these rules."""
+    """Mark a function as a check that may yield hits of these rules (the catalogue finds
+    it in its module; nothing is registered here)."""
 
     def deco(fn: Check) -> Check:
-        CHECKS.append((rules[0], fn))
+        fn.check_rules = rules  # type: ignore[attr-defined]
         return fn
 
     return deco
 
 
 def run_checks(ctx: Context, img: Image) -> Iterator[Hit]:
-    for _rule, fn in CHECKS:
+    for fn in ctx.checks:
         yield from fn(ctx, img)

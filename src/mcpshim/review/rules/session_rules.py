@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim.base.display import quote_argv
+from mcpshim.family.images import invoked_name
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
@@ -176,11 +177,10 @@ class SessionEvidence:
         # from its exec-path included).
         if s.traced or name in self.shim_names:
             return
+        if name in _SHELLS and "-c" in _argv(d)[1:2]:
+            return  # a shell's -c line: MCS105/106 on its exec say it, and how it was run
         severity: Severity | None = Severity.INFO
         message = f"{name} ran without a shim (seen only by sampling)"
-        if name in _SHELLS and "-c" in _argv(d)[1:2]:
-            severity = None
-            message = f"{name} -c started by absolute path (a composed shell line)"
         s.findings.append(
             _finding(UNSHIMMED, message, sid, rec, f"{name}\0{d.get('exe', '')}", severity)
         )
@@ -287,9 +287,11 @@ def _argv(d: Mapping[str, Any]) -> list[str]:
 
 
 def _name(d: Mapping[str, Any]) -> str:
+    """What the process ran as, as the process model names it (family.images)."""
     exe = str(d.get("exe") or "")
     argv = _argv(d)
-    return os.path.basename(exe or (argv[0] if argv else "")) or "?"
+    own = os.path.basename(exe or (argv[0] if argv else "")) or "?"
+    return invoked_name(argv[0].encode("utf-8", "surrogateescape"), own) if argv else own
 
 
 def _finding(

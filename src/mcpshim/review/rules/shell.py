@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterator
 
 from mcpshim.family.tree import Image
@@ -27,6 +28,14 @@ SIMPLE = define_rule(
     "Run the program directly with an argument vector instead of through a shell.",
     cwe=["CWE-78"],
 )
+
+
+def approved_line(ctx: Context, img: Image) -> bool:
+    """The policy lists this shell's argument shape ([commands.NAME].args globs over the
+    arguments joined with blanks): the line someone approved, so it is routine."""
+    cp = ctx.policy.command(command_name(img))
+    joined = " ".join(a.decode("utf-8", "surrogateescape") for a in img.args)
+    return cp is not None and any(fnmatch.fnmatchcase(joined, g) for g in cp.args)
 
 
 def constructs(line: str) -> list[str]:
@@ -81,13 +90,22 @@ def constructs(line: str) -> list[str]:
 
 @check(COMPOSED, SIMPLE)
 def shell_wrapper(ctx: Context, img: Image) -> Iterator[Hit]:
+    """A shell's -c line. A traced shell started by absolute path is MCS401's (one
+    statement per process: the line and that no shim saw it)."""
     line = shell_line(img)
-    if line is None:
+    if line is None or (img.source == "trace" and b"/" in img.argv0):
         return
     name = command_name(img)
     parts = constructs(line)
     data = {"command": name, "path": img.target.decode("utf-8", "surrogateescape"), "inner": line}
-    if parts:
+    if img.source != "shim" and b"/" in img.argv0:
+        # sampled, or known from its child's record: one statement, how it ran included
+        name = f"{name} (started by absolute path, past any shim)"
+    if parts and approved_line(ctx, img):
+        yield Hit(COMPOSED, f"{name} -c runs a composed line the policy approves: {line}",
+                  f"{name}\0{line}", data["path"], {**data, "constructs": parts},
+                  Severity.INFO)  # fmt: skip
+    elif parts:
         yield Hit(
             COMPOSED,
             f"{name} -c runs a composed line ({', '.join(parts)}): {line}",

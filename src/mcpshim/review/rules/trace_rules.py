@@ -15,7 +15,7 @@ from mcpshim.family import trace_merge as _trace_merge  # registers the trace im
 from mcpshim.family.tree import Image
 from mcpshim.review.findings import Severity, define_rule
 from mcpshim.review.rules.registry import Context, Hit, check
-from mcpshim.review.rules.shell import constructs
+from mcpshim.review.rules.shell import approved_line, constructs
 from mcpshim.review.shapes import command_name, shell_line, under
 
 __all__ = ["ABSOLUTE_SHELL", "EXEC_FAILED", "SEARCH_WRITABLE", "UNEXPLAINED"]
@@ -87,7 +87,7 @@ def absolute_shell(ctx: Context, img: Image) -> Iterator[Hit]:
         f"{name}\0{line}",
         target,
         {"command": name, "path": target, "inner": line, "constructs": parts},
-        None if parts else Severity.INFO,
+        None if parts and not approved_line(ctx, img) else Severity.INFO,
     )
 
 
@@ -123,23 +123,27 @@ def _dir_risk(ctx: Context, d: str) -> str | None:
 
 @check(SEARCH_WRITABLE)
 def search_through_writable(ctx: Context, img: Image) -> Iterator[Hit]:
-    if not img.source.startswith("trace-search/"):
-        return
-    tried = _text(img.argv0)
-    d = os.path.dirname(tried)
-    if not d.startswith("/") or d in ctx.shim_dirs:
-        return
-    why = _dir_risk(ctx, d)
-    if why is None:
-        return
-    name = os.path.basename(tried)
-    yield Hit(
-        SEARCH_WRITABLE,
-        f"the PATH search for {name} tried {tried} before finding it: {why}",
-        f"{name}\0{d}",
-        d,
-        {"command": name, "path": d, "tried": tried},
-    )
+    """The steps a PATH search tried before the exec they led to (folded into its image
+    by the model), or a step of a shim's exec (its image came before the trace)."""
+    if img.source.startswith("trace-search/"):
+        tried_all = [_text(img.argv0)]
+    else:
+        tried_all = [_text(p) for p, _errno in img.attempts]
+    for tried in tried_all:
+        d = os.path.dirname(tried)
+        if not d.startswith("/") or d in ctx.shim_dirs:
+            continue
+        why = _dir_risk(ctx, d)
+        if why is None:
+            continue
+        name = os.path.basename(tried)
+        yield Hit(
+            SEARCH_WRITABLE,
+            f"the PATH search for {name} tried {tried} before finding it: {why}",
+            f"{name}\0{d}",
+            d,
+            {"command": name, "path": d, "tried": tried},
+        )
 
 
 @check(EXEC_FAILED)

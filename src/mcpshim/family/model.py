@@ -1,0 +1,226 @@
+"""The one process model: every source's records merged into execs, once, for every reader.
+
+A process is seen by up to four sources: its shim (the PATH lookup, the redacted argv), the
+tracer (every exec, exactly, and the failed attempts before one), the sampler (what lived
+at a sample: sockets, survival) and a shim's parent evidence (a shell's command line).
+`Assembler` is fed a pass's records in log order and hands out each exec once, as an
+`Image` entry, whichever sources saw it (which record is an exec is `log.ledger`'s rule,
+so the session index counts the same); the shim hop is part of its exec, a sample of a
+traced process adds no exec, a title the process gave itself is no exec (the sampler
+records an image only when exec replaced it), and the failed steps of a PATH search are
+folded into the exec they led to (`Image.attempts`). What is not an exec but a rule may
+speak of (an exec that failed for good, a search step of an exec another record shows, a
+tracer's gap with execs of its own) comes out too, as an image whose `entry` is false.
+
+Tree, review, attribution (report, approve, export) and the coverage line all take their
+images from here, so a process is one node, each exec one entry, and every count agrees.
+A future source (a connection record, evidence that places a process under a call) adds
+a conversion here, not a reader-specific assembly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from mcpshim.family.coverage import CoverageCollector
+from mcpshim.family.images import Image, image_of, invoked_name, parent_image
+from mcpshim.family.trace_merge import gap_image, trace_image
+from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
+from mcpshim.log.ledger import ENTRY, HOLD, SHELLS, Ledger, ident_key, trace_is_exec
+
+__all__ = ["Assembler", "entries"]
+
+_EVENTS = frozenset({"session-start", "session-end", "trace-summary", "trace-exec", "trace-gap",
+                     "observed", "trace-fallback", "trace-fork"})  # fmt: skip
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _observed_name(img: Image) -> Image:
+    name = invoked_name(img.argv0, img.command)
+    return img if name == img.command else replace(img, command=name)
+
+
+class Assembler:
+    """Records in, images out (see the module docstring). `only`: images of one session
+    (the ledger still sees every record, so the model of a session never depends on what
+    else was read)."""
+
+    def __init__(
+        self,
+        only: str | None = None,
+        coverage: CoverageCollector | None = None,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.only = only
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.coverage = coverage if coverage is not None else CoverageCollector(only)
+        self._held: dict[int, tuple[str, Record]] = {}  # token -> (what, record)
+        self._attempts: dict[tuple[str, int], list[tuple[EventRecord, Image]]] = {}
+
+    # ---- shim records ------------------------------------------------------------------
+
+    def shim_exec(
+        self, session: str, shim: str, boot: str, pid: int, start: int | None, parent: bool
+    ) -> bool:
+        """A shim record by its fields (a row's): counted; True when it holds parent
+        evidence, which `parent_record` must then be given."""
+        self.coverage.shim(session, shim)
+        if parent:
+            return True
+        if shim in SHELLS:  # a shell a later record may name as its parent
+            self.ledger.prime(ident_key(boot, pid, start))
+        return False
+
+    def parent_record(self, rec: ExecRecord) -> list[Image]:
+        """A shim record with its shell's command line: the shell's exec when nothing else
+        saw it (now, or once the session's samples or trace are in)."""
+        key = ident_key(rec.boot_id, rec.ppid, rec.parent_start)
+        ident = ident_key(rec.boot_id, rec.pid, rec.start)
+        what, token = self.ledger.shim(rec.session, rec.shim, ident, key)
+        out = self._released()
+        if what == ENTRY:
+            out.append(self._parent(rec))
+        elif what == HOLD:
+            self._held[token] = ("parent", rec)
+        return [i for i in out if self._mine(i)]
+
+    def _parent(self, rec: ExecRecord) -> Image:
+        img = parent_image(rec)
+        self.coverage.entry(img, rec)
+        return img
+
+    # ---- any record ----------------------------------------------------------------------
+
+    def feed(self, rec: Record) -> list[Image]:
+        """The images this record makes ready (its own, and held ones it decides)."""
+        if isinstance(rec, ExecRecord):
+            parent = bool(rec.parent_cmdline) and rec.ppid is not None
+            mine = self.shim_exec(rec.session, rec.shim, rec.boot_id, rec.pid, rec.start, parent)
+            img = image_of(rec)
+            own = [img] if img is not None and self._mine(img) else []
+            return own + (self.parent_record(rec) if mine else [])
+        if rec.kind not in _EVENTS:
+            return []
+        d = rec.data
+        sid = session_of(rec) or ""
+        self.coverage.event(rec)
+        out: list[Image] = []
+        kind = rec.kind
+        if kind == "session-start":
+            self.ledger.start(sid, d.get("trace"))
+        elif kind == "trace-summary":
+            self.ledger.summary(sid)
+            out = self._released()
+        elif kind == "session-end":
+            self.ledger.end(sid)
+            out = self._released()
+        elif kind == "observed":
+            key = ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start"))
+            what, token = self.ledger.sample(sid, key)
+            out = self._released()
+            if what == ENTRY:
+                out += self._sample(rec)
+            elif what == HOLD:
+                self._held[token] = ("sample", rec)
+        elif kind == "trace-exec":
+            out = self._trace(sid, rec)
+        elif kind == "trace-gap":
+            entry = d.get("seen_as") != "trace"
+            self.ledger.counted(sid, entry)
+            img = gap_image(rec)
+            if img is not None:
+                img = replace(img, entry=entry)
+                if entry:
+                    self.coverage.entry(img, rec)
+                out = [img]
+        return [i for i in out if self._mine(i)]
+
+    def finish(self) -> list[Image]:
+        """The end of what was read: what still waited, and attempts that led nowhere."""
+        self.ledger.finish()
+        out = self._released()
+        for pending in self._attempts.values():
+            out += [replace(img, entry=False) for _rec, img in pending]
+        self._attempts.clear()
+        return [i for i in out if self._mine(i)]
+
+    def tee(self, records: Iterable[Record], sink: Callable[[Image], None]) -> Iterator[Record]:
+        """Pass records through, handing each image made ready to `sink`."""
+        for rec in records:
+            for img in self.feed(rec):
+                sink(img)
+            yield rec
+        for img in self.finish():
+            sink(img)
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _mine(self, img: Image) -> bool:
+        return self.only is None or img.session == self.only
+
+    def _released(self) -> list[Image]:
+        out: list[Image] = []
+        for token, entry in self.ledger.released:
+            what, rec = self._held.pop(token)
+            if not entry:
+                continue
+            if what == "parent":
+                assert isinstance(rec, ExecRecord)
+                out.append(self._parent(rec))
+            else:
+                assert isinstance(rec, EventRecord)
+                out += self._sample(rec)
+        return out
+
+    def _sample(self, rec: EventRecord) -> list[Image]:
+        img = image_of(rec)
+        if img is None:
+            return []
+        img = _observed_name(img)
+        self.coverage.entry(img, rec)
+        return [img]
+
+    def _trace(self, sid: str, rec: EventRecord) -> list[Image]:
+        d = rec.data
+        entry = trace_is_exec(d)
+        self.ledger.counted(sid, entry)
+        pid = _int(d.get("pid"))
+        key = (str(d.get("boot_id") or ""), pid if pid is not None else -1)
+        if d.get("result") != "ok":
+            img = trace_image(rec)
+            if img is None:
+                return []
+            if d.get("search"):  # a step of a PATH search: it belongs to what it led to
+                self._attempts.setdefault(key, []).append((rec, img))
+                return []
+            return [*self._flush_attempts(key), replace(img, entry=False)]
+        self.coverage.traced(rec)
+        if not entry:
+            # a half of a shim's exec: the shim's record is that exec; what the search
+            # tried first is said on its own (the shim's image came long before)
+            return self._flush_attempts(key)
+        img = trace_image(rec)
+        if img is None:
+            return []
+        tried = self._attempts.pop(key, [])
+        if tried:
+            img = replace(img, attempts=tuple((i.argv0, i.source.partition("/")[2])
+                                              for _r, i in tried))  # fmt: skip
+        self.coverage.entry(img, rec)
+        return [img]
+
+    def _flush_attempts(self, key: tuple[str, int]) -> list[Image]:
+        return [replace(img, entry=False) for _rec, img in self._attempts.pop(key, [])]
+
+
+def entries(records: Iterable[Record], session: str | None = None) -> Iterator[Image]:
+    """Every image of the model (entries and the facts rules read), in the order made."""
+    asm = Assembler(session)
+    for rec in records:
+        yield from asm.feed(rec)
+    yield from asm.finish()

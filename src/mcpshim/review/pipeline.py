@@ -1,0 +1,145 @@
+"""One review pipeline: a log's (or one session's) findings, attributions, verdicts and
+coverage, made once for every command that shows them.
+
+Review, report, export and approve all need the same steps: the streaming review of the
+process model (engine, split across two processes for a large log), the attribution of
+each relayed session's processes to its tool calls, the findings filed under the calls
+that started what they are about (plus the tool-call rules, MCS5xx), the policy, and each
+call's verdict. `review_log` does it from the log's segments, `review_records` in one pass
+over records already read (a live stream, a report's session); `lock_review` gives the
+departures from an approval instead. Renderers only render what these return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mcpshim.contract.identity import Identities
+from mcpshim.contract.lockfile import Lock, select_server
+from mcpshim.errors import InputError
+from mcpshim.family import attribution
+from mcpshim.family.attribution import Anchor, Attribution, Collector
+from mcpshim.log import execlog
+from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.paths import Locations
+from mcpshim.review.baseline import Baseline
+from mcpshim.review.boundary import SessionEvidence, relayed_sessions
+from mcpshim.review.departures import departures
+from mcpshim.review.engine import Progress, ReviewResult, review
+from mcpshim.review.findings import Finding
+from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules.mcp_rules import regroup, session_findings
+from mcpshim.review.split import review_log as _review_log
+from mcpshim.review.verdicts import CallVerdict, call_verdicts
+from mcpshim.shim.manifest import Manifest, load_manifest
+
+__all__ = [
+    "Reviewed",
+    "lock_review",
+    "review_log",
+    "review_records",
+    "session_evidence",
+    "with_calls",
+]
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """What a review found, and of what: findings filed under the tool calls that started
+    what they are about, each relayed session's attribution, each call's verdict, and the
+    counts and coverage of what was read."""
+
+    result: ReviewResult
+    attributions: list[Attribution] = field(default_factory=list)
+    verdicts: list[CallVerdict] = field(default_factory=list)
+    problems: list[LogProblem] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.result.findings
+
+
+def with_calls(
+    result: ReviewResult, atts: list[Attribution], policy: Policy, verdicts: bool = True
+) -> Reviewed:
+    """Review's findings filed under each relayed session's tool calls, the MCS5xx findings
+    added (the policy applied to them), and (`verdicts`) each call's verdict."""
+    if not atts:
+        return Reviewed(result)
+    extra = [f for att in atts for f in session_findings(att, policy)]
+    findings = regroup(result.findings, atts) + apply_policy(extra, policy)
+    done = dataclasses.replace(result, findings=findings)
+    return Reviewed(done, atts, call_verdicts(atts, findings) if verdicts else [])
+
+
+def review_log(
+    loc: Locations,
+    *,
+    policy: Policy,
+    session: str | None = None,
+    baseline: Baseline | None = None,
+    progress: Progress | None = None,
+) -> Reviewed:
+    """The log's review (or one session's), its tool calls attributed; an unknown session
+    is an input error."""
+    problems: list[LogProblem] = []
+    result = _review_log(loc, problems, policy=policy, session=session,
+                         shim_dir=str(loc.shim_dir), manifest=load_manifest(loc.shim_dir),
+                         baseline=baseline, progress=progress)  # fmt: skip
+    if session is not None and not result.in_session:
+        raise execlog.missing_session(loc, session)
+    out = with_calls(result, attribution.attribute_log(loc, session), policy)
+    return dataclasses.replace(out, problems=problems)
+
+
+def review_records(
+    records: Iterable[Record],
+    *,
+    policy: Policy,
+    anchor: Anchor,
+    session: str | None = None,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+) -> tuple[Reviewed, Collector]:
+    """`review_log` in one pass over records already read (no verdicts: a report and a
+    trace show calls their own way); the collector keeps each relayed session's events."""
+    collector = Collector(session)
+    result = review(collector.tee(records), policy=policy, session=session, shim_dir=shim_dir,
+                    manifest=manifest)  # fmt: skip
+    return with_calls(result, collector.results(anchor), policy, verdicts=False), collector
+
+
+def session_evidence(
+    loc: Locations, session: str | None, problems: list[LogProblem]
+) -> list[tuple[Attribution, SessionEvidence]]:
+    """The relayed sessions of the log (or `session`, an error when it is not there)."""
+    found = relayed_sessions(
+        execlog.iter_records(loc, problems), attribution.anchors_for(loc), session
+    )
+    if session is not None and not found:
+        raise InputError(f"session {session} was not run with --mcp (no tool calls recorded)")
+    return found
+
+
+def lock_review(
+    loc: Locations, session: str | None, lock: Lock, policy: Policy
+) -> tuple[Reviewed, int]:
+    """The departures of every relayed session (or `session`) from `lock`, the policy
+    applied, and how many sessions were held to it."""
+    problems: list[LogProblem] = []
+    found = session_evidence(loc, session, problems)
+    ids = Identities()
+    out: list[Finding] = []
+    for att, ev in found:
+        start = att.start or {}
+        server = select_server(
+            lock,
+            str(start.get("name", "")),
+            [str(a) for a in start.get("command", ())],
+            str((ev.initialize or {}).get("server_name", "")),
+        )
+        out += departures(att, ev, server, ids, lock.source)
+    result = ReviewResult(apply_policy(out, policy), 0, 0, 0, 0)
+    return Reviewed(result, [att for att, _ev in found], problems=problems), len(found)

@@ -1,0 +1,59 @@
+"""@agent-infra/mcp-server-commands (npm, pinned): a line that leaves a helper behind.
+
+The agent runs a composed line that starts a copy of a helper from the checkout in the
+background (`node tools/watch.js &`); it keeps running after the call answered, and
+connects to a host it was told about. Under run_command: the process that outlived the
+call (MCS501) and the session (MCS301), and its step to the network (MCS304).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from tests.corpus.harness import ANY_CALL, HERE, NO_CALL, Expect, Scenario, Workspace, git_repo
+from tests.corpus.scenarios.benign_commands_server import server
+
+
+def _setup(w: Workspace) -> None:
+    git_repo(w)
+    (w.ws / "tools").mkdir()
+    shutil.copy(HERE / "tools" / "connect.js", w.ws / "tools" / "watch.js")
+
+
+def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
+    line = "git status --short; (node tools/watch.js watcher >/dev/null 2>&1 &)"
+    return [("run_command", {"command": line, "cwd": str(w.ws)})]
+
+
+_EXPECTED = (
+    Expect("MCS501", "medium", "run_command"),
+    Expect("MCS301", "medium", "run_command"),
+    Expect("MCS304", "medium", "run_command"),
+    Expect("MCS101", "info", ANY_CALL, optional=True),
+    Expect("MCS101", "info", NO_CALL, optional=True),
+    Expect("MCS504", "low", NO_CALL),  # the server's stdout lines that are not JSON-RPC
+)
+
+
+def _proof(w: Workspace) -> list[str]:
+    return [] if b"watcher" in b"".join(w.heard) else ["the helper never connected"]
+
+
+SCENARIO = Scenario(
+    name="attack-commands-background-helper",
+    kind="attack",
+    summary="mcp-server-commands 1.2.18: a composed line leaves a connecting helper behind",
+    server=server,
+    calls=_calls,
+    setup=_setup,
+    needs=("servers",),
+    listener=True,
+    linger=1.2,
+    proof=_proof,
+    expected=(
+        *_EXPECTED,
+        Expect("MCS105", "medium", "run_command", optional=True),  # the shell, sampled
+        Expect("MCS405", "medium", "run_command", optional=True),  # or from its child's record
+    ),
+    traced_expected=(*_EXPECTED, Expect("MCS401", "medium", "run_command")),
+)
