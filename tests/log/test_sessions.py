@@ -67,7 +67,7 @@ def test_one_line_per_session_newest_first(three: Home) -> None:
         recs = [r for r in three.records() if _session_of(r) == s["id"]]
         shimmed = [r for r in recs if isinstance(r, execlog.ExecRecord)]
         assert len(shimmed) == git
-        assert s["execs"] == sum(i.entry for i in tree.images(three.records(), s["id"]))
+        assert s["execs"] == sum(i.entry for i in tree.images(three.records(), str(s["id"])))
         assert s["execs"] > git  # the sh that `run` started is an exec too
     assert first["command"] == ["sh", "-c", "git --version >/dev/null"]
     for s in (first, second):
@@ -95,10 +95,10 @@ def test_a_traced_session_counts_what_the_tracer_saw(home: Home) -> None:
     ]
     # sh, git (its shim's record: the script's and the target's traced execs are that one
     # exec), true: what tree and review count too (issue 27 defect 7)
-    assert s["traced"] and len(traced) == s["execs"] + 1 == 3
-    tree = subprocess.run([*MCPSHIM, "tree", "--dir", str(home.loc.shim_dir), "--session", s["id"],
-                           "--format", "json"], env=home.env, capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    assert s["traced"] and len(traced) == int(str(s["execs"])) + 1 == 3
+    argv = [*MCPSHIM, "tree", "--dir", str(home.loc.shim_dir), "--session", str(s["id"])]
+    tree = subprocess.run([*argv, "--format", "json"], env=home.env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
     assert json.loads(tree.stdout)["summary"]["images"] == s["execs"]
 
 

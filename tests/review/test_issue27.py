@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef,unused-ignore]
+else:  # Python 3.10
+    import tomli as tomllib
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
