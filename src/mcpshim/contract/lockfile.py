@@ -24,7 +24,7 @@ from typing import Any
 import platformdirs
 import tomli_w
 
-from mcpshim.base.tomlfile import parse_toml
+from mcpshim.base.tomlfile import parse_toml, without_bom
 from mcpshim.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -307,6 +307,7 @@ class _Reader:
 
 
 def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
+    text = without_bom(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

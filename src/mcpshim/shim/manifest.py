@@ -81,7 +81,9 @@ class Manifest:
 def load_manifest(shim_dir: Path) -> Manifest | None:
     path = shim_dir / "manifest.toml"
     try:
-        data = tomllib.loads(path.read_text())
+        # a byte order mark is no part of it (as base.tomlfile.without_bom; not imported here:
+        # `sessions` reads manifests and starts with few imports)
+        data = tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
     except FileNotFoundError:
         return None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
