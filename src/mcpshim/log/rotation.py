@@ -120,13 +120,15 @@ def rotate_locked(loc: Locations) -> Path | None:
         fresh = loc.log_dir / ".exec.log.new"
         with contextlib.suppress(FileNotFoundError):
             fresh.unlink()  # left by a rotation that died half-way
-        os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         try:
             os.link(loc.log_file, new)
         except OSError:  # a file system without hard links: the old way, with its instant
             fresh.unlink()
             os.rename(loc.log_file, new)
-            os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            os.close(
+                os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            )
         else:
             os.rename(fresh, loc.log_file)
     _prune_parent_markers(loc)
