@@ -56,7 +56,7 @@ _RX = re.compile(
 )  # fmt: skip
 _SHELL_NAMES = frozenset(n.encode() for n in SHELLS)
 _START_KEYS = ("time", "name", "command", "cwd", "user", "pid", "boot_id")
-_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated")
+_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated", "cause")
 
 
 def index_path(loc: Locations) -> Path:
