@@ -668,17 +668,39 @@ _mcpshim_emit() {
 }
 
 # The parent shell's start time and command line, and the marker (FILE, under the log dir)
-# that says they are kept.
+# that says they are kept: it holds that start time (_mcpshim_kept).
 _mcpshim_parent() {
 	read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
 		_mcpshim_pst=$_mcpshim_st
+	_mcpshim_kept "$1" && return 0
 	_mcpshim_s=
 	while IFS= read -r _mcpshim_k || [ -n "$_mcpshim_k" ]; do
 		_mcpshim_pc=$_mcpshim_pc$_mcpshim_s$_mcpshim_k
 		_mcpshim_s='
 '
 	done <"/proc/$_mcpshim_ppid/cmdline"
-	_mcpshim_write replace "$1" ''
+	# Made empty first, which a full disk allows (as the record's own failure is then the
+	# one said), then given the start time; a marker left empty is no marker (the next child
+	# keeps the line again, and `log verify` names it).
+	_mcpshim_write replace "$1" '' || return 0
+	_mcpshim_b=$_mcpshim_bad
+	_mcpshim_write replace "$1" '%s\n' "$_mcpshim_pst" || _mcpshim_bad=$_mcpshim_b
+	_mcpshim_b=
+}
+
+# Whether the marker FILE is the shim's for the parent as it runs now: a regular file of
+# this user's holding the parent's start time, so that its command line is on record
+# already. The shim sends here a marker it cannot vouch for by its dates alone (a pid
+# reused, or one planted for pids to come, dated ahead): an empty one, another process's,
+# or anything else in its place is no marker, and the line is kept again (`log verify`
+# names markers no record backs).
+_mcpshim_kept() {
+	[ -n "$_mcpshim_pst" ] && [ -f "$_mcpshim_log/$1" ] && ! [ -h "$_mcpshim_log/$1" ] &&
+		[ -O "$_mcpshim_log/$1" ] || return 1
+	_mcpshim_k=
+	read -r _mcpshim_k <"$_mcpshim_log/$1"
+	[ "$_mcpshim_k" = "$_mcpshim_pst" ] || return 1
+	_mcpshim_pst='' _mcpshim_k=''
 }
 
 # boot/<boot id> anchors uptime to UTC for the reader (whole seconds, from /proc/stat), when

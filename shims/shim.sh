@@ -88,15 +88,18 @@ _mcpshim_lib() {
 		# absolute path) would leave its composed line nowhere. The first shimmed child of
 		# each shell process keeps the shell's start time and command line (NUL separators
 		# are lost: dash reads them as nothing); a marker not older than /proc/PPID (whose
-		# inode is made anew when a pid is reused) says it was kept already.
-		# (test -ef and -ot are not in POSIX but in dash, bash, ksh, zsh, busybox, BSD sh.)
+		# inode is made anew when a pid is reused) and not newer than this process (no
+		# marker planted ahead for a pid, dated in the future) says it was kept already.
+		# Any other marker is the library's to judge by its content (_mcpshim_kept).
+		# (test -ef, -ot and -nt are not in POSIX but in dash, bash, ksh, zsh, busybox, BSD sh.)
 		for _mcpshim_a in @@SHELLS@@; do
 			# shellcheck disable=SC3013
 			[ "/proc/$_mcpshim_ppid/exe" -ef "$_mcpshim_a" ] || continue
 			_mcpshim_a=parents/$_mcpshim_boot.$_mcpshim_ppid
 			# shellcheck disable=SC3013
 			[ -e "$_mcpshim_log/$_mcpshim_a" ] &&
-				! [ "$_mcpshim_log/$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] && break
+				! [ "$_mcpshim_log/$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] &&
+				! [ "$_mcpshim_log/$_mcpshim_a" -nt "/proc/$$" ] && break
 			_mcpshim_lib parents/ && _mcpshim_parent "$_mcpshim_a"
 			break
 		done

@@ -74,13 +74,16 @@ def _removed_note(names: list[str], seals: dict[int, str]) -> dict[str, Any]:
     }
 
 
-def _prune_parent_markers(loc: Locations) -> None:
-    """Drop markers of shells that are gone (they only spare a re-read; see the shim)."""
+def _prune_parent_markers(loc: Locations, every: bool = False) -> None:
+    """Drop markers of shells that are gone (they only spare a re-read; see the shim); with
+    `every`, all of them: segments went, and a marker stands for a record in the log (the
+    shells still running record their lines once more, in the live log)."""
     boot = current_boot_id()
     with contextlib.suppress(FileNotFoundError):
         for m in loc.parents_dir.iterdir():
             marker_boot, _, pid = m.name.rpartition(".")
-            if marker_boot != boot or not pid.isdigit() or not Path(f"/proc/{pid}").exists():
+            gone = marker_boot != boot or not pid.isdigit() or not Path(f"/proc/{pid}").exists()
+            if every or gone:
                 with contextlib.suppress(FileNotFoundError):
                     m.unlink()
 
@@ -155,6 +158,8 @@ class Dropping:
         self.removed.append(old)
 
     def close(self) -> None:
+        if self.removed:
+            _prune_parent_markers(self.loc, every=True)
         if self.seals:
             note = _removed_note([p.name for p in self.removed], self.seals)
             append_locked(self.loc, "segments-removed", note)

@@ -41,6 +41,7 @@ TAMPERING = frozenset(
         "missing-segment",
         "anchor-mismatch",
         "state-mismatch",
+        "marker",
     }
 )
 #: what was never sealed (or cannot be checked) where it should have been

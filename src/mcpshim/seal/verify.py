@@ -6,6 +6,7 @@ and insertions inside sealed ranges, a segment removed from the middle, a seal r
 it cannot tell a chain recomputed from scratch. With the verifier every seal's MAC is
 checked (a rewritten or resealed log fails). The state file catches a tail cut at a seal
 boundary; anchors catch that and a whole log replaced, even with the state replaced too.
+Beside the log, `parents/` markers no record backs are named (seal.markers).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mcpshim.base.fdio import open_regular_fd
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
-from mcpshim.seal import against, keys
+from mcpshim.seal import against, keys, markers
 from mcpshim.seal.anchors import Anchor
 from mcpshim.seal.checks import GAPS, TAMPERING, Checks, Problem, Window
 from mcpshim.seal.ranges import Found, SegmentScan, scan_segment
@@ -91,6 +92,8 @@ def verify(
         against.state(check, state, verifiers)
     elif check.chain:
         check.notes.append("no sealer state here: a tail cut at a seal shows only with anchors")
+    for where, why in markers.unbacked(loc):
+        check.add("marker", where, why)
     through, checked = None, 0
     if anchors is not None:
         log_id = os.fsdecode(os.path.abspath(loc.log_dir))
