@@ -85,6 +85,7 @@ class State:
     anchored: int = -1  # the last seal anchored
     anchored_at: float = 0.0
     warned: tuple[str, ...] = ()  # things said once already (no system log here...)
+    boots: tuple[tuple[str, str], ...] = ()  # each boot anchor as last sealed (record.Seal)
 
     def to_json(self) -> bytes:
         doc = {"schema": SCHEMA, **asdict(self)}
@@ -97,6 +98,7 @@ class State:
         doc["segments"] = tuple(Tracked(**t) for t in doc.get("segments", ()))
         doc["anchor"] = AnchorConfig(**doc.get("anchor", {}))
         doc["warned"] = tuple(doc.get("warned", ()))
+        doc["boots"] = tuple((str(b), str(v)) for b, v in doc.get("boots", ()))
         state = cls(**doc)
         bytes.fromhex(state.epoch_key)
         bytes.fromhex(state.session_key)

@@ -158,7 +158,7 @@ def install(
     _check_dirs(loc)
     for d in (loc.shim_dir, loc.log_dir, loc.spill_dir, loc.boot_dir, loc.parents_dir):
         make_private_dir(d)
-    write_boot_anchor(loc)
+    write_boot_anchor(loc.boot_dir)
     _touch_private(loc.lock_file)
     _touch_private(loc.log_file)
 
