@@ -532,7 +532,7 @@ _mcpshim_redact() {
 	_mcpshim_consts
 	_mcpshim_nn=$# _mcpshim_ce=128
 	[ "$_mcpshim_ce" -le "$_mcpshim_nn" ] || _mcpshim_ce=$_mcpshim_nn
-	if [ -n "${BASH_VERSION-}" ]; then
+	if [ -n "$_mcpshim_bash" ]; then
 		# the arguments in an array (bash syntax inside quotes: dash never parses it)
 		eval '_mcpshim_xa=("$@")'
 		for _mcpshim_a; do
@@ -577,7 +577,7 @@ _mcpshim_redact() {
 	_mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_r='' _mcpshim_ch=
 	eval "_mcpshim_emit $_mcpshim_ev"
 	_mcpshim_c=$?
-	if [ -z "${BASH_VERSION-}" ]; then
+	if [ -z "$_mcpshim_bash" ]; then
 		while [ "$_mcpshim_i" -gt 0 ]; do
 			unset "_mcpshim_x$_mcpshim_i"
 			_mcpshim_i=$((_mcpshim_i - 1))
@@ -648,7 +648,7 @@ _mcpshim_emit() {
 	_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + 300))
 	for _mcpshim_a; do _mcpshim_z=$((_mcpshim_z + ${#_mcpshim_a} + 2)); done
 	_mcpshim_w=
-	if [ -n "${BASH_VERSION-}" ]; then
+	if [ -n "$_mcpshim_bash" ]; then
 		case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
 '*) _mcpshim_w=1 ;;
 		esac
@@ -668,17 +668,39 @@ _mcpshim_emit() {
 }
 
 # The parent shell's start time and command line, and the marker (FILE, under the log dir)
-# that says they are kept.
+# that says they are kept: it holds that start time (_mcpshim_kept).
 _mcpshim_parent() {
 	read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
 		_mcpshim_pst=$_mcpshim_st
+	_mcpshim_kept "$1" && return 0
 	_mcpshim_s=
 	while IFS= read -r _mcpshim_k || [ -n "$_mcpshim_k" ]; do
 		_mcpshim_pc=$_mcpshim_pc$_mcpshim_s$_mcpshim_k
 		_mcpshim_s='
 '
 	done <"/proc/$_mcpshim_ppid/cmdline"
-	_mcpshim_write replace "$1" ''
+	# Made empty first, which a full disk allows (as the record's own failure is then the
+	# one said), then given the start time; a marker left empty is no marker (the next child
+	# keeps the line again, and `log verify` names it).
+	_mcpshim_write replace "$1" '' || return 0
+	_mcpshim_b=$_mcpshim_bad
+	_mcpshim_write replace "$1" '%s\n' "$_mcpshim_pst" || _mcpshim_bad=$_mcpshim_b
+	_mcpshim_b=
+}
+
+# Whether the marker FILE is the shim's for the parent as it runs now: a regular file of
+# this user's holding the parent's start time, so that its command line is on record
+# already. The shim sends here a marker it cannot vouch for by its dates alone (a pid
+# reused, or one planted for pids to come, dated ahead): an empty one, another process's,
+# or anything else in its place is no marker, and the line is kept again (`log verify`
+# names markers no record backs).
+_mcpshim_kept() {
+	[ -n "$_mcpshim_pst" ] && [ -f "$_mcpshim_log/$1" ] && ! [ -h "$_mcpshim_log/$1" ] &&
+		[ -O "$_mcpshim_log/$1" ] || return 1
+	_mcpshim_k=
+	read -r _mcpshim_k <"$_mcpshim_log/$1"
+	[ "$_mcpshim_k" = "$_mcpshim_pst" ] || return 1
+	_mcpshim_pst='' _mcpshim_k=''
 }
 
 # boot/<boot id> anchors uptime to UTC for the reader (whole seconds, from /proc/stat), when
@@ -690,4 +712,25 @@ _mcpshim_anchor() {
 	done </proc/stat
 	[ -n "$_mcpshim_bt" ] && _mcpshim_write keep "boot/$_mcpshim_boot" '%s\n' "$_mcpshim_bt"
 	_mcpshim_bt=
+}
+
+# (bash alone) The caller's environment entries bash changed, put back as the caller had
+# them (see the shim): PWD, OLDPWD and `_` through the shim's own restores, the others here,
+# unset first so that a dynamic variable is an ordinary one again. Inside eval: dash, which
+# shares this library, never parses bash's arrays.
+_mcpshim_environ() {
+	eval 'for _mcpshim_e in "${_mcpshim_ev[@]}"; do
+		_mcpshim_n=${_mcpshim_e%%=*}
+		case $_mcpshim_n in
+		PWD) _mcpshim_pw=${_mcpshim_e#PWD=} ;;
+		OLDPWD) _mcpshim_op=x${_mcpshim_e#OLDPWD=} ;;
+		_) _mcpshim_us=x${_mcpshim_e#_=} ;;
+		IFS | PS1 | PS2 | PS4 | OPTIND | POSIXLY_CORRECT | BASH | BASH_VERSION | BASH_ARGV0 | \
+			LINENO | RANDOM | SRANDOM | BASHPID | HISTCMD | EPOCHREALTIME | EPOCHSECONDS | \
+			BASH_SUBSHELL | COMP_WORDBREAKS)
+			unset -v "$_mcpshim_n"
+			export "$_mcpshim_e"
+			;;
+		esac
+	done'
 }

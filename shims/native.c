@@ -723,7 +723,9 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 		fallback();
 
 	/* A shell parent whose line no shimmed child kept yet: the sh shim keeps it. (Here a
-	 * marker counts as fresh only when no reading of `-ot` calls it older.) */
+	 * marker counts as fresh only when no reading of `-ot` calls it older, and none of `-nt`
+	 * newer than this process's own /proc entry: one dated ahead was planted for pids to
+	 * come, and the sh shim's library judges it by its content.) */
 	if (join(path2, sizeof path2, "/proc/", 6, ppid_s, ppid_n, "/exe", 4) &&
 	    stat_at(path2, &st, 0)) {
 		const char *sh = SHELLS;
@@ -746,6 +748,11 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 					    (m.mtime.tv_sec < p.mtime.tv_sec ||
 					     (m.mtime.tv_sec == p.mtime.tv_sec &&
 					      m.mtime.tv_nsec < p.mtime.tv_nsec)))
+						fallback();
+					if (!stat_at("/proc/self", &p, 0) ||
+					    m.mtime.tv_sec > p.mtime.tv_sec ||
+					    (m.mtime.tv_sec == p.mtime.tv_sec &&
+					     m.mtime.tv_nsec > p.mtime.tv_nsec))
 						fallback();
 				} else {
 					fallback();

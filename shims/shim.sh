@@ -12,7 +12,9 @@ _mcpshim_us=${_+x}${_-}
 # Restores, right before exec, every variable this script touched (LC_ALL, PWD, OLDPWD,
 # FUNCNEST: bash aborts a script whose functions nest deeper than it says; `_`, taken first:
 # bash resets it after each command, and sets it to its own path when the caller had none).
+#bash{
 [ -n "${BASH_VERSION-}" ] && [ "$_mcpshim_us" = "x${BASH-}" ] && _mcpshim_us=
+#bash}
 # The common path runs as few commands as it can, and defines one small function: each
 # command costs the interpreter microseconds, and a function definition is parsed and
 # copied (the rare paths are in the library, parsed only when taken). Assignments that do
@@ -26,8 +28,10 @@ _mcpshim_log=@@LOGDIR@@
 _mcpshim_tgt=@@TARGET@@
 _mcpshim_fail=@@ONFAIL@@
 _mcpshim_name=@@NAME@@
+# Whether bash runs this shim, as install rendered it: a dash shim never asks the environment,
+# where BASH_VERSION may say anything (bash sets its own; dash takes the caller's).
 _mcpshim_up='' _mcpshim_bt='' _mcpshim_boot='' _mcpshim_s='' _mcpshim_cwd='' _mcpshim_ppid=$PPID \
-	_mcpshim_start='' _mcpshim_pst='' _mcpshim_pc='' _mcpshim_rr='' _mcpshim_nx='' _mcpshim_hit='' \
+	_mcpshim_bash=@@BASH@@ _mcpshim_start='' _mcpshim_pst='' _mcpshim_pc='' _mcpshim_rr='' _mcpshim_nx='' _mcpshim_hit='' \
 	_mcpshim_libok='' _mcpshim_r='' _mcpshim_bad='' _mcpshim_um='' _mcpshim_av=1 _mcpshim_w='' _mcpshim_ok=0
 
 # Loads the library on a rare path. `command .`: a library gone since the test makes `.`
@@ -84,15 +88,18 @@ _mcpshim_lib() {
 		# absolute path) would leave its composed line nowhere. The first shimmed child of
 		# each shell process keeps the shell's start time and command line (NUL separators
 		# are lost: dash reads them as nothing); a marker not older than /proc/PPID (whose
-		# inode is made anew when a pid is reused) says it was kept already.
-		# (test -ef and -ot are not in POSIX but in dash, bash, ksh, zsh, busybox, BSD sh.)
+		# inode is made anew when a pid is reused) and not newer than this process (no
+		# marker planted ahead for a pid, dated in the future) says it was kept already.
+		# Any other marker is the library's to judge by its content (_mcpshim_kept).
+		# (test -ef, -ot and -nt are not in POSIX but in dash, bash, ksh, zsh, busybox, BSD sh.)
 		for _mcpshim_a in @@SHELLS@@; do
 			# shellcheck disable=SC3013
 			[ "/proc/$_mcpshim_ppid/exe" -ef "$_mcpshim_a" ] || continue
 			_mcpshim_a=parents/$_mcpshim_boot.$_mcpshim_ppid
 			# shellcheck disable=SC3013
 			[ -e "$_mcpshim_log/$_mcpshim_a" ] &&
-				! [ "$_mcpshim_log/$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] && break
+				! [ "$_mcpshim_log/$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] &&
+				! [ "$_mcpshim_log/$_mcpshim_a" -nt "/proc/$$" ] && break
 			_mcpshim_lib parents/ && _mcpshim_parent "$_mcpshim_a"
 			break
 		done
@@ -149,7 +156,7 @@ _mcpshim_lib() {
 		# bounds the arguments' part; the format's length bounds the placeholders'.)
 		_mcpshim_a="$*"
 		_mcpshim_z=$((${#_mcpshim_cwd} + ${#PATH} + ${#0} + ${#_mcpshim_pc} + ${#_mcpshim_rr} + ${#MCPSHIM_SESSION} + ${#_mcpshim_a} + ${#_mcpshim_fa} + 2 * $# + 300))
-		[ -n "${BASH_VERSION-}" ] && case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
+		[ -n "$_mcpshim_bash" ] && case $_mcpshim_cwd$PATH$0$_mcpshim_pc${MCPSHIM_SESSION-}$* in *'
 '*) _mcpshim_w=1 ;;
 		esac
 		_mcpshim_f='\0R\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s\0=%s'$_mcpshim_fa'\0\n'
@@ -174,8 +181,57 @@ _mcpshim_lib() {
 	trap - XFSZ
 } 2>/dev/null
 
+#bash{ (install renders the lines from here to the closing mark for bash alone)
+# bash changes the environment its children get: it exports SHLVL (0 when the caller had
+# none) and PWD (corrected, when the caller had none or a stale one), drops an OLDPWD that
+# names no directory, resets IFS, PS4, OPTIND and POSIXLY_CORRECT, unsets PS1 and PS2, and
+# puts its own values in its dynamic variables (RANDOM, LINENO, BASH...) and in `_`. The
+# caller's environment, as it came, is in /proc/self/environ (`mapfile -d ''`, bash 4.4: a
+# few reads). One look at its names (and at PWD, OLDPWD and `_` beside bash's) finds what
+# bash changed; only then does the library go through the entries (_mcpshim_environ). What
+# the caller did not have is removed here (SHLVL becomes an array: bash exports no array,
+# and its `exec` would write any other SHLVL anew). What bash keeps readonly (PPID, UID,
+# EUID, SHELLOPTS, BASHOPTS) and a SHLVL that is no number stay as bash has them:
+# docs/threat-model.md. LC_ALL is still C here (matching bytes, not characters); bash's
+# arrays only inside eval, which no other shell parses.
+_mcpshim_pu=
+# shellcheck disable=SC3044,SC2154 # bash alone runs this part (mapfile, declare; eval assigns)
+if [ -n "${BASH_VERSION-}" ] && [ -r /proc/self/environ ] &&
+	mapfile -d '' -t _mcpshim_ev </proc/self/environ 2>/dev/null; then
+	eval '_mcpshim_k=" ${_mcpshim_ev[*]%%=*} " _mcpshim_e=" ${_mcpshim_ev[*]} "'
+	_mcpshim_n=
+	case $_mcpshim_k in *" SHLVL "*) ;; *) unset -v SHLVL && declare -a SHLVL ;; esac
+	case $_mcpshim_k in
+	*" _ "*) case $_mcpshim_e in *" _=${_mcpshim_us#x} "*) ;; *) _mcpshim_n=1 ;; esac ;;
+	*) _mcpshim_us= ;;
+	esac
+	case $_mcpshim_k in
+	*" PWD "*) case $_mcpshim_e in *" PWD=$_mcpshim_pw "*) ;; *) _mcpshim_n=1 ;; esac ;;
+	*) _mcpshim_pu=1 ;;
+	esac
+	case $_mcpshim_k in *" OLDPWD "*)
+		case $_mcpshim_op in
+		x*) case $_mcpshim_e in *" OLDPWD=${_mcpshim_op#x} "*) ;; *) _mcpshim_n=1 ;; esac ;;
+		*) _mcpshim_n=1 ;;
+		esac
+		;;
+	esac
+	case $_mcpshim_k in
+	*" IFS "* | *" PS"[124]" "* | *" OPTIND "* | *" POSIXLY_CORRECT "* | *" BASH"* | \
+		*" LINENO "* | *"RANDOM "* | *" HISTCMD "* | *" EPOCH"* | *" COMP_WORDBREAKS "*)
+		_mcpshim_n=1
+		;;
+	esac
+	# (the entries themselves: the library's rare path)
+	[ -z "$_mcpshim_n" ] || ! _mcpshim_lib || _mcpshim_environ
+	unset -v _mcpshim_ev _mcpshim_e _mcpshim_n _mcpshim_k
+fi
+#bash}
 case $_mcpshim_lc in x*) LC_ALL=${_mcpshim_lc#x} ;; *) unset LC_ALL ;; esac
 PWD=$_mcpshim_pw
+#bash{
+[ -z "$_mcpshim_pu" ] || unset PWD
+#bash}
 case $_mcpshim_op in x*) OLDPWD=${_mcpshim_op#x} ;; *) unset OLDPWD ;; esac
 case $_mcpshim_fn in x*) export FUNCNEST="${_mcpshim_fn#x}" ;; esac
 # bash -p puts "privileged" in SHELLOPTS, which the target inherits when the caller exported it
@@ -196,6 +252,7 @@ unset _mcpshim_lc _mcpshim_pw _mcpshim_op _mcpshim_fn _mcpshim_log _mcpshim_tgt 
 	_mcpshim_nx _mcpshim_z _mcpshim_w _mcpshim_a _mcpshim_c _mcpshim_f _mcpshim_u _mcpshim_sp \
 	_mcpshim_up _mcpshim_bt _mcpshim_boot _mcpshim_ppid _mcpshim_start _mcpshim_pst _mcpshim_pc \
 	_mcpshim_pp _mcpshim_st _mcpshim_cwd _mcpshim_hit _mcpshim_n _mcpshim_ok _mcpshim_libok \
-	_mcpshim_bad _mcpshim_um _mcpshim_m _mcpshim_q _mcpshim_y _mcpshim_e _mcpshim_av _mcpshim_name _mcpshim_fa
+	_mcpshim_bad _mcpshim_um _mcpshim_m _mcpshim_q _mcpshim_y _mcpshim_e _mcpshim_av _mcpshim_name \
+	_mcpshim_fa _mcpshim_bash _mcpshim_pu
 case $_mcpshim_us in x*) _=${_mcpshim_us#x} exec @@TARGET@@ "$@" ;; esac
 exec @@TARGET@@ "$@"

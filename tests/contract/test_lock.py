@@ -4,6 +4,7 @@ verdicts and its line handling (real pipes), identity lookups."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -351,3 +352,41 @@ def test_the_documented_example_is_a_valid_lock() -> None:
         "/usr/bin/npm",
         "/usr/bin/sh",
     ]
+
+
+#: server-controlled text a terminal or a diff would act on or hide (issue 28, item 10)
+HIDDEN = "\u202e\u2066\u009b\u0085\u2028\u2029\u200b\x1b\U000e0001"
+
+
+def test_hidden_characters_are_escaped_and_the_lock_still_matches_what_it_pins(
+    tmp_path: Path,
+) -> None:
+    name = f"run{HIDDEN}tset"
+    srv = _server(**{name: "aa" * 32})
+    srv = dataclasses.replace(
+        srv,
+        name=f"srv{HIDDEN}",
+        server_name=f"self{HIDDEN}",
+        instructions=f"Use {HIDDEN} me",
+        tools={n: dataclasses.replace(t, description=f"d{HIDDEN}") for n, t in srv.tools.items()},
+    )
+    lock = Lock({srv.name: srv})
+    path = tmp_path / "mcpshim.lock"
+    save_lock(lock, path)
+    raw = path.read_bytes().decode("utf-8")
+    assert not [c for c in HIDDEN if c in raw]  # none of them raw in the file
+    assert raw.isascii() and "\\u202e" in raw and "\\U000e0001" in raw
+    back = load_lock(path)
+    assert back.servers == lock.servers  # every text exactly as it was
+    assert dumps_lock(back) == raw
+    approved = select_server(back, server_name=f"self{HIDDEN}")
+    assert approved is not None and approved.tools[name].description == f"d{HIDDEN}"
+    # the gate holds the listed tool of that name to its approval
+    tool = {**TOOL, "name": name}
+    pinned = dataclasses.replace(approved.tools[name], sha256=definition_hash("tool", tool))
+    held = dataclasses.replace(approved, command=("node", "server.js"), tools={name: pinned})
+    gate = _gate(Lock({srv.name: held}), [])
+    gate.request({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    gate.response({"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}})
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name}}
+    assert gate.request(call) is None

@@ -30,7 +30,7 @@ PIECES = [
 COMMANDS = ["/usr/bin/true", "/usr/bin/curl", "/usr/bin/mysql", "/usr/bin/sshpass", "/bin/git"]
 
 DRIVER = """LC_ALL=C
-_mcpshim_nx='' _mcpshim_rr='' _mcpshim_r=''
+_mcpshim_nx='' _mcpshim_rr='' _mcpshim_r='' _mcpshim_bash=${BASH_VERSION:+1}
 _mcpshim_tgt=$1
 shift
 . "$LIB"

@@ -94,6 +94,8 @@ def _hostile(evil: Path, flag: Path) -> dict[str, dict[str, str]]:
         "IFS": {"IFS": "/ e"},
         # (not OPTIND=x: dash itself refuses to start with it, before any script)
         "LINENO-SECONDS": {"LINENO": "x", "OPTERR": "x", "SECONDS": "x", "RANDOM": "x"},
+        # a dash shim that believed these would take bash's paths (its arrays: exit 2)
+        "BASH_VERSION": {"BASH_VERSION": "5.2.15(1)-release", "BASH": "/bin/bash"},
     }
     for level in ("31", "32", "40", "41", "42", "43", "44", "50", "51"):
         attacks[f"BASH_COMPAT={level}"] = {"BASH_COMPAT": level}

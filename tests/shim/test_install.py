@@ -175,3 +175,32 @@ def test_every_command_has_help(home: Home) -> None:
         res = cli(home, *path, "--help")
         assert res.returncode == 0, path
         assert "Usage:" in res.stdout and len(res.stdout.splitlines()) > 3, path
+
+
+def test_a_rerun_without_arguments_keeps_a_target_pinned_with_target(
+    home: Home, tmp_path: Path
+) -> None:
+    mine = tmp_path / "opt" / "git"  # under /tmp: a pin needs --allow-unsafe-target
+    mine.parent.mkdir()
+    shutil.copy2(shutil.which("git") or "/usr/bin/git", mine)
+    cli(home, "install", check=True)
+    cli(home, "install", "--target", f"git={mine}", "--allow-unsafe-target", check=True)
+    shim, man = home.loc.shim_dir / "git", home.loc.shim_dir / "manifest.toml"
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (shim, man)}
+    out = cli(home, "install", check=True)  # the default set: git among it
+    assert "unchanged git" in out.stdout and "installed git" not in out.stdout
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (shim, man)} == before
+    out = cli(home, "install", "git", check=True)  # named, without --target: kept too
+    assert "unchanged git" in out.stdout
+    m = manifest.load_manifest(home.loc.shim_dir)
+    assert m is not None and m.shims["git"].target == str(mine) and m.shims["git"].pinned
+    # a pin whose file is gone is said, not silently swapped for the searched target
+    mine.unlink()
+    out = cli(home, "install", check=True)
+    assert f"skipped git: pinned with --target to {mine}, which is gone" in out.stdout
+    assert shim.read_bytes() == before[shim][1]
+    # --target again moves it
+    searched = targets.resolve_target("git", targets.trusted_search_path(), home.loc.shim_dir)
+    assert searched is not None
+    out = cli(home, "install", "--target", f"git={searched}", check=True)
+    assert f"installed git -> {searched}" in out.stdout

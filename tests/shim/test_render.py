@@ -48,12 +48,18 @@ def test_shellcheck_clean(tmp_path: Path) -> None:
             "git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/sh", None, ["/bin/bash"]
         )
     )
+    bash = tmp_path / "git-bash"  # with its bash-only part
+    bash.write_text(
+        render.render_shim(
+            "git", "/usr/bin/git", "/var/log/mcpshim", "run", "/bin/bash", None, ["/bin/bash"], True
+        )
+    )
     scrub = tmp_path / "lib.sh"
     scrub.write_text(render.render_lib())
     # SC2059: the format string is built from fixed pieces only (the values go to %s);
     # SC1090/SC1091/SC2034/SC2154: the library is sourced from a path fixed at install
     # time and shares variables with the shim.
-    for f, extra in ((shim, []), (scrub, ["-e", "SC2034,SC2154"])):
+    for f, extra in ((shim, []), (bash, []), (scrub, ["-e", "SC2034,SC2154"])):
         out = subprocess.run(
             ["shellcheck", "-s", "sh", "-e", "SC2059,SC1090,SC1091", *extra, str(f)],
             capture_output=True,

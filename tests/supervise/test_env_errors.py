@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from mcpshim.trace.probe import trace_unavailable
+from tests.fixtures.disk import fill, mount, small_tmpfs
 from tests.fixtures.home import SRC, Home
 
 MCPSHIM = [sys.executable, "-m", "mcpshim"]
@@ -33,34 +34,11 @@ def cli(home: Home, *args: str, stdin: str = "") -> subprocess.CompletedProcess[
     )
 
 
-def _mount(*args: str) -> None:
-    out = subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        pytest.skip(f"cannot mount here (mount {' '.join(args)}): {out.stderr.strip()}")
-
-
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs, unmounted afterwards (with whatever was bind-mounted inside)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    d = tmp_path / "small"
-    d.mkdir()
-    _mount("-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(d))
-    try:
+    with small_tmpfs(tmp_path) as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-R", "-l", str(d)], check=False)
-
-
-def _fill(d: Path) -> None:
-    fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        with pytest.raises(OSError):
-            while True:
-                os.write(fd, b"\0" * 4096)
-    finally:
-        os.close(fd)
 
 
 def _no_traceback(out: subprocess.CompletedProcess[str]) -> None:
@@ -83,7 +61,7 @@ def _run(home: Home, log_dir: Path, *extra: str) -> subprocess.CompletedProcess[
 def test_run_on_a_full_disk_keeps_the_commands_status(home: Home, tmpfs: Path, mcp: bool) -> None:
     log_dir = tmpfs / "log"
     log_dir.mkdir()
-    _fill(tmpfs)
+    fill(tmpfs)
     out = _run(home, log_dir, *(["--mcp"] if mcp else []))
     assert out.returncode == 7, out.stderr
     if not mcp:
@@ -100,7 +78,7 @@ def test_run_traced_with_a_full_trace_dir_keeps_going(
     log_dir = tmp_path / "log"
     log_dir.mkdir()
     (log_dir / "trace").symlink_to(tmpfs)
-    _fill(tmpfs)
+    fill(tmpfs)
     out = cli(
         home, "run", "--log-dir", str(log_dir), "--", "sh", "-c", "/bin/true; echo ran; exit 7"
     )
@@ -115,7 +93,7 @@ def test_run_traced_with_a_full_trace_dir_keeps_going(
 
 
 def test_install_on_a_full_disk(home: Home, tmpfs: Path) -> None:
-    _fill(tmpfs)
+    fill(tmpfs)
     out = cli(home, "install", "--dir", str(tmpfs / "shims"), "--log-dir", str(tmpfs / "log"))
     assert out.returncode == 2
     _one_line(out, "mcpshim: error: cannot install shims", "No space left on device")
@@ -128,7 +106,7 @@ def test_read_only_log_dir_in_run_and_rotate(home: Home, tmpfs: Path) -> None:
     log_dir.mkdir()
     (log_dir / "exec.log").write_bytes(b"")
     (log_dir / "exec.log.lock").write_bytes(b"")
-    _mount("-o", "remount,ro", str(tmpfs))
+    mount("-o", "remount,ro", str(tmpfs))
     out = _run(home, log_dir)
     assert out.returncode == 7
     _one_line(out, "mcpshim: warning: cannot write the exec log", "Read-only file system")
@@ -142,8 +120,8 @@ def test_read_only_exec_log_in_run_and_rotate(home: Home, tmp_path: Path, tmpfs:
     log_dir.mkdir()
     log = log_dir / "exec.log"
     log.write_bytes(b"\0R\0=1\0=note\0={}\0\n")
-    _mount("--bind", str(log), str(log))
-    _mount("-o", "remount,bind,ro", str(log))
+    mount("--bind", str(log), str(log))
+    mount("-o", "remount,bind,ro", str(log))
     try:
         out = _run(home, log_dir)
         assert out.returncode == 7

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -25,6 +27,7 @@ CMDLINES = {f"sleep\0{n}\0".encode() for n in (300, 301, 302, 303)}
 
 
 Leftovers = list[tuple[int, int | None]]
+MCPSHIM = [sys.executable, "-m", "mcpshim"]
 
 
 @pytest.fixture
@@ -57,10 +60,8 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-@pytest.mark.parametrize("mode", [[], ["--mcp"]], ids=["plain", "mcp"])
-def test_a_killed_supervisor_takes_the_family_with_it(
-    home: Home, cleanup: Leftovers, mode: list[str]
-) -> None:
+def _kill_mid_session(home: Home, cleanup: Leftovers, mode: list[str]) -> str:
+    """`run` SIGKILLed once its whole family runs; its session id, once the family is gone."""
     argv = run_argv(home, ["sh", "-c", FAMILY], *mode, "--grace", "1")
     proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE)
     try:
@@ -80,10 +81,39 @@ def test_a_killed_supervisor_takes_the_family_with_it(
         # Gone, the one that ignores SIGTERM after the grace period.
         poll(lambda: not (family & _members(sid, pgid)), "the family to end", 30)
         assert time.monotonic() - killed_at < 20
+        return sid
     finally:
         proc.kill()
         if proc.stdin:
             proc.stdin.close()
+
+
+@pytest.mark.parametrize("mode", [[], ["--mcp"]], ids=["plain", "mcp"])
+def test_a_killed_supervisor_takes_the_family_with_it(
+    home: Home, cleanup: Leftovers, mode: list[str]
+) -> None:
+    _kill_mid_session(home, cleanup, mode)
+
+
+def test_the_watcher_records_how_a_killed_session_ended(home: Home, cleanup: Leftovers) -> None:
+    sid = _kill_mid_session(home, cleanup, [])
+    [end] = poll(lambda: events(home, "session-end"), "the watcher's session-end")
+    assert end["session"] == sid and end["cause"] == "supervisor-lost"
+    assert end["exit_status"] is None and end["duration_s"] > 0
+    assert end["survivors"] >= 4 and end["terminated"] is True
+    loc = ["--dir", str(home.loc.shim_dir), "--log-dir", str(home.loc.log_dir)]
+    out = subprocess.run(
+        [*MCPSHIM, "sessions", *loc, "--format", "json"],
+        env=home.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    [s] = json.loads(out.stdout)["sessions"]
+    assert s["duration_s"] == end["duration_s"] and s["cause"] == "supervisor-lost"
+    assert not s["running"] and s["survivors"] == end["survivors"]
+    text = subprocess.run(
+        [*MCPSHIM, "sessions", *loc], env=home.env, capture_output=True, text=True, check=True
+    ).stdout
+    [line] = [ln for ln in text.splitlines() if ln.startswith(sid)]
+    assert " lost " in line and " - " not in line.split(sid, 1)[1][:40]
 
 
 def _watcher_of(supervisor: int) -> int | None:

@@ -14,13 +14,24 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["b64_fields", "dumps", "escape", "json_text", "quote_arg", "quote_argv", "safe"]
+__all__ = [
+    "b64_fields",
+    "dumps",
+    "escape",
+    "json_text",
+    "quote_arg",
+    "quote_argv",
+    "safe",
+    "unsafe_char",
+]
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e", "\\": "\\\\"}
 
 
-def _unsafe_char(ch: str) -> bool:
+def unsafe_char(ch: str) -> bool:
+    """A character the terminal views escape: a control (C0, C1), a format or bidi control,
+    a line or paragraph separator, a surrogate, private-use or unassigned."""
     return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 
@@ -37,7 +48,7 @@ def _escape_str(s: str, quote: str = "", keep_backslash: bool = False) -> str:
             out.append("\\" + ch)
         elif "\udc80" <= ch <= "\udcff":  # an undecodable byte (surrogateescape)
             out.append(f"\\x{ord(ch) - 0xDC00:02x}")
-        elif _unsafe_char(ch):
+        elif unsafe_char(ch):
             code = ord(ch)
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
         else:
@@ -65,7 +76,7 @@ def quote_arg(value: bytes | str) -> str:
     if s and all(c in _SAFE for c in s):
         return s
     if all(
-        not _unsafe_char(c) and c not in _NAMED and c != "'" and not "\udc80" <= c <= "\udcff"
+        not unsafe_char(c) and c not in _NAMED and c != "'" and not "\udc80" <= c <= "\udcff"
         for c in s
     ):
         return f"'{s}'"

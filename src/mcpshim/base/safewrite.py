@@ -1,56 +1,196 @@
-"""Writing a user's file without ever leaving it half-written or clobbering a backup.
+"""The one way mcpshim writes a whole file (a report, a lock, a baseline, a shim, its state):
+never through a symlink, never half-written, never leaving a temporary file behind.
 
-A temporary file in the same directory gets the data, is fsync'ed, takes the old file's
-mode (and owner, when running as root), and is then renamed over the target: a reader sees
-the old bytes or the new ones, never a mix. A backup is created with link(2), which fails
-when the name exists, so an existing backup is never replaced.
+The data goes into a temporary file in the same directory (created O_EXCL|O_NOFOLLOW beside
+the target, through a descriptor of that directory), is fsync'ed and renamed over the
+target: a reader sees the old bytes or the new ones, and a write that fails (a full disk,
+RLIMIT_FSIZE, a killed process aside) leaves the old file as it was and removes the
+temporary file. A target that is a symlink is refused, not followed, and so is one that is
+not a regular file; rename(2) replaces a name, never what it points to, so a symlink swapped
+in after the check is replaced, not followed. `open_dir` gives the directory a command was
+told to fill (`report --all -o DIR`), refusing one that is itself a symlink. Appends to a
+file mcpshim keeps (`open_append`) never follow a symlink either.
+
+A backup is created with link(2) (`create_exclusive`), which fails when the name exists, so
+an existing backup is never replaced. `replace_atomically` is wrap-config's edit of a client
+config the user named: it writes where a symlinked config points, as an editor does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
-__all__ = ["create_exclusive", "make_private_dir", "replace_atomically"]
+__all__ = [
+    "create_exclusive",
+    "make_private_dir",
+    "open_append",
+    "open_dir",
+    "replace_atomically",
+    "write_file",
+]
+
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _staged(directory: Path, name: str, data: bytes, like: os.stat_result) -> str:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+def _refused(path: Path | str, why: str) -> OSError:
+    return OSError(errno.ELOOP if "symlink" in why else errno.EINVAL, why, str(path))
+
+
+def open_dir(path: Path, create: bool = False, mode: int = 0o777) -> int:
+    """A descriptor of the directory `path` (created when `create`), which must not itself
+    be a symlink (the directories above it are the user's path, followed as named)."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.makedirs(path, mode=mode)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(like.st_mode))
-        if os.geteuid() == 0:
-            os.chown(tmp, like.st_uid, like.st_gid)
-    except BaseException:
-        os.unlink(tmp)
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+            raise _refused(
+                path, "is a symlink: mcpshim writes into no directory through one"
+            ) from None
         raise
-    return tmp
+
+
+def _existing(name: str, dfd: int, shown: Path) -> os.stat_result | None:
+    try:
+        st = os.lstat(name, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refused(shown, "is a symlink: mcpshim writes no file through one")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refused(shown, "is not a regular file")
+    return st
+
+
+def _same(name: str, dfd: int, data: bytes) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(len(data) + 1) == data
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_file(
+    path: Path,
+    data: bytes,
+    mode: int | None = None,
+    *,
+    dir_fd: int | None = None,
+    exclusive: bool = False,
+    unchanged_ok: bool = False,
+    durable: bool = True,
+    owner: tuple[int, int] | None = None,
+) -> bool:
+    """Write `data` as the file `path` (a name in `dir_fd` when given), whole or not at all.
+
+    `mode`: the file's mode; None keeps an existing file's, else the umask's default.
+    `exclusive`: FileExistsError when the name exists (nothing replaced). `unchanged_ok`:
+    a file that already holds `data` is left alone (False returned). `durable`: fsync the
+    file and the directory (a crash leaves the old file or the new one)."""
+    own_dir = dir_fd is None
+    dfd = open_dir(path.parent) if dir_fd is None else dir_fd
+    try:
+        name = path.name if own_dir else os.fspath(path)
+        if "/" in name or name in ("", ".", ".."):
+            raise _refused(path, "is not a file name")
+        old = _existing(name, dfd, path)
+        if old is not None and exclusive:
+            raise FileExistsError(errno.EEXIST, "exists", str(path))
+        if old is not None and unchanged_ok and old.st_size == len(data) and _same(name, dfd, data):
+            return False
+        _stage_and_rename(name, dfd, data, mode, old, exclusive, durable, owner)
+        return True
+    finally:
+        if own_dir:
+            os.close(dfd)
+
+
+def _stage_and_rename(
+    name: str,
+    dfd: int,
+    data: bytes,
+    mode: int | None,
+    old: os.stat_result | None,
+    exclusive: bool,
+    durable: bool,
+    owner: tuple[int, int] | None,
+) -> None:
+    if mode is None and old is not None:
+        mode = stat.S_IMODE(old.st_mode)
+    if owner is None and old is not None:
+        owner = (old.st_uid, old.st_gid)
+    tmp = f".{name[:64]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, _FLAGS, 0o666 if mode is None else 0o600, dir_fd=dfd)
+    try:
+        try:
+            _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            if owner is not None and os.geteuid() == 0:
+                os.fchown(fd, *owner)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=dfd)
+        else:
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    if durable:
+        with contextlib.suppress(OSError):  # some filesystems refuse a directory's fsync
+            os.fsync(dfd)
+
+
+def open_append(path: Path, mode: int = 0o600) -> int:
+    """A descriptor appending to `path` (created `mode` when missing): never through a
+    symlink, never a FIFO's blocking open, only a regular file."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refused(path, "is a symlink: mcpshim appends to no file through one") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _refused(path, "is not a regular file")
+    return fd
 
 
 def replace_atomically(path: Path, data: bytes, like: os.stat_result) -> None:
-    """Replace the file `path` points at (through symlinks) with `data`, keeping its mode."""
+    """Replace the file `path` points at (wrap-config's edit of a client config the user
+    named: through its symlinks, as an editor writes), keeping its mode and owner."""
     real = Path(os.path.realpath(path))
-    tmp = _staged(real.parent, real.name, data, like)
-    try:
-        os.replace(tmp, real)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_file(real, data, stat.S_IMODE(like.st_mode), owner=(like.st_uid, like.st_gid))
 
 
 def create_exclusive(path: Path, data: bytes, like: os.stat_result) -> None:
     """Create `path` with `data` complete, or raise FileExistsError and leave it alone."""
-    tmp = _staged(path.parent, path.name, data, like)
-    try:
-        os.link(tmp, path)
-    finally:
-        os.unlink(tmp)
+    write_file(
+        path, data, stat.S_IMODE(like.st_mode), exclusive=True, owner=(like.st_uid, like.st_gid)
+    )
 
 
 def make_private_dir(path: Path) -> None:

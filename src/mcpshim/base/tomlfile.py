@@ -1,6 +1,10 @@
 """Reading a TOML file a person wrote (policy, baseline): every failure names the file, the
 line and the key, never a traceback.
 
+A UTF-8 byte order mark at the start (Windows editors write one) is no part of the
+document: TOML forbids it, but the JSON configs beside these files are read with one, and
+both are read alike (`without_bom`).
+
 tomllib reports syntax errors with a line, but 5,000 levels of nesting end in its
 RecursionError and a 5,000-digit integer in int()'s ValueError; both are found here and
 said plainly, with the line they start on.
@@ -21,7 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Keys", "parse_toml"]
+__all__ = ["Keys", "parse_toml", "without_bom"]
 
 _LONG_NUMBER = re.compile(r"[0-9_]{4000,}")
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
@@ -38,8 +42,14 @@ def _deep_line(text: str) -> int:
     return 1
 
 
+def without_bom(text: str) -> str:
+    """The text without the byte order mark an editor may have put first."""
+    return text.removeprefix("\ufeff")
+
+
 def parse_toml(text: str, path: Path, what: str) -> dict[str, Any]:
     """The document, or an InputError `FILE:LINE: ...` naming `what` the file is."""
+    text = without_bom(text)
     try:
         data: dict[str, Any] = tomllib.loads(text)
         return data
@@ -63,7 +73,7 @@ class Keys:
     def __init__(self, path: Path, text: str, what: str) -> None:
         self.path = path
         self.what = what
-        self.lines = text.splitlines()
+        self.lines = without_bom(text).splitlines()
 
     def line_of(self, keypath: str) -> int | None:
         parts = keypath.split(".")

@@ -22,6 +22,7 @@ from mcpshim.cli.common import (
     session_option,
 )
 from mcpshim.cli.common import session as resolve
+from mcpshim.cli.output import output_dir, write_output
 from mcpshim.cli.sealnote import seal_note
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, select_server
@@ -105,14 +106,6 @@ def _render(b: _Built, fmt: str) -> str:
     return render_md(b.rep, b.subject, cards_md(b.card), b.init)
 
 
-def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
-
-
 def _summary(b: _Built) -> str:
     return f"session {escape(b.rep.att.session)}: {len(b.rep.att.calls)} tool call(s), " + (
         f"{len(b.rep.findings)} finding(s)"
@@ -130,13 +123,20 @@ def _file_name(session: str, ext: str, taken: set[str]) -> str:
 
 
 def _all(loc: Any, out_dir: Path, fmt: str, pol: policy.Policy, lock_path: Path | None) -> None:
+    with output_dir(out_dir) as dfd:
+        _all_in(loc, out_dir, dfd, fmt, pol, lock_path)
+
+
+def _all_in(
+    loc: Any, out_dir: Path, dfd: int, fmt: str, pol: policy.Policy, lock_path: Path | None
+) -> None:
     relayed = [s for s in list_sessions(loc) if s.relayed]
     rows: list[IndexRow] = []
     taken: set[str] = set()
     for s in relayed:
         b = _build(loc, s.id, pol, lock_path)
         name = _file_name(s.id, fmt, taken)
-        _write(out_dir / name, _render(b, fmt))
+        write_output(Path(name), _render(b, fmt), dir_fd=dfd, shown=out_dir / name)
         click.echo(f"wrote {escape(str(out_dir / name))}: {_summary(b)}")
         rows.append(
             IndexRow(
@@ -151,7 +151,8 @@ def _all(loc: Any, out_dir: Path, fmt: str, pol: policy.Policy, lock_path: Path 
         )
     subject = {"log": str(loc.log_file), "policy": pol.source or "(defaults)"}
     index = out_dir / f"index.{fmt}"
-    _write(index, render_index_html(rows, subject) if fmt == "html" else _index_md(rows))
+    page = render_index_html(rows, subject) if fmt == "html" else _index_md(rows)
+    write_output(Path(index.name), page, dir_fd=dfd, shown=index)
     click.echo(f"wrote {escape(str(index))}: {len(rows)} relayed session(s)")
 
 
@@ -252,7 +253,7 @@ def report(
         return 0
     if output.is_dir():
         raise UsageError(f"{output} is a directory (a directory is for --all)")
-    _write(output, text)
+    write_output(output, text, parents=True)
     click.echo(f"wrote {escape(str(output))}: {_summary(built)}")
     return 0
 

@@ -25,6 +25,7 @@ from mcpshim.cli.common import (
     session_option,
 )
 from mcpshim.cli.common import session as resolve
+from mcpshim.cli.output import write_output
 from mcpshim.errors import UsageError
 from mcpshim.log import execlog, marks
 from mcpshim.paths import Locations
@@ -346,12 +347,7 @@ def policy_init(output: Path | None, force: bool) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    if output.exists() and not force:
-        raise UsageError(f"{output} exists (use --force to overwrite)")
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise UsageError(f"{output}: cannot write: {exc.strerror}") from None
+    write_output(output, text, exclusive=not force)
     click.echo(f"wrote {escape(str(output))}")
 
 

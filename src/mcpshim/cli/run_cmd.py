@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 import click
 
 from mcpshim.base.display import escape
+from mcpshim.base.safewrite import make_private_dir
 from mcpshim.cli.common import format_option, location_options, locations, lock_option, resolve_lock
 from mcpshim.cli.export_cmd import start_live_stream
+from mcpshim.cli.output import write_output
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
 from mcpshim.log import retention
@@ -406,8 +408,9 @@ def snapshot(pid: int, output: Path | None, fmt: str) -> int:
         sys.stdout.write(text)
         return 0
     path = output or snapshot_mod.default_path(snap, fmt)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.write_text(text)
+    if output is None:
+        make_private_dir(path.parent)
+    write_output(path, text, mode=None if output else 0o600)
     click.echo(escape(str(path)))
     return 0
 

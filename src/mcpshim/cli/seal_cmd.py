@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
 
 import click
 
+from mcpshim.base import fdio
 from mcpshim.base.display import dumps, escape
 from mcpshim.cli.common import format_option, locations
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, InputError, UsageError
@@ -45,6 +47,27 @@ def _anchor_config(
     if interval is not None:
         cfg = state.AnchorConfig(cfg.mode, cfg.socket, cfg.cmd, interval)
     return cfg
+
+
+def _store(fd: int, path: Path, verifier: str) -> bool:
+    """The verifier into the file claimed for it; False (the file removed) when it could not
+    be written whole (a full disk): the key exists now, so the verifier is shown instead."""
+    try:
+        try:
+            fdio.write_all(fd, (verifier + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        click.echo(
+            f"mcpshim: warning: {escape(str(path))}: cannot write the verifier "
+            f"({exc.strerror}); it is shown below instead, once",
+            err=True,
+        )
+        return False
+    return True
 
 
 def _claim(path: Path) -> int:
@@ -137,9 +160,7 @@ def seal(
                 os.close(fd)
                 verifier_out.unlink()
             raise
-        if verifier_out is not None:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(verifier + "\n")
+        if verifier_out is not None and _store(fd, verifier_out, verifier):
             click.echo(f"verifier written to {escape(str(verifier_out))}", err=True)
         else:
             click.echo(verifier)

@@ -44,6 +44,8 @@ def mode_text(s: SessionSummary) -> str:
 def _exit(s: SessionSummary) -> str:
     if s.exit_status is not None:
         return str(s.exit_status)
+    if s.cause == "supervisor-lost":
+        return "lost"
     return "-" if s.supervised else ""
 
 
@@ -76,10 +78,12 @@ def sessions(
 
     \b
     Per session: its id (give any unique prefix of it, or `last`, to --session), start
-    (UTC), duration, exit status, tool calls, execs (shim records and processes sampling
-    saw; with --trace the traced execs), survivors, the highest severity its last review
-    found (- when not reviewed), how it ran (mcp: relayed with --mcp; trace: --trace;
-    run: supervised; shims: MCPSHIM_SESSION set by hand), its name and its command.
+    (UTC), duration, exit status (lost: `run` itself died, killed, and its watcher ended
+    the family), tool calls, execs (shim records and processes sampling saw; with --trace
+    the traced execs), survivors (for a lost session: what the watcher ended), the highest
+    severity its last review found (- when not reviewed), how it ran (mcp: relayed with
+    --mcp; trace: --trace; run: supervised; shims: MCPSHIM_SESSION set by hand), its name
+    and its command.
 
     An index kept next to the log (updated by `run` and here) makes this fast on a large
     log; it is rebuilt from the log when missing.

@@ -49,7 +49,8 @@ class _InstallCommand(click.Command):
     "targets",
     multiple=True,
     metavar="NAME=/ABS/PATH",
-    help="Pin NAME to this target instead of searching the trusted path.",
+    help="Pin NAME to this target instead of searching the trusted path (later installs "
+    "keep it while it exists).",
 )
 @click.option(
     "--on-log-failure",
@@ -95,8 +96,9 @@ def install(
 
     Each target is resolved once, now, from the system default path plus /usr/local/bin and
     /opt/homebrew/bin (never from your PATH) and pinned in the shim with its log directory.
-    Running install again changes nothing unless a target moved; files mcpshim did not
-    write are never touched.
+    Running install again changes nothing unless a target moved; a target pinned with
+    --target stays pinned (give --target again to move it); files mcpshim did not write are
+    never touched.
     """
     loc = locations(shim_dir, log_dir)
     try:

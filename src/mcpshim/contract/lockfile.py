@@ -13,9 +13,7 @@ config directory.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +22,9 @@ from typing import Any
 import platformdirs
 import tomli_w
 
-from mcpshim.base.tomlfile import parse_toml
+from mcpshim.base.display import unsafe_char
+from mcpshim.base.safewrite import write_file
+from mcpshim.base.tomlfile import parse_toml, without_bom
 from mcpshim.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -184,9 +184,24 @@ def _server_doc(s: ServerApproval) -> dict[str, Any]:
     return doc
 
 
+def _escaped(text: str) -> str:
+    """What a terminal or a diff would act on or hide (bidi controls such as U+202E, C1
+    controls such as U+009B, U+0085, U+2028) as TOML escapes, which a TOML reader turns back
+    into the same characters. tomli-w escapes C0 controls (a newline is left only between
+    lines); every other such character can only stand inside a quoted string (a key or a
+    value), where an escape means itself."""
+    if text.isascii():
+        return text
+    return "".join(_toml_escape(c) if c != "\n" and unsafe_char(c) else c for c in text)
+
+
+def _toml_escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+
+
 def dumps_lock(lock: Lock) -> str:
     servers = {_safe(k): _server_doc(v) for k, v in sorted(lock.servers.items())}
-    return _HEAD + tomli_w.dumps({"version": VERSION, "servers": servers})
+    return _HEAD + _escaped(tomli_w.dumps({"version": VERSION, "servers": servers}))
 
 
 def save_lock(lock: Lock, path: Path) -> None:
@@ -194,17 +209,7 @@ def save_lock(lock: Lock, path: Path) -> None:
     data = dumps_lock(lock).encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_file(path, data, 0o644)
     except OSError as exc:
         raise InputError(f"{path}: cannot write the lock: {exc.strerror}") from None
 
@@ -307,6 +312,7 @@ class _Reader:
 
 
 def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
+    text = without_bom(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from mcpshim.base.fdio import open_regular
-from mcpshim.base.safewrite import make_private_dir
+from mcpshim.base.safewrite import make_private_dir, open_append
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
@@ -99,7 +99,7 @@ def note_review(
     )
     with contextlib.suppress(OSError):
         make_private_dir(loc.index_dir)
-        fd = os.open(_marks(loc), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_append(_marks(loc))
         try:
             os.write(fd, line + b"\n")
         finally:

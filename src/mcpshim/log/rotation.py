@@ -74,13 +74,16 @@ def _removed_note(names: list[str], seals: dict[int, str]) -> dict[str, Any]:
     }
 
 
-def _prune_parent_markers(loc: Locations) -> None:
-    """Drop markers of shells that are gone (they only spare a re-read; see the shim)."""
+def _prune_parent_markers(loc: Locations, every: bool = False) -> None:
+    """Drop markers of shells that are gone (they only spare a re-read; see the shim); with
+    `every`, all of them: segments went, and a marker stands for a record in the log (the
+    shells still running record their lines once more, in the live log)."""
     boot = current_boot_id()
     with contextlib.suppress(FileNotFoundError):
         for m in loc.parents_dir.iterdir():
             marker_boot, _, pid = m.name.rpartition(".")
-            if marker_boot != boot or not pid.isdigit() or not Path(f"/proc/{pid}").exists():
+            gone = marker_boot != boot or not pid.isdigit() or not Path(f"/proc/{pid}").exists()
+            if every or gone:
                 with contextlib.suppress(FileNotFoundError):
                     m.unlink()
 
@@ -120,13 +123,15 @@ def rotate_locked(loc: Locations) -> Path | None:
         fresh = loc.log_dir / ".exec.log.new"
         with contextlib.suppress(FileNotFoundError):
             fresh.unlink()  # left by a rotation that died half-way
-        os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         try:
             os.link(loc.log_file, new)
         except OSError:  # a file system without hard links: the old way, with its instant
             fresh.unlink()
             os.rename(loc.log_file, new)
-            os.close(os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            os.close(
+                os.open(loc.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            )
         else:
             os.rename(fresh, loc.log_file)
     _prune_parent_markers(loc)
@@ -153,6 +158,8 @@ class Dropping:
         self.removed.append(old)
 
     def close(self) -> None:
+        if self.removed:
+            _prune_parent_markers(self.loc, every=True)
         if self.seals:
             note = _removed_note([p.name for p in self.removed], self.seals)
             append_locked(self.loc, "segments-removed", note)

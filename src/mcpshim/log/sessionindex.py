@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from mcpshim.base.fdio import open_regular
-from mcpshim.base.safewrite import make_private_dir
+from mcpshim.base.safewrite import make_private_dir, write_file
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import Anchors, segments
 from mcpshim.log.ledger import SHELLS, Ledger, ident_key, trace_is_exec
@@ -56,7 +56,7 @@ _RX = re.compile(
 )  # fmt: skip
 _SHELL_NAMES = frozenset(n.encode() for n in SHELLS)
 _START_KEYS = ("time", "name", "command", "cwd", "user", "pid", "boot_id")
-_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated")
+_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated", "cause")
 
 
 def index_path(loc: Locations) -> Path:
@@ -314,7 +314,9 @@ def _locked(loc: Locations, wait: float) -> Iterator[bool | None]:
     be written here (a read-only log directory): the caller builds it in memory."""
     try:
         make_private_dir(loc.index_dir)
-        fd = os.open(loc.index_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            loc.index_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
     except OSError:
         yield None
         return
@@ -337,11 +339,8 @@ def _locked(loc: Locations, wait: float) -> Iterator[bool | None]:
 
 
 def _save(path: Path, entries: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(orjson.dumps({"version": VERSION, "segments": entries}))
-    os.replace(tmp, path)
+    data = orjson.dumps({"version": VERSION, "segments": entries})
+    write_file(path, data, 0o600, durable=False)
 
 
 def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Index | None:

@@ -54,6 +54,8 @@ class SessionSummary:
     ended: bool
     running: bool  # no session-end yet, and its supervisor is alive on this boot
     severity: str | None  # the highest finding of its last review; None: not reviewed
+    #: how it ended when not by its command exiting ("supervisor-lost"), else ""
+    cause: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +75,7 @@ class SessionSummary:
             "ended": self.ended,
             "running": self.running,
             "severity": self.severity,
+            "cause": self.cause or None,
         }
 
 
@@ -108,6 +111,7 @@ def _summary(sid: str, p: Mapping[str, Any], severity: str | None, boot: str) ->
         ended=bool(p["end"]),
         running=bool(p["start"]) and not p["end"] and _alive(start, boot),
         severity=severity,
+        cause=str(end.get("cause") or ""),
     )
 
 

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,6 +14,7 @@ from typing import Any
 
 import tomli_w
 
+from mcpshim.base.safewrite import write_file
 from mcpshim.base.tomlfile import Keys, parse_toml
 from mcpshim.errors import InputError
 from mcpshim.family.tree import Image
@@ -104,10 +104,8 @@ def dumps_baseline(base: Baseline) -> str:
 
 
 def save_baseline(base: Baseline, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(dumps_baseline(base))
-        os.replace(tmp, path)
+        write_file(path, dumps_baseline(base).encode())
     except OSError as exc:
         raise InputError(f"{path}: cannot write baseline: {exc.strerror}") from None
 

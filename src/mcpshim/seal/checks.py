@@ -41,10 +41,14 @@ TAMPERING = frozenset(
         "missing-segment",
         "anchor-mismatch",
         "state-mismatch",
+        "marker",
+        "boot-anchor",
     }
 )
 #: what was never sealed (or cannot be checked) where it should have been
-GAPS = frozenset({"never-sealed", "start-missing", "unsealed-segment", "no-anchors"})
+GAPS = frozenset(
+    {"never-sealed", "start-missing", "unsealed-segment", "no-anchors", "boot-anchor-clock"}
+)
 
 
 @dataclass(frozen=True)

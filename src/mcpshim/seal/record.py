@@ -11,6 +11,12 @@ the file it covers. `mac` is an HMAC of every other field under the key of seali
 which moves on every `period` seconds (see keys); `time` falls in that epoch. A seal never
 covers itself: the next range starts where this one ended, so it covers this seal record
 and what shims appended meanwhile.
+
+`boots` (only when there are any) seals the boot anchors beside the log, which date every
+exec record of their boot: `[boot id, the anchor file's text, the sealer's own clock
+reading of that boot's start (its own boot only, else "")]` for each anchor new or changed
+since the sealer last sealed it, and all of them in a segment's first seal. The MAC covers
+them too.
 """
 
 from __future__ import annotations
@@ -93,14 +99,23 @@ class Seal:
     prev: str
     time: str
     mac: str = ""
+    boots: tuple[tuple[str, str, str], ...] = ()  # (boot id, anchor, clock), by boot id
 
     def message(self) -> bytes:
-        """What the MAC covers: every field but the MAC, in a fixed order."""
+        """What the MAC covers: every field but the MAC, in a fixed order (the boots, when
+        there are any, last: a seal without them is signed as before they were sealed)."""
         parts = [str(getattr(self, f)) for f in (*_FIELDS, "time")]
+        if self.boots:
+            parts.append(
+                "boots=" + json.dumps([list(b) for b in self.boots], separators=(",", ":"))
+            )
         return b"mcpshim-seal/1\0" + "\0".join(parts).encode()
 
     def encode(self) -> bytes:
-        body = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        doc = asdict(self)
+        if not self.boots:
+            del doc["boots"]
+        body = json.dumps(doc, separators=(",", ":"), sort_keys=True)
         return encode_record(KIND, [body.encode()])
 
     @classmethod
@@ -109,12 +124,15 @@ class Seal:
         checked as the reader checks any event record's (one object, no NaN, no lone
         surrogate, not nested deeper than any writer nests)."""
         data = event_data(body)
+        boots = data.pop("boots", None)
         if set(data) != {*_FIELDS, "time", "mac"}:
             raise ValueError("not a seal (fields missing or extra)")
         if any(type(data[k]) is not int or data[k] < 0 for k in _INTS):
             raise ValueError("not a seal (a number is not a non-negative integer)")
         if any(not isinstance(data[k], str) for k in data if k not in _INTS):
             raise ValueError("not a seal (a text field is not a string)")
+        if boots is not None:
+            data["boots"] = _boots(boots)
         seal = cls(**data)
         if seal.end < seal.start or seal.period < 1 or not seal.ms:
             raise ValueError("not a seal (bad range, period or time)")
@@ -128,6 +146,20 @@ class Seal:
     def epoch_of_time(self) -> int:
         """The epoch its own time falls in, by its own origin and period."""
         return (self.ms // 1000 - self.origin) // self.period
+
+
+def _boots(value: object) -> tuple[tuple[str, str, str], ...]:
+    """A seal's `boots`: a non-empty list of [boot id, anchor, clock] strings."""
+    if not isinstance(value, list) or not value:
+        raise ValueError("not a seal (boots is not a list of anchors)")
+    out = []
+    for item in value:
+        if not (
+            isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)
+        ):
+            raise ValueError("not a seal (a boot anchor is not [boot, anchor, clock])")
+        out.append((item[0], item[1], item[2]))
+    return tuple(out)
 
 
 def head_of(record: bytes) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
+from mcpshim.log.boot import anchor_texts, current_boot_id, now_anchor, write_boot_anchor
 from mcpshim.log.eventlog import log_lock
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
@@ -104,6 +105,7 @@ class Sealer:
         self.say = say
         self.lock = SealerLock(state_path)
         self.state: State | None = None
+        self._boots: dict[str, str] = {}  # the boot anchors this round found
         self._keys: keys.SealKeys | None = None
         self.last: Written | None = None
 
@@ -182,8 +184,11 @@ class Sealer:
     # -- one round ----------------------------------------------------------------------
 
     def pending(self) -> bool:
-        """Anything to seal? (a stat per segment, without the log's lock)"""
+        """Anything to seal? (a stat per segment and a look at the boot anchors, without
+        the log's lock)"""
         assert self.state is not None
+        if self._anchors_changed():
+            return True
         known = {(t.dev, t.ino): t for t in self.state.segments}
         for f in segment_files(self.loc):
             t = known.get((f.dev, f.ino))
@@ -204,6 +209,7 @@ class Sealer:
                 _create_live(self.loc)
                 files = segment_files(self.loc)
             kept: list[Tracked] = []
+            self._boots = self._anchors()
             for i, f in enumerate(files):
                 t = known.get((f.dev, f.ino))
                 if t is None and i < first_new:
@@ -215,7 +221,9 @@ class Sealer:
                 if t is None:
                     t = Tracked(self.state.last_segment + 1, f.dev, f.ino, 0)
                     self.state = replace(self.state, last_segment=t.no)
-                genesis = self.state.n < 0 and i == len(files) - 1
+                # the chain's first seal; or the live segment's, for boot anchors that changed
+                last = i == len(files) - 1
+                genesis = last and (self.state.n < 0 or (not written and self._boots_due()))
                 t = self._seal_file(f, t, written, genesis)
                 kept.append(t)
             self.state = replace(self.state, segments=tuple(kept))
@@ -271,7 +279,7 @@ class Sealer:
                 return t
             with mapped(fd, size) as mm:
                 start = self._adopt(mm, f, t)
-                if start < size or (genesis and self.state.n < 0):
+                if start < size or genesis:
                     w = self._append(fd, mm, f, t, start, size)
                     written.append(w)
                     t = replace(t, at=w.at, mine_end=w.at + len(w.seal.encode()))
@@ -304,6 +312,7 @@ class Sealer:
         if self._epoch(ms // 1000) > self._keys.epoch:
             self._move_to(self._epoch(ms // 1000))
         ms = max(ms, (self.state.origin + self._keys.epoch * self.state.period) * 1000)
+        boots = self._seal_boots(first=t.at < 0)
         seal = Seal(
             n=self.state.n + 1,
             key=self.state.key,
@@ -318,6 +327,7 @@ class Sealer:
             spills=spill_digest(mm, start, size, self.loc.spill_dir),
             prev=self.state.head,
             time=utc_stamp(ms),  # never before its epoch began, if the clock went back
+            boots=boots,
         )
         seal = replace(seal, mac=self._keys.sign(seal.message()))
         record = seal.encode()
@@ -325,7 +335,48 @@ class Sealer:
         at = os.lseek(fd, 0, os.SEEK_CUR) - len(record)  # O_APPEND leaves us at our end
         head = head_of(record)
         self.state = replace(self.state, n=seal.n, head=head)
+        if boots:
+            self.state = replace(self.state, boots=tuple(sorted(self._boots.items())))
         return Written(seal, head, f.path.name, at)
+
+    # -- boot anchors ---------------------------------------------------------------------
+
+    def _anchors(self) -> dict[str, str]:
+        """The boot anchors as they are now; this boot's made when missing (the records
+        of a boot without one have no time)."""
+        found = anchor_texts(self.loc.boot_dir)
+        boot = current_boot_id()
+        if boot and boot not in found:
+            with contextlib.suppress(OSError):
+                write_boot_anchor(self.loc.boot_dir)
+                found = anchor_texts(self.loc.boot_dir)
+        # one the sealer sealed and that is gone now is sealed as gone ("")
+        assert self.state is not None
+        return {**{b: "" for b, _ in self.state.boots}, **found}
+
+    def _anchors_changed(self) -> bool:
+        assert self.state is not None
+        return dict(self.state.boots) != {
+            **{b: "" for b, _ in self.state.boots},
+            **anchor_texts(self.loc.boot_dir),
+        }
+
+    def _boots_due(self) -> bool:
+        assert self.state is not None
+        return self._boots != dict(self.state.boots)
+
+    def _seal_boots(self, first: bool) -> tuple[tuple[str, str, str], ...]:
+        """The anchors this seal takes: those new or changed since the last sealed (all of
+        them in a segment's first seal: rotation may remove the seals that had them), each
+        with the sealer's own reading of its boot's start for this boot."""
+        assert self.state is not None
+        sealed = dict(self.state.boots)
+        due = {b: v for b, v in self._boots.items() if first or sealed.get(b) != v}
+        if not due:
+            return ()
+        here = current_boot_id()
+        clock = f"{now_anchor():.6f}"
+        return tuple((b, v, clock if b == here else "") for b, v in sorted(due.items()))
 
     # -- anchors ------------------------------------------------------------------------
 

@@ -10,13 +10,11 @@ can make seals dated from then on: after the last real seal, never one dated bef
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpshim.base.fdio import open_regular
-from mcpshim.base.safewrite import make_private_dir
+from mcpshim.base.safewrite import make_private_dir, write_file
 from mcpshim.errors import InputError
 from mcpshim.paths import default_state_dir
 
@@ -87,6 +85,7 @@ class State:
     anchored: int = -1  # the last seal anchored
     anchored_at: float = 0.0
     warned: tuple[str, ...] = ()  # things said once already (no system log here...)
+    boots: tuple[tuple[str, str], ...] = ()  # each boot anchor as last sealed (record.Seal)
 
     def to_json(self) -> bytes:
         doc = {"schema": SCHEMA, **asdict(self)}
@@ -99,6 +98,7 @@ class State:
         doc["segments"] = tuple(Tracked(**t) for t in doc.get("segments", ()))
         doc["anchor"] = AnchorConfig(**doc.get("anchor", {}))
         doc["warned"] = tuple(doc.get("warned", ()))
+        doc["boots"] = tuple((str(b), str(v)) for b, v in doc.get("boots", ()))
         state = cls(**doc)
         bytes.fromhex(state.epoch_key)
         bytes.fromhex(state.session_key)
@@ -152,18 +152,7 @@ def save(path: Path, state: State, durable: bool) -> None:
     for the writes that move the key on (a key that came back after a crash would let a
     sealer sign again in an epoch whose seals were already written)."""
     make_private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(state.to_json())
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_file(path, state.to_json(), 0o600, durable=durable)
     if durable:
         dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -183,7 +172,9 @@ class SealerLock:
     def acquire(self, timeout: float = 0.0) -> bool:
         make_private_dir(self.path.parent)
         if self.fd < 0:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self.fd = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
         deadline = time.monotonic() + timeout
         while True:
             try:

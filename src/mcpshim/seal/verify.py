@@ -6,6 +6,8 @@ and insertions inside sealed ranges, a segment removed from the middle, a seal r
 it cannot tell a chain recomputed from scratch. With the verifier every seal's MAC is
 checked (a rewritten or resealed log fails). The state file catches a tail cut at a seal
 boundary; anchors catch that and a whole log replaced, even with the state replaced too.
+Beside the log, boot anchors are held to what the seals say of them (seal.boots), and
+`parents/` markers no record backs are named (seal.markers).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from mcpshim.base.fdio import open_regular_fd
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
-from mcpshim.seal import against, keys
+from mcpshim.seal import against, keys, markers
 from mcpshim.seal.anchors import Anchor
+from mcpshim.seal.boots import check_boot_anchors
 from mcpshim.seal.checks import GAPS, TAMPERING, Checks, Problem, Window
 from mcpshim.seal.ranges import Found, SegmentScan, scan_segment
 from mcpshim.seal.state import State
@@ -79,18 +82,24 @@ def verify(
     verifiers: Sequence[keys.Verifier] = (),
     anchors: Sequence[Anchor] | None = None,
     state: State | None = None,
+    parent_markers: bool = True,
 ) -> Verification:
+    """`parent_markers`: also look for markers no record backs (a pass over the whole log,
+    which `log verify` makes and review's header line leaves out)."""
     scans = _scan_all(loc)
     check = Checks(loc, scans)
     check.segments()
     check.chain_links()
     check.epochs()
+    check_boot_anchors(check)
     if verifiers:
         against.macs(check, verifiers)
     if state is not None:
         against.state(check, state, verifiers)
     elif check.chain:
         check.notes.append("no sealer state here: a tail cut at a seal shows only with anchors")
+    for where, why in markers.unbacked(loc) if parent_markers else ():
+        check.add("marker", where, why)
     through, checked = None, 0
     if anchors is not None:
         log_id = os.fsdecode(os.path.abspath(loc.log_dir))

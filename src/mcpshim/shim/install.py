@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from mcpshim.base.safewrite import make_private_dir
+from mcpshim.base.safewrite import make_private_dir, write_file
 from mcpshim.errors import InputError, UsageError
 from mcpshim.paths import Locations
 from mcpshim.shim import native, native_install, registry
@@ -87,14 +87,18 @@ def _owned(path: Path) -> bool:
 
 
 def _replace(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.chmod(mode)
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: no half-written temporary file left behind
-        tmp.unlink(missing_ok=True)
-        raise
+    write_file(path, text.encode(), mode)
+
+
+def _pinned(entry: ShimEntry | None, search: list[str]) -> str | None:
+    """The target an earlier `--target` pinned, which a later install without one keeps
+    (re-pinning it to the searched target would change what the shim runs). A manifest from
+    before pins were noted: a target outside the search path can only have come that way."""
+    if entry is None:
+        return None
+    if entry.pinned or os.path.dirname(entry.target) not in search:
+        return entry.target
+    return None
 
 
 def _touch_private(path: Path) -> None:
@@ -154,7 +158,7 @@ def install(
     _check_dirs(loc)
     for d in (loc.shim_dir, loc.log_dir, loc.spill_dir, loc.boot_dir, loc.parents_dir):
         make_private_dir(d)
-    write_boot_anchor(loc)
+    write_boot_anchor(loc.boot_dir)
     _touch_private(loc.lock_file)
     _touch_private(loc.log_file)
 
@@ -176,7 +180,12 @@ def install(
     skipped: dict[str, str] = {}
     notes: list[str] = []
     for name in requested:
-        target = targets.get(name) or resolve_target(name, search, loc.shim_dir)
+        kept = _pinned(entries.get(name), search) if name not in targets else None
+        if kept is not None and not os.path.isfile(kept):
+            skipped[name] = f"pinned with --target to {kept}, which is gone (--target again)"
+            continue
+        pinned = name in targets or kept is not None
+        target = targets.get(name) or kept or resolve_target(name, search, loc.shim_dir)
         if target is None:
             skipped[name] = "not found in " + ":".join(search)
             continue
@@ -187,7 +196,8 @@ def install(
         if os.path.realpath(os.path.dirname(target)) == os.path.realpath(loc.shim_dir):
             raise InputError(f"{name}: the target {target} is in the shim directory itself")
         reason = unsafe_reason(target)
-        if reason and not allow_unsafe:
+        # (a kept pin was accepted when pinned: it is refused only if it is to be written anew)
+        if reason and not allow_unsafe and kept is None:
             raise InputError(f"{name}: refusing target {target}: {reason} (--allow-unsafe-target)")
         text = render_shim(
             name, target, str(loc.log_dir), on_failure, interp, str(lib_path), shells, bash
@@ -196,8 +206,10 @@ def install(
         digest, size = file_digest(target)
         if plan.wants(entries.get(name)):
             got = _put_native(loc, name, target, on_failure, interp, bash, shells, text, entries,
-                              (digest, size), plan, notes)  # fmt: skip
+                              (digest, size), plan, notes, pinned)  # fmt: skip
             if got == "unchanged":
+                if entries[name].pinned != pinned:  # the manifest alone learns it was pinned
+                    entries[name] = dataclasses.replace(entries[name], pinned=pinned)
                 unchanged.append(name)
                 continue
             if got is not None:
@@ -210,8 +222,12 @@ def install(
             if shim_path.read_bytes() == text.encode() and name in entries:
                 prev = entries[name]
                 if prev.sha256 == digest:
+                    if prev.pinned != pinned:  # the manifest alone learns it was pinned
+                        entries[name] = dataclasses.replace(prev, pinned=pinned)
                     unchanged.append(name)
                     continue
+        if reason and not allow_unsafe:
+            raise InputError(f"{name}: refusing target {target}: {reason} (--allow-unsafe-target)")
         _replace(shim_path, text, 0o755)
         native_install.remove_fallback(loc.shim_dir, name, _owned)
         entry = ShimEntry(
@@ -221,6 +237,7 @@ def install(
             size,
             datetime.now(timezone.utc).replace(microsecond=0),
             shim_digest,
+            pinned=pinned,
         )
         entries[name] = entry
         done.append(entry)
@@ -247,6 +264,7 @@ def _put_native(
     target_digest: tuple[str, int],
     plan: native_install.NativePlan,
     notes: list[str],
+    pinned: bool = False,
 ) -> ShimEntry | Literal["unchanged"] | None:
     """The native shim for `name` (its new entry, put in `entries`), or "unchanged"; None
     when it cannot be built here (the note says why: the caller writes the sh shim)."""
@@ -261,7 +279,7 @@ def _put_native(
     def make(**kw: str) -> ShimEntry:
         now = datetime.now(timezone.utc).replace(microsecond=0)
         digest, size = target_digest
-        return ShimEntry(name, target, digest, size, now, **kw)
+        return ShimEntry(name, target, digest, size, now, pinned=pinned, **kw)
 
     try:
         entry = native_install.put(

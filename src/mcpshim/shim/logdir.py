@@ -11,17 +11,15 @@ no one else, and hold no symlink. (Everything mcpshim creates there is 0700 or 0
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcpshim.base.safewrite import make_private_dir
-from mcpshim.log.execlog import current_boot_id, now_anchor
+from mcpshim.log.boot import write_boot_anchor
 from mcpshim.paths import Locations
 
-__all__ = ["dir_problem", "log_dir_problem", "write_boot_anchor"]
+__all__ = ["dir_problem", "log_dir_problem", "write_boot_anchor"]  # (the last: log.boot)
 
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 #: what mcpshim keeps in the log directory (rotated segments are exec.log.NNNNNN)
@@ -99,18 +97,3 @@ def log_dir_problem(loc: Locations, uid: int | None = None) -> str | None:
         if problem:
             return problem
     return None
-
-
-def write_boot_anchor(loc: Locations) -> None:
-    """Give the shims a precise anchor for this boot (theirs, from /proc/stat, is whole seconds)."""
-    boot = current_boot_id()
-    if not boot:
-        return
-    make_private_dir(loc.boot_dir)
-    tmp = loc.boot_dir / f".{boot}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # a leftover of a killed run (the pid is ours now)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(f"{now_anchor():.6f}\n")
-    os.replace(tmp, loc.boot_dir / boot)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any, Literal
 
 import tomli_w
 
+from mcpshim.base.safewrite import write_file
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations, default_log_dir
 
@@ -38,6 +38,8 @@ class ShimEntry:
     kind: str = "sh"
     fallback_sha256: str = ""
     source_sha256: str = ""
+    #: the target was named with --target: later installs keep it while it exists
+    pinned: bool = False
 
     def to_toml(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -53,6 +55,8 @@ class ShimEntry:
                 fallback_sha256=self.fallback_sha256,
                 source_sha256=self.source_sha256,
             )
+        if self.pinned:
+            out["pinned"] = True
         return out
 
 
@@ -81,7 +85,9 @@ class Manifest:
 def load_manifest(shim_dir: Path) -> Manifest | None:
     path = shim_dir / "manifest.toml"
     try:
-        data = tomllib.loads(path.read_text())
+        # a byte order mark is no part of it (as base.tomlfile.without_bom; not imported here:
+        # `sessions` reads manifests and starts with few imports)
+        data = tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
     except FileNotFoundError:
         return None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -98,6 +104,7 @@ def load_manifest(shim_dir: Path) -> Manifest | None:
                 str(e.get("kind", "sh")),
                 str(e.get("fallback_sha256", "")),
                 str(e.get("source_sha256", "")),
+                e.get("pinned", False) is True,
             )
             for n, e in data.get("shims", {}).items()
         }
@@ -110,17 +117,11 @@ def load_manifest(shim_dir: Path) -> Manifest | None:
 
 
 def write_manifest(shim_dir: Path, manifest: Manifest) -> None:
-    path = shim_dir / "manifest.toml"
-    tmp = path.with_name(f".manifest.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(
-            "# Written by mcpshim: the shims in this directory and the targets they pin.\n"
-            + tomli_w.dumps(manifest.to_toml())
-        )
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: no half-written temporary file left behind
-        tmp.unlink(missing_ok=True)
-        raise
+    text = (
+        "# Written by mcpshim: the shims in this directory and the targets they pin.\n"
+        + tomli_w.dumps(manifest.to_toml())
+    )
+    write_file(shim_dir / "manifest.toml", text.encode(), unchanged_ok=True)
 
 
 def locations_for(shim_dir: Path, log_dir: Path | None = None) -> Locations:

@@ -12,7 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from mcpshim.base.safewrite import make_private_dir
+from mcpshim.base.safewrite import make_private_dir, open_append
 from mcpshim.errors import InputError
 from mcpshim.paths import default_shim_dir, default_state_dir
 from mcpshim.shim.manifest import Manifest, load_manifest
@@ -40,7 +40,7 @@ def register(shim_dir: Path) -> None:
         return
     with contextlib.suppress(OSError):
         make_private_dir(registry_file().parent)
-        fd = os.open(registry_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_append(registry_file())
         try:
             os.write(fd, (d + "\n").encode())
         finally:

@@ -94,8 +94,19 @@ def render_shim(
         "@@LIB@@": shlex.quote(lib_path),
         "@@TRIGGERS@@": redact_sh.sh_triggers(name, os.path.basename(target)),
         "@@SHELLS@@": " ".join(shlex.quote(p) for p in dict.fromkeys(["/bin/sh", *shells])),
+        # (a bash shim run by dash, /bin/sh changed since install, asks the environment)
+        "@@BASH@@": "${BASH_VERSION:+1}" if bash else "''",
     }
-    return _strip_comments(_substitute(_template("shim.sh"), subs))
+    return _strip_comments(_substitute(_only_for(_template("shim.sh"), bash), subs))
+
+
+_BASH_PART = re.compile(r"^#bash\{.*?^#bash\}$\n?", re.M | re.S)
+
+
+def _only_for(text: str, bash: bool) -> str:
+    """The template with its bash-only part (between `#bash{` and `#bash}`) kept for a bash
+    interpreter alone: dash never reads, let alone runs, a line of it."""
+    return text if bash else _BASH_PART.sub("", text)
 
 
 def _strip_comments(text: str) -> str:

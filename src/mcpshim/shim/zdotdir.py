@@ -18,11 +18,10 @@ says. There only the trace sees what its commands run (and says why they missed 
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
-from mcpshim.base.safewrite import make_private_dir
+from mcpshim.base.safewrite import make_private_dir, write_file
 
 __all__ = ["FILES", "USER_ZDOTDIR_ENV", "ensure", "render", "zdotdir_of"]
 
@@ -67,17 +66,7 @@ def ensure(shim_dir: Path) -> Path | None:
     try:
         make_private_dir(here)
         for name in FILES:
-            text = render(shim_dir, name).encode()
-            path = here / name
-            try:
-                if path.read_bytes() == text:
-                    continue
-            except OSError:
-                pass
-            tmp = here / f".{name}.{os.getpid()}.tmp"
-            tmp.write_bytes(text)
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
+            write_file(here / name, render(shim_dir, name).encode(), 0o600, unchanged_ok=True)
     except OSError:
         return None
     return here

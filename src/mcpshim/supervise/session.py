@@ -104,9 +104,16 @@ def start_payload(s: SessionStart) -> dict[str, Any]:
 
 
 def end_payload(
-    session: str, exit_status: int, duration_s: float, survivors: int, terminated: bool
+    session: str,
+    exit_status: int | None,
+    duration_s: float,
+    survivors: int,
+    terminated: bool,
+    cause: str = "",
 ) -> dict[str, Any]:
-    return {
+    """`cause`: why a session ended other than by its command exiting (`supervisor-lost`:
+    `run` died, and its watcher ended the family; no exit status is known then)."""
+    out: dict[str, Any] = {
         "session": session,
         "time": utc_now(),
         "exit_status": exit_status,
@@ -114,6 +121,9 @@ def end_payload(
         "survivors": survivors,
         "terminated": terminated,
     }
+    if cause:
+        out["cause"] = cause
+    return out
 
 
 def child_environment(

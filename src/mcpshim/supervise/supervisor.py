@@ -142,7 +142,7 @@ class Supervisor:
         self.tracer = tracer  # --trace: the command runs under strace (trace.run)
         if tracer is not None:
             self.on_tick(tracer.tick)
-        self.watcher = Watcher(self.session, options.grace)
+        self.watcher = Watcher(self.session, options.grace, loc)
         # run --contain: the ruleset the command starts in, and what the record says of it
         self.contain: Containment | None = None
         self.contain_record: Mapping[str, Any] | None = None

@@ -19,6 +19,9 @@ process in the command's process group and every process whose environment carri
 session id (MCPSHIM_SESSION, which the command's descendants inherit: those that left
 the group with setsid or setpgid too, double forks included). A descendant that both
 left the group and dropped the variable from its environment (`env -i`) is not found.
+Then it writes the `session-end` the supervisor could not: no exit status (the command was
+the supervisor's child, so its status went with it), the duration since the session began,
+how many it ended, and `cause: supervisor-lost`.
 
 The watcher is in a process group of its own, so a signal to the supervisor's group does
 not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children do.
@@ -30,11 +33,16 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from typing import NoReturn
 
+import filelock
+
+from mcpshim.log import eventlog
+from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat
 from mcpshim.supervise.containment import contain, group_members
-from mcpshim.supervise.session import SESSION_ENV
+from mcpshim.supervise.session import SESSION_ENV, end_payload
 
 __all__ = ["Watcher"]
 
@@ -46,15 +54,17 @@ class Watcher:
     """The supervisor's end: `start` forks the watcher, `command` names the command once
     it runs, `finish` stands it down (or, with done=False, lets it act at once)."""
 
-    def __init__(self, session: str, grace: float) -> None:
+    def __init__(self, session: str, grace: float, loc: Locations | None = None) -> None:
         self.session = session
         self.grace = grace
+        self.loc = loc  # where the session-end goes when the watcher ends the family
         self.pid = 0
         self._w = -1
 
     def start(self) -> int:
         """Fork the watcher; its pid (0 when fork failed: the session runs unwatched)."""
         r, w = os.pipe()  # not inherited by the command (posix_spawn closes it at exec)
+        started = time.monotonic()
         sys.stdout.flush()
         sys.stderr.flush()
         try:
@@ -66,7 +76,7 @@ class Watcher:
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
                 os.close(w)
-                _watch(r, self.session, self.grace)
+                _watch(r, self.session, self.grace, self.loc, started)
             finally:
                 os._exit(70)
         os.close(r)
@@ -99,7 +109,7 @@ class Watcher:
 # ---- the watcher ---------------------------------------------------------------------------
 
 
-def _watch(r: int, session: str, grace: float) -> NoReturn:
+def _watch(r: int, session: str, grace: float, loc: Locations | None, started: float) -> NoReturn:
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     with contextlib.suppress(ValueError):
@@ -120,7 +130,13 @@ def _watch(r: int, session: str, grace: float) -> NoReturn:
     pids = [int(x) for x in lines if x.isdigit()]
     pgid = pids[-1] if pids else 0  # the command leads a process group of its own
     me = os.getpid()
-    contain(lambda: family(session, pgid, me), grace, lambda: None, None)
+    ended, emptied = contain(lambda: family(session, pgid, me), grace, lambda: None, None)
+    if loc is not None:
+        payload = end_payload(
+            session, None, time.monotonic() - started, len(ended), emptied, "supervisor-lost"
+        )
+        with contextlib.suppress(OSError, filelock.Timeout):  # a log it cannot write
+            eventlog.append_event(loc, "session-end", payload)
     os._exit(0)
 
 
