@@ -90,7 +90,7 @@ def test_sweep_keeps_a_live_sessions_directory_and_removes_the_rest(tmp_path: Pa
     live, dead, old = (tmp_path / f"run-{n}" for n in ("live", "dead", "old"))
     for d in (live, dead, old):
         d.mkdir()
-    (old / "strace.out").write_bytes(b"123 1.0 execve(\"/bin/true\", [\"x\"], ...) = 0\n")
+    (old / "strace.out").write_bytes(b'123 1.0 execve("/bin/true", ["x"], ...) = 0\n')
     fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
