@@ -52,6 +52,7 @@ __all__ = [
     "iter_records",
     "missing_session",
     "now_anchor",
+    "parent_fields",
     "pointer_name",
     "read_stream",
     "segments",
@@ -86,11 +87,15 @@ class ExecRecord:
     redactions: tuple[str, ...]
     args: tuple[bytes, ...]
     where: str = ""
-    #: a shell parent's command line, NUL separators lost (kept by its first shimmed child)
+    #: a shell parent's command line (kept by its first shimmed child): its arguments joined
+    #: with blanks, as `ps` shows them (records of older shims: NUL separators lost)
     parent_cmdline: bytes = b""
     kind: str = "exec"
     #: why the cwd is unknown (then `cwd` is b""); "" when it is known
     cwd_unknown: str = ""
+    #: the shell parent's argv exactly, as its shimmed child kept it (scrubbed); () when the
+    #: record has none, or one of an older shim (only parent_cmdline then)
+    parent_argv: tuple[bytes, ...] = ()
 
     @property
     def time(self) -> datetime | None:
@@ -223,6 +228,7 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
     cwd, cwd_unknown = fields[9], ""
     if not cwd.startswith(b"/"):
         cwd, cwd_unknown = b"", _cwd_reason(cwd)
+    pcmd, pargv = parent_fields(fields[16])
     return _make_exec(
         clock_seconds(fields[2]) if fields[2] else anchors.get(boot_id),
         clock_seconds(fields[3]),
@@ -240,13 +246,40 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         _redactions(red) if red else (),
         args,
         where,
-        fields[16],
+        pcmd,
         "exec",
         cwd_unknown,
+        pargv,
     )
 
 
 _make_exec = positional(ExecRecord)
+
+
+def parent_fields(field: bytes) -> tuple[bytes, tuple[bytes, ...]]:
+    """(parent_cmdline, parent_argv) of field 15: the shims write a parent's argv as \x01
+    then LENGTH:ARGUMENT for each; anything else is the line an older shim kept (its NUL
+    separators lost), as it is."""
+    if field[:1] == b"\x01":
+        argv = _argv_field(field)
+        if argv is not None:
+            return b" ".join(argv), argv
+    return field, ()
+
+
+def _argv_field(field: bytes) -> tuple[bytes, ...] | None:
+    out: list[bytes] = []
+    i, n = 1, len(field)
+    while i < n:
+        colon = field.find(b":", i, i + 20)
+        if colon < 0 or not field[i:colon].isdigit():
+            return None
+        end = colon + 1 + int(field[i:colon])
+        if end > n:
+            return None
+        out.append(field[colon + 1 : end])
+        i = end
+    return tuple(out)
 
 
 def _redactions(field: bytes) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ class Tail(NamedTuple):
     redactions: tuple[str, ...]
     parent_cmdline: bytes
     args: tuple[bytes, ...]
+    parent_argv: tuple[bytes, ...] = ()
 
 
 #: (segment index, offset, tail index, boot id, pid, ppid, start, parent start, btime,
@@ -69,6 +70,7 @@ def _tail(raw: bytes) -> Tail | None:
     if not cwd.startswith(b"/"):
         cwd, cwd_unknown = b"", execlog._cwd_reason(cwd)
     red = f[6]
+    pcmd, pargv = execlog.parent_fields(f[7])
     return Tail(
         cwd,
         cwd_unknown,
@@ -78,8 +80,9 @@ def _tail(raw: bytes) -> Tail | None:
         f[4].decode("utf-8", "replace"),
         f[5],
         execlog._redactions(red) if red else (),
-        f[7],
+        pcmd,
         args,
+        pargv,
     )
 
 
@@ -201,6 +204,7 @@ class ExecRows:
             t.parent_cmdline,
             "exec",
             t.cwd_unknown,
+            t.parent_argv,
         )
 
     def iter_log(self, loc: Locations, problems: list[LogProblem]) -> Iterator[Row | Record]:

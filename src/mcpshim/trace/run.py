@@ -44,7 +44,7 @@ from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.trace.parse import LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
-from mcpshim.trace.records import ExecRefused, PortRefused, iso_time
+from mcpshim.trace.records import ExecRefused, PortRefused, iso_time, shim_helper_pids
 from mcpshim.trace.store import (
     TraceParams,
     lock_dir,
@@ -359,15 +359,18 @@ class TraceRun:
                 self.loc, self.output, self._params, complete, self._live, self._log_mark,
                 refused=(self._exec_refused, self._port_refused),
             )  # fmt: skip
+            # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
+            helper = shim_helper_pids(trace)
+            execs = [e for e in trace.execs if e.pid not in helper]
             summary: dict[str, Any] = {
                 "session": session,
                 "time": iso_time(time.time()),
                 "boot_id": boot_id,
                 "strace": self.strace,
                 "tracer_pid": self.tracer_pid,
-                "processes": len(trace.processes),
-                "execs": sum(e.result == "ok" for e in trace.execs),
-                "failed": sum(e.result != "ok" for e in trace.execs),
+                "processes": len(set(trace.processes) - helper),
+                "execs": sum(e.result == "ok" for e in execs),
+                "failed": sum(e.result != "ok" for e in execs),
                 "gaps": gaps,
                 "complete": complete,
             }
