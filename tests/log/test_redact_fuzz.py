@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim.log import execlog, redact
+from mcpshim.log import redact
+from mcpshim.log.parentfield import parent_fields
 from mcpshim.log.redact_sh import HELPER_SCRIPT
 from mcpshim.shim.render import render_lib
 
@@ -90,6 +91,6 @@ def test_sh_and_python_agree_on_random_text(tmp_path: Path, shell: str) -> None:
         # the parent's argv: the same arguments (less the first), as a shell's own
         rules, field = b"\0".join(out[len(args) + 1 :]).split(b"\n", 1)
         parent = [a.encode() for a in args[1:]]
-        got = execlog.parent_fields(field)[1]
+        got = parent_fields(field)[1]
         assert got == redact.redact_argv(parent).argv, (batch, args)
         assert _rules(rules) == set(redact.redact_argv(parent).rules), (batch, args)

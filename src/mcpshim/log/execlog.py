@@ -35,6 +35,7 @@ from mcpshim.log.boot import (
 from mcpshim.log.events import event_data
 from mcpshim.log.framing import LogProblem, body_of, pieces
 from mcpshim.log.framing import bodies as _bodies
+from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
     "iter_records",
     "missing_session",
     "now_anchor",
-    "parent_fields",
     "pointer_name",
     "read_stream",
     "segments",
@@ -254,32 +254,6 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
 
 
 _make_exec = positional(ExecRecord)
-
-
-def parent_fields(field: bytes) -> tuple[bytes, tuple[bytes, ...]]:
-    """(parent_cmdline, parent_argv) of field 15: the shims write a parent's argv as \x01
-    then LENGTH:ARGUMENT for each; anything else is the line an older shim kept (its NUL
-    separators lost), as it is."""
-    if field[:1] == b"\x01":
-        argv = _argv_field(field)
-        if argv is not None:
-            return b" ".join(argv), argv
-    return field, ()
-
-
-def _argv_field(field: bytes) -> tuple[bytes, ...] | None:
-    out: list[bytes] = []
-    i, n = 1, len(field)
-    while i < n:
-        colon = field.find(b":", i, i + 20)
-        if colon < 0 or not field[i:colon].isdigit():
-            return None
-        end = colon + 1 + int(field[i:colon])
-        if end > n:
-            return None
-        out.append(field[colon + 1 : end])
-        i = end
-    return tuple(out)
 
 
 def _redactions(field: bytes) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from mcpshim.log import execlog
 from mcpshim.log.boot import Anchors, clock_seconds
 from mcpshim.log.execlog import ExecRecord, LogProblem, Record
 from mcpshim.log.framing import pieces
+from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
 
 __all__ = ["ExecRows", "Row", "Tail"]
@@ -70,7 +71,7 @@ def _tail(raw: bytes) -> Tail | None:
     if not cwd.startswith(b"/"):
         cwd, cwd_unknown = b"", execlog._cwd_reason(cwd)
     red = f[6]
-    pcmd, pargv = execlog.parent_fields(f[7])
+    pcmd, pargv = parent_fields(f[7])
     return Tail(
         cwd,
         cwd_unknown,
