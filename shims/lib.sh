@@ -132,10 +132,11 @@ _mcpshim_hd() {
 # pattern _mcpshim_tg), then the run of characters up to the first of class $5. A run at
 # least $7 long becomes the marker; with $6 set the anchor is itself a run character, so
 # a run may go on through the next anchors; a run starting with one of class $10 is none.
+# With $11 the run is a shell word (_mcpshim_sw; $5 then holds the quotes and backslash).
 # Same algorithm as redact._apply.
-_mcpshim_tok() { # VALUE NAME ANCHOR ANCHORCLASS STOPCLASS SPANS MINLEN HEADS TAILS NOTFIRST
+_mcpshim_tok() { # VALUE NAME ANCHOR ANCHORCLASS STOPCLASS SPANS MINLEN HEADS TAILS NOTFIRST SHELL
 	_mcpshim_v=$1 _mcpshim_tn=$2 _mcpshim_tc=$3 _mcpshim_ta=$4 _mcpshim_ts=$5 _mcpshim_tx=$6
-	_mcpshim_tm=$7 _mcpshim_th=$8 _mcpshim_tt=$9 _mcpshim_tz=${10-}
+	_mcpshim_tm=$7 _mcpshim_th=$8 _mcpshim_tt=$9 _mcpshim_tz=${10-} _mcpshim_tq=${11-}
 	_mcpshim_ifs0 "$3"
 	# shellcheck disable=SC2086 # split at the anchor on purpose
 	set -- $1
@@ -150,8 +151,12 @@ _mcpshim_tok() { # VALUE NAME ANCHOR ANCHORCLASS STOPCLASS SPANS MINLEN HEADS TA
 		_mcpshim_fi=$((_mcpshim_fi + 1))
 		if [ -n "$_mcpshim_tl" ]; then
 			# inside a run that went on through the anchor before this piece
-			# shellcheck disable=SC2295
-			_mcpshim_k=${_mcpshim_tf%%$_mcpshim_ts*}
+			if [ -n "$_mcpshim_tq" ]; then
+				_mcpshim_sw "$_mcpshim_tf"
+			else
+				# shellcheck disable=SC2295
+				_mcpshim_k=${_mcpshim_tf%%$_mcpshim_ts*}
+			fi
 			_mcpshim_tl=$((_mcpshim_tl + 1 + ${#_mcpshim_k}))
 			if [ "${#_mcpshim_k}" -eq "${#_mcpshim_tf}" ] && [ "$_mcpshim_fi" -lt $# ]; then
 				[ "$_mcpshim_tl" -lt "$_mcpshim_tm" ] && _mcpshim_tw=$_mcpshim_tw$_mcpshim_tc$_mcpshim_tf
@@ -168,14 +173,21 @@ _mcpshim_tok() { # VALUE NAME ANCHOR ANCHORCLASS STOPCLASS SPANS MINLEN HEADS TA
 		# shellcheck disable=SC2295
 		_mcpshim_g=${_mcpshim_tf#$_mcpshim_tg}
 		_mcpshim_tp=${_mcpshim_tf%%"$_mcpshim_g"}
-		# shellcheck disable=SC2295
-		_mcpshim_k=${_mcpshim_g%%$_mcpshim_ts*}
 		_mcpshim_put "$_mcpshim_cu$_mcpshim_tc$_mcpshim_tp"
-		_mcpshim_ty=$_mcpshim_tx
+		_mcpshim_ty=$_mcpshim_tx _mcpshim_k=x
 		if [ -n "$_mcpshim_tz" ]; then
 			# the run's first character: this piece's, or the anchor after it
 			# shellcheck disable=SC2295
 			case $_mcpshim_g$_mcpshim_tc in $_mcpshim_tz*) _mcpshim_k='' _mcpshim_ty='' ;; esac
+		fi
+		if [ -z "$_mcpshim_k" ]; then
+			:
+		elif [ -n "$_mcpshim_tq" ]; then
+			_mcpshim_qs=o _mcpshim_qn=0
+			_mcpshim_sw "$_mcpshim_g"
+		else
+			# shellcheck disable=SC2295
+			_mcpshim_k=${_mcpshim_g%%$_mcpshim_ts*}
 		fi
 		_mcpshim_tl=${#_mcpshim_k} _mcpshim_tw=''
 		if [ "${#_mcpshim_k}" -eq "${#_mcpshim_g}" ] && [ -n "$_mcpshim_ty" ] && [ "$_mcpshim_fi" -lt $# ]; then
@@ -189,6 +201,64 @@ _mcpshim_tok() { # VALUE NAME ANCHOR ANCHORCLASS STOPCLASS SPANS MINLEN HEADS TA
 	_mcpshim_r=$_mcpshim_o3$_mcpshim_o2$_mcpshim_o1
 	_mcpshim_o1='' _mcpshim_o2='' _mcpshim_o3='' _mcpshim_cu='' _mcpshim_tf='' _mcpshim_g='' _mcpshim_tw=
 	[ -z "$_mcpshim_hf" ] || _mcpshim_rule "$_mcpshim_tn"
+}
+
+# The part of piece $1 a shell-word run takes (redact.shell_end), from quote state
+# _mcpshim_qs (o: outside quotes, s: in '...', d: in "...", c: in $'...', a: the rest of
+# the text), _mcpshim_qn quotes and backslashes seen so far: _mcpshim_k is that part, and
+# _mcpshim_qe is 1 when the run ends inside the piece (at a stop outside quotes: one of
+# $_mcpshim_ts, which holds the quotes and backslash too). Each step finds the next
+# character that matters with one pattern; past MAX_SPECIALS of them the run takes the
+# rest of the text, so a piece costs a bounded number of steps.
+_mcpshim_sw() {
+	_mcpshim_k='' _mcpshim_qe='' _mcpshim_qr=$1
+	while :; do
+		# shellcheck disable=SC2295
+		case $_mcpshim_qs in
+		o) _mcpshim_qp=${_mcpshim_qr%%$_mcpshim_ts*} ;;
+		s) _mcpshim_qp=${_mcpshim_qr%%\'*} ;;
+		d) _mcpshim_qp=${_mcpshim_qr%%$_mcpshim_qd*} ;;
+		c) _mcpshim_qp=${_mcpshim_qr%%$_mcpshim_qc*} ;;
+		*) _mcpshim_qp=$_mcpshim_qr ;;
+		esac
+		if [ "${#_mcpshim_qp}" -eq "${#_mcpshim_qr}" ]; then
+			_mcpshim_k=$_mcpshim_k$_mcpshim_qr # the piece ends inside the run
+			return
+		fi
+		_mcpshim_drop "$_mcpshim_qr" "$_mcpshim_qp"
+		case $_mcpshim_qs$_mcpshim_d in
+		o[!\'\"\\]*)
+			_mcpshim_k=$_mcpshim_k$_mcpshim_qp _mcpshim_qe=1 # a stop outside quotes
+			return
+			;;
+		esac
+		_mcpshim_qn=$((_mcpshim_qn + 1))
+		if [ "$_mcpshim_qn" -gt @@MAX_SPECIALS@@ ]; then
+			_mcpshim_qs=a _mcpshim_k=$_mcpshim_k$_mcpshim_qr
+			return
+		fi
+		_mcpshim_qr=${_mcpshim_d#?}
+		case $_mcpshim_d in
+		\'*)
+			case $_mcpshim_qs$_mcpshim_qp in
+			o*'$') _mcpshim_qs=c ;;
+			o*) _mcpshim_qs=s ;;
+			*) _mcpshim_qs=o ;;
+			esac
+			_mcpshim_k=$_mcpshim_k$_mcpshim_qp\'
+			;;
+		'"'*)
+			case $_mcpshim_qs in o) _mcpshim_qs=d ;; *) _mcpshim_qs=o ;; esac
+			_mcpshim_k=$_mcpshim_k$_mcpshim_qp'"'
+			;;
+		*)
+			# a backslash and the character it escapes (at the piece's end: the anchor)
+			_mcpshim_g2=${_mcpshim_qr#?}
+			_mcpshim_k=$_mcpshim_k$_mcpshim_qp"\\"${_mcpshim_qr%%"$_mcpshim_g2"}
+			_mcpshim_qr=$_mcpshim_g2
+			;;
+		esac
+	done
 }
 
 # The end of a run: $1 is the piece from where the run's part in it starts, $2 that part,
@@ -317,7 +387,7 @@ _mcpshim_cname() {
 @@RULE_FUNCTIONS@@
 
 # Character classes and the patterns _mcpshim_drop strips with, set by the entry points
-# (_mcpshim_redact, _mcpshim_scrubtext) and unset with the rest.
+# (_mcpshim_redact, _mcpshim_pargv) and unset with the rest (_mcpshim_clear).
 _mcpshim_consts() {
 	_mcpshim_q16='????????????????'
 	_mcpshim_q256=$_mcpshim_q16$_mcpshim_q16$_mcpshim_q16$_mcpshim_q16
@@ -333,13 +403,13 @@ _mcpshim_text() {
 }
 
 # One argument; _mcpshim_r is what the log keeps of it. _mcpshim_nx says the next argument
-# is a secret (the value of `--password`), _mcpshim_sc which command's own options count
-# (redact.redact_argv).
+# is a secret (the value of `--password`), _mcpshim_na that every argument from here on is
+# (`htpasswd -b`), _mcpshim_sc which command's own options count (redact.redact_argv).
 _mcpshim_scrub1() {
 	_mcpshim_r=$1
-	if [ -n "$_mcpshim_nx" ]; then
-		_mcpshim_r="[REDACTED:$_mcpshim_nx]"
-		_mcpshim_rule "$_mcpshim_nx"
+	if [ -n "$_mcpshim_nx$_mcpshim_na" ]; then
+		_mcpshim_r="[REDACTED:${_mcpshim_nx:-$_mcpshim_na}]"
+		_mcpshim_rule "${_mcpshim_nx:-$_mcpshim_na}"
 		_mcpshim_nx=
 		return
 	fi
@@ -401,25 +471,6 @@ _mcpshim_scrub1() {
 		;;
 	esac
 	_mcpshim_text
-}
-
-# A parent's command line read with its NUL separators lost: the text rules, and
-# everything after a secret-bearing option name is dropped (its value cannot be told
-# apart from the name any more).
-_mcpshim_scrubtext() {
-	_mcpshim_r=$1
-	_mcpshim_consts
-	_mcpshim_text
-	for _mcpshim_n in @@OPTION_NAMES@@; do
-		case $_mcpshim_r in
-		*"$_mcpshim_n"*)
-			_mcpshim_r=${_mcpshim_r%%"$_mcpshim_n"*}$_mcpshim_n'[REDACTED:option-value]'
-			_mcpshim_rule option-value
-			;;
-		esac
-	done
-	_mcpshim_n=
-	return 0
 }
 
 # A record too large for one write; called with its fields (after the shim's `set --`).
@@ -525,7 +576,7 @@ _mcpshim_write1() {
 # parameters are an array (and whose variables share 39 hash chains, so few of them); of an
 # array under bash, which walks a list to find "${N}". Linear either way.
 _mcpshim_redact() {
-	_mcpshim_sc='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_i=0 _mcpshim_ch='' _mcpshim_q=
+	_mcpshim_sc='' _mcpshim_na='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_i=0 _mcpshim_ch='' _mcpshim_q=
 	case ${_mcpshim_tgt##*/} in
 @@SCOPE_OF_TARGET@@
 	esac
@@ -583,6 +634,12 @@ _mcpshim_redact() {
 			_mcpshim_i=$((_mcpshim_i - 1))
 		done
 	fi
+	_mcpshim_clear
+	return "$_mcpshim_c"
+}
+
+# The scrubber's own variables, gone once it is done.
+_mcpshim_clear() {
 	unset _mcpshim_xa _mcpshim_i _mcpshim_j _mcpshim_nn _mcpshim_ce _mcpshim_cx _mcpshim_q _mcpshim_ev _mcpshim_sc _mcpshim_e1 \
 		_mcpshim_e2 _mcpshim_e3 _mcpshim_o1 _mcpshim_o2 _mcpshim_o3 _mcpshim_w1 _mcpshim_w2 \
 		_mcpshim_w3 _mcpshim_d _mcpshim_dn _mcpshim_dl _mcpshim_dx _mcpshim_dj _mcpshim_dk \
@@ -590,8 +647,8 @@ _mcpshim_redact() {
 		_mcpshim_tx _mcpshim_tm _mcpshim_th _mcpshim_tt _mcpshim_tz _mcpshim_ty _mcpshim_tg _mcpshim_tp _mcpshim_tl \
 		_mcpshim_tw _mcpshim_tj _mcpshim_tf _mcpshim_cu _mcpshim_co _mcpshim_fi _mcpshim_hf \
 		_mcpshim_g _mcpshim_uw _mcpshim_ua _mcpshim_uo _mcpshim_ux _mcpshim_ch _mcpshim_q16 \
-		_mcpshim_q256 @@CLASS_VARS@@
-	return "$_mcpshim_c"
+		_mcpshim_q256 _mcpshim_na _mcpshim_tq _mcpshim_qs _mcpshim_qn _mcpshim_qe _mcpshim_qr \
+		_mcpshim_qp _mcpshim_g2 @@CLASS_VARS@@
 }
 
 # At the end of a chunk: its text moves to _mcpshim_cx; where the next one ends; where this
@@ -607,7 +664,7 @@ _mcpshim_next() {
 # of them may hold a secret, or a command's own options count (_mcpshim_sc), or the first
 # is the value of an option before them.
 _mcpshim_chunk() {
-	[ -n "$_mcpshim_nx" ] && return 0
+	[ -n "$_mcpshim_nx$_mcpshim_na" ] && return 0
 	case $_mcpshim_sc in
 	'') ;;
 	@@OPERANDS_END@@) return 0 ;;
@@ -667,21 +724,34 @@ _mcpshim_emit() {
 	_mcpshim_spill "$@"
 }
 
-# The parent shell's start time and command line, and the marker (FILE, under the log dir)
-# that says they are kept: it holds that start time (_mcpshim_kept).
+# The parent shell's start time and argv, and the marker (FILE, under the log dir) that
+# says they are kept: it holds that start time (_mcpshim_kept). No builtin reads the NULs
+# between the arguments of /proc/PPID/cmdline (dash's `read` drops them), so this path
+# spends a subprocess: xargs -0 (from the system's directories, never PATH) hands the
+# arguments, exactly, to one `/bin/sh -p` that prints each single-quoted
+# (mcpshim.log.redact_sh.HELPER_SCRIPT). All or nothing: its output is taken only when it
+# exited 0 and ended as it always does, and one that cannot be read whole (-x, a count no
+# argv reaches) is left out, never kept cut. Each argument is then scrubbed as the shim's
+# own are; the record's field is \001 then LENGTH:ARGUMENT for each (execlog.parent_fields
+# reads it back).
 _mcpshim_parent() {
 	read -r _mcpshim_s <"/proc/$_mcpshim_ppid/stat" && _mcpshim_st22 &&
 		_mcpshim_pst=$_mcpshim_st
 	_mcpshim_kept "$1" && return 0
 	_mcpshim_s=
-	while IFS= read -r _mcpshim_k || [ -n "$_mcpshim_k" ]; do
-		_mcpshim_pc=$_mcpshim_pc$_mcpshim_s$_mcpshim_k
-		_mcpshim_s='
-'
-	done <"/proc/$_mcpshim_ppid/cmdline"
+	for _mcpshim_k in /usr/bin/xargs /bin/xargs ''; do
+		[ -x "$_mcpshim_k" ] && break
+	done
+	if [ -n "$_mcpshim_k" ]; then
+		# shellcheck disable=SC1003,SC2016 # the helper's own script, for its sh
+		_mcpshim_s=$(LC_ALL=C "$_mcpshim_k" @@HELPER_XARGS@@ /bin/sh -p -c @@HELPER_SCRIPT@@ \
+			sh <"/proc/$_mcpshim_ppid/cmdline" 2>/dev/null) || _mcpshim_s=
+		case $_mcpshim_s in *"' ") _mcpshim_pargv ;; esac
+		_mcpshim_s=
+	fi
 	# Made empty first, which a full disk allows (as the record's own failure is then the
 	# one said), then given the start time; a marker left empty is no marker (the next child
-	# keeps the line again, and `log verify` names it).
+	# keeps the argv again, and `log verify` names it).
 	_mcpshim_write replace "$1" '' || return 0
 	_mcpshim_b=$_mcpshim_bad
 	_mcpshim_write replace "$1" '%s\n' "$_mcpshim_pst" || _mcpshim_bad=$_mcpshim_b
@@ -689,11 +759,11 @@ _mcpshim_parent() {
 }
 
 # Whether the marker FILE is the shim's for the parent as it runs now: a regular file of
-# this user's holding the parent's start time, so that its command line is on record
-# already. The shim sends here a marker it cannot vouch for by its dates alone (a pid
-# reused, or one planted for pids to come, dated ahead): an empty one, another process's,
-# or anything else in its place is no marker, and the line is kept again (`log verify`
-# names markers no record backs).
+# this user's holding the parent's start time, so that its argv is on record already. The
+# shim sends here a marker it cannot vouch for by its dates alone (a pid reused, or one
+# planted for pids to come, dated ahead): an empty one, another process's, or anything
+# else in its place is no marker, and the argv is kept again (`log verify` names markers no
+# record backs).
 _mcpshim_kept() {
 	[ -n "$_mcpshim_pst" ] && [ -f "$_mcpshim_log/$1" ] && ! [ -h "$_mcpshim_log/$1" ] &&
 		[ -O "$_mcpshim_log/$1" ] || return 1
@@ -701,6 +771,22 @@ _mcpshim_kept() {
 	read -r _mcpshim_k <"$_mcpshim_log/$1"
 	[ "$_mcpshim_k" = "$_mcpshim_pst" ] || return 1
 	_mcpshim_pst='' _mcpshim_k=''
+}
+
+# The helper's words (_mcpshim_s, every character inside single quotes) as the arguments
+# of this function, each scrubbed into _mcpshim_pc; the scrubber's variables gone after.
+_mcpshim_pargv() {
+	eval "set -- $_mcpshim_s"
+	_mcpshim_s=
+	_mcpshim_nx='' _mcpshim_sc='' _mcpshim_na='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3=''
+	_mcpshim_consts
+	for _mcpshim_a; do
+		_mcpshim_scrub1 "$_mcpshim_a"
+		_mcpshim_eput "${#_mcpshim_r}:$_mcpshim_r"
+	done
+	_mcpshim_pc='@@SOH@@'$_mcpshim_e3$_mcpshim_e2$_mcpshim_e1
+	_mcpshim_nx='' _mcpshim_a='' _mcpshim_r=''
+	_mcpshim_clear
 }
 
 # boot/<boot id> anchors uptime to UTC for the reader (whole seconds, from /proc/stat), when

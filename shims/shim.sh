@@ -86,11 +86,12 @@ _mcpshim_lib() {
 			{ _mcpshim_lib boot/ && _mcpshim_anchor; }
 		# Parent evidence: a shell that no shim recorded (`/bin/sh -c '...'` started by
 		# absolute path) would leave its composed line nowhere. The first shimmed child of
-		# each shell process keeps the shell's start time and command line (NUL separators
-		# are lost: dash reads them as nothing); a marker not older than /proc/PPID (whose
-		# inode is made anew when a pid is reused) and not newer than this process (no
-		# marker planted ahead for a pid, dated in the future) says it was kept already.
-		# Any other marker is the library's to judge by its content (_mcpshim_kept).
+		# each shell process keeps the shell's start time and argv, scrubbed (the library
+		# spends a subprocess on it: no builtin reads the NULs between the arguments); a
+		# marker not older than /proc/PPID (whose inode is made anew when a pid is reused)
+		# and not newer than this process (no marker planted ahead for a pid, dated in the
+		# future) says it was kept already. Any other marker is the library's to judge by
+		# its content (_mcpshim_kept).
 		# (test -ef, -ot and -nt are not in POSIX but in dash, bash, ksh, zsh, busybox, BSD sh.)
 		for _mcpshim_a in @@SHELLS@@; do
 			# shellcheck disable=SC3013
@@ -100,7 +101,7 @@ _mcpshim_lib() {
 			[ -e "$_mcpshim_log/$_mcpshim_a" ] &&
 				! [ "$_mcpshim_log/$_mcpshim_a" -ot "/proc/$_mcpshim_ppid" ] &&
 				! [ "$_mcpshim_log/$_mcpshim_a" -nt "/proc/$$" ] && break
-			_mcpshim_lib parents/ && _mcpshim_parent "$_mcpshim_a"
+			_mcpshim_lib parents/ && _mcpshim_parent "$_mcpshim_a" @@LIB@@
 			break
 		done
 	else
@@ -114,7 +115,6 @@ _mcpshim_lib() {
 	@@TRIGGERS@@) _mcpshim_hit=1 ;;
 	*@*) case "$*" in *://*) _mcpshim_hit=1 ;; esac ;;
 	esac
-	[ -n "$_mcpshim_pc" ] && _mcpshim_hit=1
 	# The format: one \0=%s per argument, written out for few, built by doubling for many
 	# (_mcpshim_fa; the library's writer uses it too). Without its library the shim cannot
 	# tell secrets apart, so it keeps none of the arguments' text: the format then holds a
@@ -147,7 +147,6 @@ _mcpshim_lib() {
 		_mcpshim_ok= # a refused exec leaves no record: it did not happen
 	elif [ -n "$_mcpshim_hit" ]; then
 		# the library scrubs the arguments and writes the record (_mcpshim_emit)
-		[ -n "$_mcpshim_pc" ] && _mcpshim_scrubtext "$_mcpshim_pc" && _mcpshim_pc=$_mcpshim_r
 		_mcpshim_redact "$@" && _mcpshim_ok=
 	else
 		# One record is one write() while it fits the shells' output buffers (bash: 4096

@@ -61,7 +61,7 @@ def test_sequential_calls(home: Home, interpreter: str) -> None:
     # the line of the shell that started it (the shim kept it: parent evidence).
     line = (
         r"\[shim\] \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z pid \d+ ppid \d+: git status -> /\S+/git"
-        r"; started by '\S*sh-cgit status >/dev/null 2>&1; exit 0'"
+        r"; started by \S*sh -c 'git status >/dev/null 2>&1; exit 0'"
     )
     assert re.fullmatch(line, findings[0].evidence[0].text), findings[0].evidence[0].text
     tools = parse_policy('[tools]\nshell = ["sh", "git"]\n', Path("p.toml"))

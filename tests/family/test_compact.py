@@ -172,7 +172,7 @@ def test_stamp_formats_as_strftime_did() -> None:
 def test_positional_builds_the_same_frozen_instance() -> None:
     make = positional(execlog.ExecRecord)
     values: tuple[object, ...] = (1.5, 2.0, "b", 7, 1, 3, None, b"/", "git", b"/g", b"/s")
-    values += ("s", b"P", ("x",), (b"a",), "exec.log@0", b"", "exec", "")
+    values += ("s", b"P", ("x",), (b"a",), "exec.log@0", b"", "exec", "", ())
     rec = make(*values)
     same = execlog.ExecRecord(*values)  # type: ignore[arg-type]
     assert rec == same and hash(rec) == hash(same)

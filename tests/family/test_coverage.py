@@ -181,19 +181,16 @@ def test_login_shells_under_the_default_run_mcp(home: Home, tmp_path: Path) -> N
     finally:
         kill_sleeps(home, sid)
     # Only PATH of the environment was ever kept: nothing else reached a file.
-    summary = events(home, "trace-summary", sid)[0]
-    if "pending_dir" in summary:  # the drain process ends with the sleep's tracer
-        pending = Path(summary["pending_dir"])
-        poll(lambda: not any(_drains(pending)), "the drain process to end")
+    poll(lambda: not any(_drains(sid)), "the drain process to end")  # with the sleep's tracer
     no_secret_under(home.loc.log_dir, tmp)
 
 
-def _drains(pending: Path) -> list[int]:
+def _drains(session: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
         with contextlib.suppress(OSError):
             cmd = Path(f"/proc/{name}/cmdline").read_bytes()
-            if b"mcpshim.trace.drain" in cmd and str(pending).encode() in cmd:
+            if b"mcpshim.trace.drain" in cmd and session.encode() in cmd:
                 found.append(int(name))
     return found
 
@@ -201,8 +198,8 @@ def _drains(pending: Path) -> list[int]:
 @needs_trace
 def test_survivors_later_execs_are_drained_with_path_only(home: Home, tmp_path: Path) -> None:
     # The session ends while a helper still runs (--on-exit report): its tracer stays, and a
-    # drain process takes the FIFO over; what the helper runs later lands in pending_dir,
-    # its environment cut down to PATH.
+    # drain process takes the FIFO over; what the helper runs later is recorded once it is
+    # gone (late), its environment cut down to PATH.
     line = "sh -c 'sleep 1; env -i /bin/true; /bin/true' & exit 0"
     env = {**home.env, "MCPSHIM_TEST_TOKEN": SECRET}
     proc = run(home, ["/bin/sh", "-c", line], stdout=subprocess.DEVNULL, env=env)
@@ -211,13 +208,14 @@ def test_survivors_later_execs_are_drained_with_path_only(home: Home, tmp_path: 
     [summary] = events(home, "trace-summary", sid)
     if summary["complete"]:
         pytest.skip("the helper was gone before the session ended (a very slow machine)")
-    pending = Path(summary["pending_dir"])
-    poll(lambda: not _drains(pending), "the drain process to end", deadline=30)
-    text = (pending / "strace.out").read_bytes()
-    assert text.count(b'execve("' + hexed("/bin/true") + b'"') == 2
-    assert hexed("PATH=") in text  # PATH kept
+    poll(lambda: not _drains(sid), "the drain process to end", deadline=30)
+    late = [e for e in events(home, "trace-exec", sid) if e.get("late")]
+    trues = [e for e in late if e["filename"] == "/bin/true"]
+    assert len(trues) == 2
+    assert [e for e in trues if "path" in e and e["path"] is None]  # env -i: no PATH at all
+    assert any(str(e.get("path") or "").startswith("/") for e in trues)  # PATH kept
     no_secret_under(home.loc.log_dir)
-    shutil.rmtree(pending)
+    assert list((home.loc.log_dir / "trace").iterdir()) == []
 
 
 @needs_trace

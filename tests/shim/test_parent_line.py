@@ -1,6 +1,6 @@
-"""The shell line that started a shimmed child (parent evidence) is shown wherever the child
-is: `log` (text, json, ecs), `tree` (text, json, dot) and a review finding's evidence,
-escaped for the terminal and with its secrets redacted."""
+"""The shell that started a shimmed child (parent evidence) is shown wherever the child is:
+`log` (text, json, ecs), `tree` (text, json, dot) and a review finding's evidence, its argv
+quoted like any (every boundary kept), escaped for the terminal, its secrets redacted."""
 
 from __future__ import annotations
 
@@ -42,36 +42,49 @@ def seeded(home: Home, tmp_path: Path, interpreter: str) -> Home:
     env = {**home.env, "PATH": f"{home.loc.shim_dir}:/usr/bin:/bin"}
     subprocess.run(["/bin/sh", "-c", line], env=env, check=True, timeout=60)
     [rec] = home.execs()
-    assert rec.parent_cmdline.startswith(b"/bin/sh-ccurl -u ")  # kept, and read below
+    assert rec.parent_argv[:2] == (b"/bin/sh", b"-c")  # kept, and read below
     return home
 
 
-SHOWN = "started by $'/bin/sh-ccurl -u [REDACTED:option-value] https://api.example/x\\n"
+LINE = "curl -u [REDACTED:option-value] https://api.example/x\\nprintf \\'\\\\033[2J\\' >/dev/null"
+SHOWN = f"started by /bin/sh -c $'{LINE}'"
 
 
 def test_the_parent_line_loses_its_secret(seeded: Home) -> None:
     [rec] = seeded.execs()
-    assert rec.parent_cmdline.startswith(b"/bin/sh-ccurl -u [REDACTED:option-value] https")
+    assert rec.parent_argv[2].startswith(b"curl -u [REDACTED:option-value] https")
     assert PW.encode() not in seeded.loc.log_file.read_bytes()
 
 
 def test_log_shows_the_parent_line_in_every_format(seeded: Home) -> None:
     text = _cli(seeded, "log")
     assert SHOWN in text.splitlines()[1] and PW not in text
-    [doc] = [json.loads(x) for x in _cli(seeded, "log", "--format", "json").splitlines()]
-    assert doc["parent_cmdline"].startswith("/bin/sh-ccurl -u [REDACTED:option-value] ")
-    assert "\\033[2J" in doc["parent_cmdline"]  # the script's own text, as it was typed
-    [ecs] = [json.loads(x) for x in _cli(seeded, "log", "--format", "ecs").splitlines()]
-    assert ecs["process"]["parent"]["command_line"] == doc["parent_cmdline"]
+    docs = [json.loads(x) for x in _cli(seeded, "log", "--format", "json").splitlines()]
+    [doc] = [d for d in docs if d.get("shim") == "curl"]
+    assert doc["parent_cmdline"].startswith("/bin/sh -c curl -u [REDACTED:option-value] ")
+    assert doc["parent_argv"][:2] == ["/bin/sh", "-c"]
+    assert "\\033[2J" in doc["parent_argv"][2]  # the script's own text, as it was typed
+    # ECS: one document per exec of the process model, the shell's own too (its argv is
+    # what its child kept, exactly)
+    ecs = [json.loads(x) for x in _cli(seeded, "log", "--format", "ecs").splitlines()]
+    [child] = [e for e in ecs if e["process"]["name"] == "curl"]
+    assert child["process"]["parent"]["args"] == doc["parent_argv"]
+    assert child["process"]["parent"]["command_line"] == SHOWN.removeprefix("started by ")
+    [shell] = [e for e in ecs if e["process"]["pid"] == doc["ppid"]]
+    assert shell["process"]["args"] == doc["parent_argv"]
 
 
 def test_tree_shows_the_parent_line(seeded: Home) -> None:
     text = _cli(seeded, "tree")
     assert SHOWN in text and PW not in text
     doc = json.loads(_cli(seeded, "tree", "--format", "json"))
-    [root] = doc["roots"]
-    [child] = root["children"] if not root["known"] else [root]
-    assert child["images"][0]["parent_cmdline"].startswith("/bin/sh-ccurl -u [REDACTED")
+
+    def walk(nodes: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [n for node in nodes for n in [node, *walk(node["children"])]]  # type: ignore[arg-type]
+
+    images = [i for n in walk(doc["roots"]) for i in n["images"]]  # type: ignore[attr-defined]
+    [child] = [i for i in images if i["command"] == "curl"]
+    assert child["parent_argv"][2].startswith("curl -u [REDACTED")
     assert "started by" in _cli(seeded, "tree", "--format", "dot")
 
 
@@ -81,4 +94,4 @@ def test_review_evidence_shows_the_parent_line(seeded: Home) -> None:
     doc = json.loads(_cli(seeded, "review", "--format", "json"))
     [finding] = [f for f in doc["findings"] if f["rule"] == "MCS110"]
     assert SHOWN in finding["evidence"][0]["text"]
-    assert finding["evidence"][0]["parent_cmdline"].startswith("/bin/sh-ccurl -u [REDACTED")
+    assert finding["evidence"][0]["parent_cmdline"].startswith("/bin/sh -c curl -u [REDACTED")

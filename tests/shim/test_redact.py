@@ -201,3 +201,39 @@ def test_scrubbing_leaves_the_targets_environment_alone(
     assert sorted(shimmed) == sorted(direct)  # (bash's SHLVL: counted up, and down by exec)
     [rec] = home.execs()
     assert {"credential-name", "github-token", "option-value"} <= set(rec.redactions)
+
+
+def test_quoted_values_in_a_composed_line_lose_every_secret(
+    home: Home, tmp_path: Path, interpreter: str
+) -> None:
+    """Issue 28 item 4, its very line: five passwords in single quotes, only an unquoted
+    `--user=admin:Pw6` was caught. The line reaches the log twice: as the `-c` argument a
+    shimmed shell got, and as the argv of the parent shell its first shimmed child kept."""
+    from mcpshim.shim import install as shim_install
+
+    names = ["sh", "mysql", "sshpass", "curl", "redis-cli"]
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for n in names:
+        (bindir / n).write_text("#!/bin/sh\nexit 0\n")
+        (bindir / n).chmod(0o755)
+    targets = {n: str(bindir / n) for n in names}
+    shim_install.install(home.loc, [], targets, interpreter=interpreter, allow_unsafe=True)
+    pw = [f"Pw{i}-s3cr3t-{'x' * i}" for i in range(1, 8)]
+    line = (
+        f"mysql -u root -p'{pw[0]}'; sshpass -p '{pw[1]}' ssh h; curl -u 'admin:{pw[2]}' "
+        f"https://x; redis-cli -a '{pw[3]}'; export DB_PASSWORD='{pw[4]}'; "
+        f'curl --user=admin:{pw[5]} https://y; API_TOKEN="{pw[6]} \\" b" true'
+    )
+    shims = home.loc.shim_dir
+    script = line.replace("mysql ", f"{shims}/mysql ").replace("sshpass ", f"{shims}/sshpass ")
+    script = script.replace("curl ", f"{shims}/curl ").replace("redis-cli ", f"{shims}/redis-cli ")
+    subprocess.run([str(shims / "sh"), "-c", line], env=home.env, check=True, timeout=60)
+    subprocess.run(["/bin/sh", "-c", script], env=home.env, check=True, timeout=60)
+    raw = home.loc.log_file.read_bytes()
+    assert [p for p in pw if p.encode() in raw] == []
+    recs = home.execs()
+    assert recs[0].args == redact.redact_argv([b"-c", line.encode()]).argv
+    mysql = next(r for r in recs if r.shim == "mysql")
+    assert mysql.parent_argv == redact.redact_argv([b"/bin/sh", b"-c", script.encode()]).argv
+    assert b"ssh h;" in mysql.parent_argv[2] and b"https://x;" in mysql.parent_argv[2]

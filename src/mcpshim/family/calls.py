@@ -70,7 +70,7 @@ class _Req:
 
 def parse_calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str, Any]]]:
     """The calls of a session in request order (each with its response, if one came), and
-    the lines the relay could not parse."""
+    the lines the relay could not parse or record (`kind`: the record's)."""
     pending: dict[tuple[str, str], _Req] = {}
     order: list[_Req] = []
     unparsed: list[Mapping[str, Any]] = []
@@ -88,8 +88,8 @@ def parse_calls(events: list[EventRecord]) -> tuple[list[Call], list[Mapping[str
             req = pending.pop((other, repr(d.get("id"))), None)
             if req is not None:
                 req.resp = d
-        elif ev.kind == "mcp-unparsed":
-            unparsed.append({**d, "where": ev.where})
+        elif ev.kind in ("mcp-unparsed", "mcp-unrecorded"):  # (also what was not recorded)
+            unparsed.append({**d, "kind": ev.kind, "where": ev.where})
     calls = []
     for i, item in enumerate(order):
         d, r = item.d, item.resp or {}

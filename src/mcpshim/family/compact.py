@@ -139,6 +139,7 @@ class _Columns:
                 rec.redactions,
                 rec.parent_cmdline,
                 rec.args,
+                rec.parent_argv,
             )
         )
         row = len(self.r_static)
@@ -234,7 +235,7 @@ class _Columns:
         ref = self.i_ref[k]
         if ref < 0:
             return self.others[-1 - ref]
-        (cwd, cwd_unknown, shim, target, argv0, sess, path, red, pcmd, args) = self.statics[
+        (cwd, cwd_unknown, shim, target, argv0, sess, path, red, pcmd, args, pargv) = self.statics[
             self.r_static[ref]
         ]
         seg = self.r_seg[ref]
@@ -263,6 +264,7 @@ class _Columns:
             False,
             True,
             (),
+            pargv,
         )
 
     def node(self, i: int, parent: Node | None) -> Node:

@@ -70,7 +70,8 @@ class _Printer:
         if text is None:
             st = self.c.statics[sid]
             shim, target, pcmd, args = st.shim, st.target, st.parent_cmdline, st.args
-            parent = quote_arg(pcmd) if pcmd else ""
+            parent = quote_argv(st.parent_argv) if st.parent_argv else ""
+            parent = parent or (quote_arg(pcmd) if pcmd else "")
             text = self.rest[sid] = (
                 f"{quote_argv([shim.encode(), *args])}  -> {escape(target) if target else '?'}"
                 + (f"  started by {parent}" if parent else "")

@@ -175,8 +175,8 @@ class CoverageCollector:
         way an ancestor a bypass's cause may name (its PATH is on record)."""
         s = self._get(rec.data.get("session"))
         e = _exec(rec.data, "filename", "argv") if s is not None else None
-        if s is None or e is None:
-            return
+        if s is None or e is None or rec.data.get("shim_helper") is True:
+            return  # (the shim library's own helper: no exec of the family)
         s.traced += 1
         d = rec.data
         if d.get("shim_script"):

@@ -15,6 +15,7 @@ from typing import Any
 
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.ledger import SHELLS
+from mcpshim.log.redact_sh import is_shim_helper
 
 __all__ = [
     "Image",
@@ -49,7 +50,7 @@ class Image:
     #: why the cwd is unknown (then `cwd` is b""); "" when it is known
     cwd_unknown: str = ""
     #: the command line of the shell that started this process, when a shim kept it (the
-    #: shell's first shimmed child does: parent evidence); NUL separators lost
+    #: shell's first shimmed child does: parent evidence), its arguments joined by blanks
     parent_cmdline: bytes = b""
     path: bytes = b""  # the PATH the process received (shim records keep it)
     shim_hop: bool = False  # the tracer's record of a shim script's own exec (not a program)
@@ -58,6 +59,8 @@ class Image:
     entry: bool = True
     #: the steps a PATH search tried before this exec, (path tried, errno), in order
     attempts: tuple[tuple[bytes, str], ...] = ()
+    #: that shell's argv exactly (scrubbed), when the shim kept it whole (older shims did not)
+    parent_argv: tuple[bytes, ...] = ()
 
 
 def _from_exec(rec: ExecRecord) -> Image:
@@ -80,6 +83,7 @@ def _from_exec(rec: ExecRecord) -> Image:
         cwd_unknown=rec.cwd_unknown,
         parent_cmdline=rec.parent_cmdline,
         path=rec.path,
+        parent_argv=rec.parent_argv,
     )
 
 
@@ -131,6 +135,8 @@ def _from_observed(rec: EventRecord) -> Image | None:
         for k, v in b64.items():
             if str(k).isdigit() and int(k) < len(argv) and isinstance(v, str):
                 argv[int(k)] = base64.b64decode(v)
+    if is_shim_helper(argv):  # the shim library's own helper, caught alive by the sampler
+        return None
     exe = bytes_field(d, "exe")
     name = os.path.basename(exe or (argv[0] if argv else b"")).decode("utf-8", "replace")
     session = d.get("session")

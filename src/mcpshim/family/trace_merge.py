@@ -77,7 +77,7 @@ def trace_source(d: Any) -> str:
 def trace_image(rec: EventRecord) -> Image | None:
     d = rec.data
     pid = _int(d.get("pid"))
-    if pid is None:
+    if pid is None or d.get("shim_helper") is True:  # (the shim library's own helper)
         return None
     filename = bytes_field(d, "filename")
     argv = argv_field(d, "argv")

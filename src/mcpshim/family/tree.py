@@ -108,6 +108,7 @@ class _Pool:
             img.shim_hop,
             img.entry,
             img.attempts,
+            img.parent_argv,
         )
 
 

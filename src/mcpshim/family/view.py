@@ -34,7 +34,10 @@ def stamp(img: Image) -> str:
 
 
 def parent_line(img: Image) -> str:
-    """The shell line that started the process, quoted like an argument; '' when unknown."""
+    """The shell that started the process, its argv quoted like any (an older shim's line,
+    whose argument boundaries were lost, as one argument); '' when unknown."""
+    if img.parent_argv:
+        return quote_argv(img.parent_argv)
     return quote_arg(img.parent_cmdline) if img.parent_cmdline else ""
 
 

@@ -96,7 +96,8 @@ _FIELDS: dict[str, tuple[Check, str]] = {
         (_OPT_STR, "text or null"),
     ),
     **dict.fromkeys(
-        ("is_error", "terminated", "subreaper", "complete", "search", "shim_script"),
+        ("is_error", "terminated", "subreaper", "complete", "search", "shim_script",
+         "shim_helper", "late", "ended"),
         (_OPT_BOOL, "true, false or null"),
     ),
     "duration_s": (_OPT_NUMBER, "a number or null"),

@@ -35,6 +35,7 @@ from mcpshim.log.boot import (
 from mcpshim.log.events import event_data
 from mcpshim.log.framing import LogProblem, body_of, pieces
 from mcpshim.log.framing import bodies as _bodies
+from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -86,11 +87,15 @@ class ExecRecord:
     redactions: tuple[str, ...]
     args: tuple[bytes, ...]
     where: str = ""
-    #: a shell parent's command line, NUL separators lost (kept by its first shimmed child)
+    #: a shell parent's command line (kept by its first shimmed child): its arguments joined
+    #: with blanks, as `ps` shows them (records of older shims: NUL separators lost)
     parent_cmdline: bytes = b""
     kind: str = "exec"
     #: why the cwd is unknown (then `cwd` is b""); "" when it is known
     cwd_unknown: str = ""
+    #: the shell parent's argv exactly, as its shimmed child kept it (scrubbed); () when the
+    #: record has none, or one of an older shim (only parent_cmdline then)
+    parent_argv: tuple[bytes, ...] = ()
 
     @property
     def time(self) -> datetime | None:
@@ -223,6 +228,7 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
     cwd, cwd_unknown = fields[9], ""
     if not cwd.startswith(b"/"):
         cwd, cwd_unknown = b"", _cwd_reason(cwd)
+    pcmd, pargv = parent_fields(fields[16])
     return _make_exec(
         clock_seconds(fields[2]) if fields[2] else anchors.get(boot_id),
         clock_seconds(fields[3]),
@@ -240,9 +246,10 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         _redactions(red) if red else (),
         args,
         where,
-        fields[16],
+        pcmd,
         "exec",
         cwd_unknown,
+        pargv,
     )
 
 

@@ -43,7 +43,12 @@ def ident_key(boot: str, pid: Any, start: Any) -> str:
 
 def trace_is_exec(d: Mapping[str, Any]) -> bool:
     """A trace-exec record that is an exec of its own (module docstring)."""
-    return d.get("result") == "ok" and not d.get("shim_script") and not d.get("via_shim")
+    return (
+        d.get("result") == "ok"
+        and not d.get("shim_script")
+        and not d.get("via_shim")
+        and not d.get("shim_helper")  # the shim library's own (reading a parent's argv)
+    )
 
 
 @dataclass

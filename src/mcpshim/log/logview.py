@@ -137,8 +137,10 @@ def record_json(rec: Record) -> dict[str, Any]:
         "path": json_text(rec.path),
         "redacted": list(rec.redactions),
         "args": [json_text(a) for a in rec.args],
-        # the shell line that started this process (kept by its first shimmed child)
+        # the shell line that started this process (kept by its first shimmed child), and
+        # its argv exactly when the shim kept it whole
         "parent_cmdline": json_text(rec.parent_cmdline) if rec.parent_cmdline else None,
+        "parent_argv": [json_text(a) for a in rec.parent_argv] if rec.parent_argv else None,
     }
     if rec.cwd_unknown:
         out["cwd_unknown"] = rec.cwd_unknown
@@ -151,6 +153,7 @@ def record_json(rec: Record) -> dict[str, Any]:
                 "path": rec.path,
                 "args": rec.args,
                 "parent_cmdline": rec.parent_cmdline,
+                "parent_argv": rec.parent_argv,
             }
         )
     )
@@ -177,7 +180,11 @@ def record_text(rec: Record) -> str:
         return f"{escape(str(t)):24} {'-':>7} {'-':>7} {rec.kind:10} {detail}"
     t = _ts(rec.time) or "?"
     sess = escape(rec.session) if rec.session else "-"
-    parent = f"  started by {quote_arg(rec.parent_cmdline)}" if rec.parent_cmdline else ""
+    parent = ""
+    if rec.parent_argv:
+        parent = f"  started by {quote_argv(rec.parent_argv)}"
+    elif rec.parent_cmdline:
+        parent = f"  started by {quote_arg(rec.parent_cmdline)}"
     return (
         f"{t:24} {rec.pid:>7} {rec.ppid if rec.ppid is not None else '?':>7} "
         f"{escape(rec.shim):10} {sess:10} {cwd_text(rec.cwd, rec.cwd_unknown)}  "

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from mcpshim.log.redact_rules import (
     BARE_NEXT,
     COMMANDS,
-    JOINED_OPTION_NAMES,
+    MAX_SPECIALS,
     RULES,
+    SHELL_OPEN,
     SKIP_BARE,
     URL_STOP,
     WORDS,
@@ -38,8 +39,9 @@ __all__ = [
     "marker",
     "might_hold_secret",
     "redact_argv",
-    "redact_joined",
     "redact_text",
+    "run_chars",
+    "shell_end",
 ]
 
 MARKER_RE = re.compile(rb"\[REDACTED:([a-z0-9-]+)\]")
@@ -118,6 +120,23 @@ class _Rule:
     run: re.Pattern[bytes]
     not_first: bytes
     scope: tuple[bytes, ...]
+    stops: frozenset[int]  # a shell word's stops outside quotes (rule.sh_word)
+
+
+def run_chars(r: TextRule) -> tuple[str, bool]:
+    """(characters, negated): what a run's first characters may be. A shell word may start
+    with a quote, which is a stop of the plain run (and may hold anything after it, so only
+    its first character is known: see PREFILTER_RUN's use)."""
+    if r.body:
+        return r.body, False
+    if r.sh_word:
+        return "".join(c for c in r.stop if c not in SHELL_OPEN), True
+    return r.stop, True
+
+
+def prefilter_len(r: TextRule) -> int:
+    """How many run characters a rule's quick check asks for."""
+    return 1 if r.sh_word else min(r.min_len, PREFILTER_RUN)
 
 
 def _compile(r: TextRule) -> _Rule:
@@ -125,19 +144,64 @@ def _compile(r: TextRule) -> _Rule:
     heads = ci % b"|".join(_rx(h.glob) for h in r.heads)
     tails = ci % b"|".join(_rx(t) for t in r.tails)
     run_cls = _cls(r.body or r.stop, negate=not r.body)
+    chars, negated = run_chars(r)
     occ = heads + re.escape(r.anchor.encode()) + tails
     flags = re.IGNORECASE if r.ci else 0
     return _Rule(
         r,
         r.anchor.encode(),
         re.compile(occ),
-        re.compile(occ + run_cls + b"{%d}" % min(r.min_len, PREFILTER_RUN)),
+        re.compile(occ + _cls(chars, negated) + b"{%d}" % prefilter_len(r)),
         tuple((re.compile(_rx(h.glob), flags), len(glob_items(h.glob)), h.before) for h in r.heads),
         tuple(re.compile(_rx(t), flags) for t in r.tails),
         re.compile(run_cls + b"*"),
         r.not_first.encode(),
         tuple(w.encode() for w in r.scope),
+        frozenset(chars.encode()) if r.sh_word else frozenset(),
     )
+
+
+_SQ, _DQ, _BS, _DOLLAR = b"'"[0], b'"'[0], b"\\"[0], b"$"[0]
+
+
+def shell_end(value: bytes, s: int, stops: frozenset[int]) -> int:
+    """Where a shell word starting at value[s] ends: at the first of `stops` outside quotes.
+    `'...'` holds anything; `"..."` and `$'...'` end at their quote unless a backslash
+    escapes it; a backslash outside quotes escapes the next character. Past MAX_SPECIALS
+    quotes and backslashes, or in a quote never closed, it runs to the end of the text.
+    (The shims' _mcpshim_sw takes the same steps.)"""
+    n, i, state, specials, plain = len(value), s, 0, 0, s  # state: 0 out, ' " or $ in
+    while i < n:
+        c = value[i]
+        if state == 0:
+            if c in stops:
+                return i
+            if c in (_SQ, _DQ, _BS):
+                specials += 1
+                if specials > MAX_SPECIALS:
+                    return n
+                if c == _BS:
+                    i += 2
+                    plain = i
+                    continue
+                dollar = c == _SQ and i > plain and value[i - 1] == _DOLLAR
+                state = _DOLLAR if dollar else c
+        elif state == _SQ:
+            if c == _SQ:
+                specials += 1
+                if specials > MAX_SPECIALS:
+                    return n
+                state, plain = 0, i + 1
+        elif c in (_BS, _DQ if state == _DQ else _SQ):
+            specials += 1
+            if specials > MAX_SPECIALS:
+                return n
+            if c == _BS:
+                i += 2
+                continue
+            state, plain = 0, i + 1
+        i += 1
+    return n
 
 
 _COMPILED: tuple[_Rule | str, ...] = tuple(r if isinstance(r, str) else _compile(r) for r in RULES)
@@ -166,7 +230,8 @@ def _apply(value: bytes, c: _Rule, hits: list[str]) -> bytes:
             continue
         tail = next(t for t in c.tails if t.match(value, i + 1))
         s = tail.match(value, i + 1).end()  # type: ignore[union-attr]
-        e = c.run.match(value, s).end()  # type: ignore[union-attr]
+        word = c.rule.sh_word
+        e = shell_end(value, s, c.stops) if word else c.run.match(value, s).end()  # type: ignore[union-attr]
         if e > s and value[s] in c.not_first:
             e = s
         if e - s >= c.rule.min_len:
@@ -212,17 +277,34 @@ def _apply_url(value: bytes, hits: list[str]) -> bytes:
     return b"".join(out)
 
 
-def _needles() -> tuple[bytes, ...]:
-    """Lower-case text one of which every rule's match holds (checked on value.lower())."""
-    out = {"token", "pass", "secret", "key", "bearer", "auth", "pwd", "pat"}
+_EXPAND_MAX = 64  # a head with more spellings than this is looked for by a pattern
+
+
+def _needles() -> tuple[tuple[bytes, ...], re.Pattern[bytes] | None]:
+    """Lower-case text one of which every rule's match holds (checked on value.lower()),
+    and a pattern for the shapes with too many spellings to list (a discord token's head)."""
+    out = {"token", "pass", "secret", "key", "bearer", "auth", "pwd", "pat", "cookie"}
+    hard: list[bytes] = []
     for r in RULES:
-        if isinstance(r, TextRule) and r.min_len > 1:  # the token shapes
+        if isinstance(r, TextRule) and (r.body or r.min_len > 1):  # the token shapes
             for h in r.heads:
                 for t in r.tails:
-                    out.update(_expand(h.glob + r.anchor + t))
+                    glob = h.glob + r.anchor + t
+                    if _spellings(glob) <= _EXPAND_MAX:
+                        out.update(_expand(glob))
+                    else:
+                        hard.append(_rx(glob))
         if isinstance(r, TextRule):
             out.update(r.scope)
-    return tuple(sorted(n.lower().encode() for n in out))
+    pattern = re.compile(b"|".join(hard)) if hard else None
+    return tuple(sorted(n.lower().encode() for n in out)), pattern
+
+
+def _spellings(glob: str) -> int:
+    n = 1
+    for chars in glob_items(glob):
+        n *= len(chars)
+    return n
 
 
 def _expand(glob: str) -> list[str]:
@@ -232,7 +314,7 @@ def _expand(glob: str) -> list[str]:
     return words
 
 
-NEEDLES = _needles()
+NEEDLES, _HARD = _needles()
 
 
 def might_hold_secret(value: bytes) -> bool:
@@ -240,7 +322,7 @@ def might_hold_secret(value: bytes) -> bool:
     if b"://" in value and b"@" in value:
         return True
     low = value.lower()
-    return any(n in low for n in NEEDLES)
+    return any(n in low for n in NEEDLES) or bool(_HARD is not None and _HARD.search(value))
 
 
 def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:
@@ -264,22 +346,26 @@ def _group_of(arg: bytes) -> CommandOptions | None:
     return next((c for c in COMMANDS if base in {n.encode() for n in c.commands}), None)
 
 
-def _scoped(arg: bytes, c: CommandOptions) -> tuple[bool, bytes | None] | None:
-    """(the next argument is the secret, the argument rewritten) for an option of c."""
+def _scoped(arg: bytes, c: CommandOptions) -> tuple[str, bytes | None] | None:
+    """(what is secret: "next" argument, the "rest", or "" for none beyond this one; the
+    argument rewritten, or None) for an option of c, or None when arg is none of them."""
     letters = [x.encode() for x in c.short]
     for x in letters:
         if arg == b"-" + x:
-            return True, None
+            return "next", None
     for x in letters:
         if arg.startswith(b"-" + x) and len(arg) > 2:
-            return False, b"-" + x + marker("option-value")
+            return "", b"-" + x + marker("option-value")
     for opt in (o.encode() for o in c.long):
         if arg == opt:
-            return True, None
+            return "next", None
         if arg.startswith(opt + b"="):
-            return False, opt + b"=" + marker("option-value")
-    if re.fullmatch(rb"-[A-Za-z]+[" + b"".join(letters) + rb"]", arg):
-        return True, None
+            return "", opt + b"=" + marker("option-value")
+    flags = re.fullmatch(rb"-[A-Za-z]+", arg)
+    if flags and letters and arg[-1:] in letters:
+        return "next", None
+    if flags and any(x.encode() in arg for x in c.rest):
+        return "rest", None
     return None
 
 
@@ -313,12 +399,13 @@ def redact_argv(args: Sequence[bytes], command: bytes | str | None = None) -> Re
     hits: list[str] = []
     out: list[bytes] = []
     pending: str | None = None
+    rest = False  # every argument from here on is secret (`htpasswd -b`)
     cmd = command.encode() if isinstance(command, str) else command
     scope = _group_of(cmd) if cmd else None
     for arg in args:
-        if pending:
-            out.append(marker(pending))
-            hits.append(pending)
+        if pending or rest:
+            out.append(marker(pending or "option-value"))
+            hits.append(pending or "option-value")
             pending = None
             continue
         group = _group_of(arg)
@@ -329,8 +416,9 @@ def redact_argv(args: Sequence[bytes], command: bytes | str | None = None) -> Re
         if scope is not None:
             hit = _scoped(arg, scope)
             if hit is not None:
-                nxt, new = hit
-                pending = "option-value" if nxt else None
+                what, new = hit
+                pending = "option-value" if what == "next" else None
+                rest = what == "rest"
                 if new is not None:
                     hits.append("option-value")
                 out.append(arg if new is None else new)
@@ -347,18 +435,3 @@ def redact_argv(args: Sequence[bytes], command: bytes | str | None = None) -> Re
             hits.append(whole[0])
             out.append(whole[1])
     return Redacted(tuple(out), tuple(hits))
-
-
-def redact_joined(value: bytes) -> tuple[bytes, tuple[str, ...]]:
-    """A command line whose NUL separators were lost (the shim's view of a parent shell).
-
-    Same steps as the shim's `_mcpshim_scrubtext`: the text rules, then everything after
-    a secret-bearing option name is dropped, since its value may be glued to the name.
-    """
-    hits: list[str] = []
-    value = redact_text(value, hits)
-    for n in (n.encode() for n in JOINED_OPTION_NAMES):
-        if n in value:
-            value = value[: value.index(n)] + n + marker("option-value")
-            hits.append("option-value")
-    return value, tuple(hits)

@@ -11,7 +11,12 @@ Three kinds of entry:
   name (the shim's own, or an earlier argument such as `docker exec db mysql -pX`): `-p` is
   an ordinary flag elsewhere (`mkdir -p`, `git log -p`, `ssh -p 22`);
 - text rules, applied to every argument and to composed lines (`sh -c '...'`, a parent
-  shell's command line): a marker, then the secret that follows it (TextRule);
+  shell's argument): a marker, then the secret that follows it (TextRule). A value that
+  ends where a shell word ends (`sh_word`) is read as the shell reads it: `-p'Pw 1'`,
+  `--password="a b"`, `TOKEN=$'x\'y'` lose all of it, quotes and escapes included;
+- the vendor table (VENDORS): tokens known by the prefix their vendor gives them
+  (`sk_live_`, `hf_`, `SG.`...; the vendors gitleaks and detect-secrets watch for), as
+  text rules;
 - the URL rule: the password of `scheme://user:password@host`, `@` and `/` included.
 
 A name is a credential name when it *ends* with one of WORDS (AWS_SECRET_ACCESS_KEY,
@@ -28,11 +33,13 @@ from typing import Literal
 __all__ = [
     "BARE_NEXT",
     "COMMANDS",
-    "JOINED_OPTION_NAMES",
+    "MAX_SPECIALS",
     "RULES",
+    "SHELL_OPEN",
     "SKIP_BARE",
     "URL_RULE",
     "URL_STOP",
+    "VENDORS",
     "WORDS",
     "Before",
     "CommandOptions",
@@ -46,8 +53,15 @@ Before = Literal["any", "word", "sep"]
 ALNUM = string.ascii_letters + string.digits
 VALUE_STOP = " \t\n\r\"'`;&|<>"  # where a value in a shell line or a query string ends
 HEADER_STOP = "\n\r\"'`;&|<>"  # a header value runs on over blanks
+COOKIE_STOP = "\n\r\"'`"  # a cookie header runs on over `;` (`a=1; session=...`)
+COMMAND_STOP = "\n\r;&|<>`"  # the rest of one command of a composed line
 URL_STOP = " \t\n\r\"'`<>"  # where the word after `scheme://` ends
 URL_RULE = "url-password"
+#: what changes how a shell reads the characters after it: quotes, `$'`, a backslash
+SHELL_OPEN = "'\"\\"
+#: a shell-word value holding more of SHELL_OPEN than this runs to the end of the text (a
+#: bound on the scrubber's work that can only make it take more)
+MAX_SPECIALS = 32
 
 
 def glob_items(pattern: str) -> tuple[str, ...]:
@@ -84,7 +98,9 @@ class TextRule:
     literal text with `[...]` sets, in any letter case when `ci`; neither may hold the
     anchor, which is never blank. A run starting with one of `not_first` is no secret (the
     value of `--password` in a line is not the next option). `scope` limits the rule to
-    text holding one of its words.
+    text holding one of its words. With `sh_word`, the run is read as a shell word is: a stop
+    inside quotes (`'...'`, `"..."`, `$'...'`) or after a backslash does not end it (and
+    past MAX_SPECIALS quotes and backslashes it runs to the end of the text).
 
     The anchor is what makes the shell scrubber linear: it splits the text at every anchor
     in one pass and looks at each piece once (see redact_sh)."""
@@ -99,10 +115,12 @@ class TextRule:
     min_len: int = 1
     not_first: str = ""
     scope: tuple[str, ...] = ()
+    sh_word: bool = False  # the run is a shell word: quoted parts go on past a stop
 
     def __post_init__(self) -> None:
         assert len(self.anchor) == 1 and self.anchor not in " \t\n", self
         assert bool(self.body) != bool(self.stop), self
+        assert not self.sh_word or (self.stop and self.anchor not in self.stop + SHELL_OPEN), self
         assert self.tails and self.heads, self
         fold = str.lower if self.ci else str
         for part in [h.glob for h in self.heads] + list(self.tails):
@@ -139,6 +157,7 @@ WORDS: tuple[Word, ...] = (
     Word("pat", "sep"),  # GH_PAT
     Word("auth", "word"),  # npm's _auth; not oauth, author
     Word("pwd", "sep"),  # MYSQL_PWD; not PWD, OLDPWD
+    Word("cookie", "any"),  # Cookie, --cookie, session_cookie
 )
 
 #: `--NAME` alone that takes no value although NAME ends with a credential word
@@ -151,13 +170,17 @@ BARE_NEXT = ("aws_secret_access_key",)
 class CommandOptions:
     """Options a command takes a secret with. `short` letters take it glued (`-pSECRET`) or as
     the next argument; so do `long` options, or after `=`. With `operands_end`, the first
-    argument that is not an option ends the scope (`sshpass -p pw ssh -p 22 host`)."""
+    argument that is not an option ends the scope (`sshpass -p pw ssh -p 22 host`). A flag
+    holding a letter of `rest` makes every argument after it secret."""
 
     commands: tuple[str, ...]
     words: tuple[str, ...]  # a composed line holding one of these gets the text rules
     short: str
     long: tuple[str, ...] = ()
     operands_end: bool = False
+    #: letters of a flag after which every later argument is secret (`htpasswd -b FILE USER
+    #: PASSWORD`: the password comes last; file and user go with it)
+    rest: str = ""
 
 
 # fmt: off
@@ -178,22 +201,11 @@ COMMANDS: tuple[CommandOptions, ...] = (
     CommandOptions(("sshpass",), ("sshpass",), "p", operands_end=True),
     CommandOptions(_MONGO, ("mongo",), "p"),
     CommandOptions(("redis-cli",), ("redis-cli",), "a"),
-    CommandOptions(("curl",), ("curl",), "uU", ("--user", "--proxy-user", "--oauth2-bearer")),
-)
-
-#: option names after which a parent shell's line (NUL separators lost) is dropped
-JOINED_OPTION_NAMES: tuple[str, ...] = (
-    "--password",
-    "--passwd",
-    "--token",
-    "--api-key",
-    "--api_key",
-    "--apikey",
-    "--secret",
-    "--client-secret",
-    "--access-token",
-    "--auth-token",
-    "--private-token",
+    # curl -b: cookie data (or a cookie file: kept out all the same)
+    CommandOptions(("curl",), ("curl",), "uUb", ("--user", "--proxy-user", "--oauth2-bearer")),
+    # ssh-keygen -N new passphrase, -P old passphrase (`ssh-keygen -N '' -f key`)
+    CommandOptions(("ssh-keygen",), ("ssh-keygen",), "NP"),
+    CommandOptions(("htpasswd",), ("htpasswd",), "", rest="b"),
 )
 
 _TOKEN_BODY = ALNUM + "_-"
@@ -210,7 +222,8 @@ def _word_heads(
 
 
 _AUTH = tuple(w for w in WORDS if w.word == "authorization")
-_OTHER = tuple(w for w in WORDS if w.word != "authorization")
+_COOKIE = tuple(w for w in WORDS if w.word == "cookie")
+_OTHER = tuple(w for w in WORDS if w.word not in ("authorization", "cookie"))
 _JSON_BEFORE: dict[Before, Before] = {"any": "any", "word": "word", "sep": "word"}
 #: words that end an option taking its value after a blank, in a composed line
 _OPTION_WORDS = (
@@ -219,15 +232,17 @@ _OPTION_WORDS = (
 )  # fmt: skip
 
 
-def _header_rules(name: str, words: tuple[Word, ...]) -> tuple[TextRule, ...]:
+def _header_rules(
+    name: str, words: tuple[Word, ...], stop: str = HEADER_STOP
+) -> tuple[TextRule, ...]:
     heads = _word_heads(words)
     json_heads = tuple(Head(w.word + '"', _JSON_BEFORE[w.before]) for w in words)
     return (
         # `Authorization: Basic ...`, `X-Api-Key: ...`, `password: ...`: the rest of the line
-        TextRule(name, ":", heads, (" ", "\t"), ci=True, stop=HEADER_STOP),
+        TextRule(name, ":", heads, (" ", "\t"), ci=True, stop=stop),
         # glued (`X-Api-Key:abc`): up to `/` or `@` too, so `https://x-token:pw@host` keeps
         # its host
-        TextRule(name, ":", heads, ("",), ci=True, stop=HEADER_STOP + "/@"),
+        TextRule(name, ":", heads, ("",), ci=True, stop=stop + "/@"),
         # JSON: {"token": "..."}
         TextRule(name, ":", json_heads, (' "', '"'), ci=True, stop='"'),
     )
@@ -243,9 +258,18 @@ def _command_rules(c: CommandOptions) -> tuple[TextRule, ...]:
 
     def rule(heads: tuple[Head, ...], tails: tuple[str, ...]) -> TextRule:
         return TextRule(
-            "option-value", "-", heads, tails, stop=VALUE_STOP, not_first="-", scope=c.words
-        )
+            "option-value", "-", heads, tails, stop=VALUE_STOP, not_first="-", scope=c.words,
+            sh_word=True,
+        )  # fmt: skip
 
+    if c.rest:  # the rest of the command: `htpasswd -b file user 'pw'`
+        rest = tuple(
+            letters * k + x + letters * m + s
+            for k in (2, 1, 0) for m in (2, 1, 0) for x in c.rest for s in (" ", "\t")
+        )  # fmt: skip
+        rest = tuple(sorted(rest, key=lambda t: len(glob_items(t)), reverse=True))
+        return (TextRule("option-value", "-", blank, rest, stop=COMMAND_STOP, scope=c.words,
+                         sh_word=True),)  # fmt: skip
     rules = [rule(blank, tails)]
     if c.long:
         ends = tuple(dict.fromkeys(o.rsplit("-", 1)[1] for o in c.long))
@@ -256,6 +280,112 @@ def _command_rules(c: CommandOptions) -> tuple[TextRule, ...]:
 
 
 _AWS_TAILS = (" = ", " =", "= ", ": ", "=", ":", " ", "\t")
+_HEX = string.digits + "abcdef"
+_UPPER = string.ascii_uppercase + string.digits
+_B64 = ALNUM + "+/="
+
+
+def _vendor(
+    name: str,
+    heads: str | tuple[str, ...],
+    anchor: str,
+    tails: tuple[str, ...] = ("",),
+    min_len: int = 20,
+    body: str = _TOKEN_BODY,
+    before: Before = "word",
+    scope: tuple[str, ...] = (),
+) -> TextRule:
+    globs = (heads,) if isinstance(heads, str) else heads
+    return TextRule(
+        name, anchor, tuple(Head(h, before) for h in globs), tails, body=body, min_len=min_len,
+        scope=scope,
+    )  # fmt: skip
+
+
+_B62 = "[" + ALNUM + "]"
+_DIGIT = "[" + string.digits + "]"
+# fmt: off
+#: Tokens known by their shape, each as its vendor documents it (the prefix it issues them
+#: with, then the token's alphabet and least length). The marker replaces what follows the
+#: anchor: a prefix's last characters may stay in the record (`sk_live_[REDACTED:...]`),
+#: the secret never does.
+VENDORS: tuple[TextRule, ...] = (
+    _vendor("stripe-key", "[rs]", "k", ("_live_", "_test_"), 20, ALNUM),  # sk_live_, rk_test_
+    _vendor("stripe-key", "whse", "c", ("_",), 24, ALNUM),  # webhook signing secret
+    _vendor("sendgrid-key", "SG", ".", min_len=60, body=_TOKEN_BODY + "."),  # SG.x{22}.y{43}
+    _vendor("huggingface-token", "hf", "_", min_len=30, body=ALNUM),
+    _vendor("huggingface-token", "api_or", "g", ("_",), 30, ALNUM),  # api_org_
+    _vendor("digitalocean-token", "do[opr]_", "v", ("1_",), 64, _HEX),  # dop_v1_, doo_, dor_
+    _vendor("vault-token", "hv[sbr]", ".", min_len=24),  # hvs., hvb., hvr.
+    _vendor("shopify-token", "shp[acps][acst]", "_", min_len=32, body=ALNUM),  # shpat_, shpss_
+    _vendor("pypi-token", "pypi", "-", ("AgENdGVzdC5weXBpLm9yZw", "AgEIcHlwaS5vcmc"), 50),
+    _vendor("slack-webhook", ("services", "workflows"), "/", ("T",), 30, ALNUM + "/",
+            scope=("hooks.slack.com",)),
+    _vendor("slack-token", "xapp", "-", min_len=20, body=ALNUM + "-"),
+    _vendor("telegram-bot-token", _DIGIT * 5, ":", ("AA",), 30, before="any"),
+    *(_vendor("discord-token", "[MNO]" + _B62 * n, ".", min_len=34, body=_TOKEN_BODY + ".")
+      for n in (23, 24, 25)),
+    _vendor("discord-webhook", "webhooks", "/", min_len=60, body=_TOKEN_BODY + "/",
+            scope=("discord",)),
+    _vendor("age-secret-key", "AGE-SECRET-KE", "Y", ("-1",), 50, _UPPER, before="any"),
+    _vendor("mailgun-key", "key", "-", min_len=32, body=_HEX),
+    _vendor("twilio-key", "S", "K", min_len=32, body=_HEX),
+    _vendor("twilio-auth", "AC" + ("[" + _HEX + "]") * 32, ":", min_len=32, body=_HEX),
+    _vendor("gitlab-token", ("glptt", "gldt", "glrt", "glsoat", "glcbt", "glimt", "glft",
+                             "glagent"), "-"),
+    _vendor("grafana-token", ("glc", "glsa"), "_", min_len=32),
+    _vendor("linear-key", "lin_", "a", ("pi_",), 40, ALNUM),
+    _vendor("doppler-token", "dp.[pcs]", "t", (".",), 40, ALNUM),
+    _vendor("sentry-token", "sntry[su]", "_", min_len=40, body=_B64 + "_"),
+    _vendor("postman-key", "PMAK", "-", min_len=50, body=ALNUM + "-"),
+    _vendor("databricks-token", "dap", "i", min_len=32, body=_HEX),
+    _vendor("newrelic-key", ("NRAK", "NRII"), "-", min_len=27, body=_UPPER),
+    _vendor("rubygems-key", "rubygems", "_", min_len=48, body=_HEX),
+    _vendor("planetscale-token", "pscale", "_", min_len=32),
+    _vendor("pulumi-token", "pul", "-", min_len=40, body=_HEX),
+    _vendor("heroku-key", "HRKU", "-", min_len=40),
+    _vendor("square-token", "sq0[ac][st]p", "-", min_len=22),
+    _vendor("dynatrace-token", "dt0c01", ".", min_len=80, body=ALNUM + "."),
+    _vendor("atlassian-token", "ATATT3", "x", min_len=50, body=_TOKEN_BODY + "="),
+    _vendor("bitbucket-token", "A", "T", ("BB",), 30, _TOKEN_BODY + "="),
+    _vendor("figma-token", "figd", "_", min_len=40),
+    _vendor("notion-token", "ntn", "_", min_len=40, body=ALNUM),
+    _vendor("flyio-token", "fo1", "_", min_len=40),
+    _vendor("supabase-key", "sbp", "_", min_len=40, body=_HEX),
+    _vendor("supabase-key", "sb_secre", "t", ("_",), 20),
+    _vendor("groq-key", "gsk", "_", min_len=50, body=ALNUM),
+    _vendor("xai-key", "xai", "-", min_len=60, body=ALNUM),
+    _vendor("replicate-token", "r8", "_", min_len=30, body=ALNUM),
+    _vendor("perplexity-key", "pplx", "-", min_len=40, body=ALNUM),
+    _vendor("mapbox-token", "sk", ".", ("eyJ",), 60, _TOKEN_BODY + "."),
+    _vendor("dropbox-token", "sl", ".", min_len=100),
+    _vendor("onepassword-token", "ops", "_", ("eyJ",), 50, _TOKEN_BODY + "."),
+    _vendor("tailscale-key", "tskey", "-", min_len=30, body=ALNUM + "-"),
+    _vendor("terraform-token", "atlasv1", ".", min_len=60, before="any"),
+    _vendor("docker-token", "dckr", "_", min_len=25),  # dckr_pat_, dckr_oat_
+    _vendor("buildkite-token", "bkua", "_", min_len=40, body=_HEX),
+    _vendor("circleci-token", "CCIPAT", "_", min_len=30, body=ALNUM + "_"),
+    _vendor("shippo-token", "shippo", "_", min_len=40, body=ALNUM + "_"),
+    _vendor("flutterwave-key", "FLWSEC", "K", min_len=30),
+    _vendor("brevo-key", "xkeysib", "-", min_len=60, body=ALNUM + "-"),
+    _vendor("google-oauth-secret", "GOCSPX", "-", min_len=24),
+    _vendor("google-oauth-token", "ya29", ".", min_len=30, body=_TOKEN_BODY + "."),
+    _vendor("azure-ad-secret", _DIGIT + "Q", "~", min_len=30, body=_TOKEN_BODY + "~.",
+            before="any"),
+    _vendor("jfrog-token", "AKC", "p", min_len=60, body=ALNUM),
+    _vendor("infracost-key", "ico", "-", min_len=32, body=ALNUM),
+    _vendor("prefect-key", "pnu", "_", min_len=36, body=ALNUM),
+    _vendor("readme-key", "rdme", "_", min_len=60, body=ALNUM),
+    _vendor("typeform-token", "tfp", "_", min_len=40, body=_TOKEN_BODY + "."),
+    _vendor("scalingo-token", "tk-", "u", ("s-",), 40),
+    _vendor("frameio-token", "fio-", "u", ("-",), 60, _TOKEN_BODY + "="),
+    _vendor("duffel-token", "duffel", "_", min_len=43, body=_TOKEN_BODY + "="),
+    _vendor("easypost-key", "EZ[AT]", "K", min_len=54, body=ALNUM),
+    _vendor("adafruit-key", "aio", "_", min_len=28, body=ALNUM),
+    _vendor("contentful-token", "CFPAT", "-", min_len=40),
+    _vendor("harness-token", "pat", ".", min_len=60, body=_TOKEN_BODY + "."),
+)
+# fmt: on
 
 #: every text rule, in the order they run (each over the previous one's output); the URL
 #: rule runs where URL_RULE stands
@@ -270,6 +400,7 @@ RULES: tuple[TextRule | str, ...] = (
     _token("npm-token", "npm", "_", "", 36, ALNUM),
     _token("google-api-key", "AI", "z", "a", 35, _TOKEN_BODY),
     _token("jwt", "ey", "J", "", 30, _TOKEN_BODY + "."),
+    *VENDORS,
     URL_RULE,
     *(
         TextRule(
@@ -280,13 +411,17 @@ RULES: tuple[TextRule | str, ...] = (
             ci=True,
             stop=VALUE_STOP,
             min_len=8,
+            sh_word=True,
         )
         for a in "Bb"
     ),
     *_header_rules("authorization", _AUTH),
+    *_header_rules("cookie", _COOKIE, COOKIE_STOP),
     *_header_rules("credential-name", _OTHER),
-    # NAME=VALUE inside text: `GITHUB_TOKEN=... make`, `?access_token=...&`
-    TextRule("credential-name", "=", _word_heads(WORDS), ci=True, stop=VALUE_STOP),
+    # NAME=VALUE inside text: `GITHUB_TOKEN=... make`, `?access_token=...&`, `DB_PASSWORD='x'`
+    TextRule("credential-name", "=", _word_heads(WORDS), ci=True, stop=VALUE_STOP, sh_word=True),
+    # an Azure shared access signature: `...&sp=r&sig=...`
+    TextRule("azure-sas", "=", (Head("sig", "word"),), stop=VALUE_STOP, min_len=16, sh_word=True),
     # `--password VALUE` inside a composed line (`--password=` is the rule above)
     TextRule(
         "option-value",
@@ -295,10 +430,13 @@ RULES: tuple[TextRule | str, ...] = (
         ci=True,
         stop=VALUE_STOP,
         not_first="-",
+        sh_word=True,
     ),
     *(r for c in COMMANDS for r in _command_rules(c)),
     *(
-        TextRule("aws-secret-key", a, (Head(h),), _AWS_TAILS, ci=True, stop=VALUE_STOP)
+        TextRule(
+            "aws-secret-key", a, (Head(h),), _AWS_TAILS, ci=True, stop=VALUE_STOP, sh_word=True
+        )
         for a, h in (("y", "secret_access_ke"), ("Y", "SECRET_ACCESS_KE"))
     ),
 )

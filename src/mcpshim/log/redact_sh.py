@@ -10,15 +10,18 @@ dash and bash backtrack, in time the square of the text's length or worse.
 
 from __future__ import annotations
 
+import os
 import shlex
 import string
+from collections.abc import Sequence
 
-from mcpshim.log.redact import PREFILTER_RUN
+from mcpshim.log.redact import PREFILTER_RUN, prefilter_len, run_chars
 from mcpshim.log.redact_rules import (
     BARE_NEXT,
     COMMANDS,
-    JOINED_OPTION_NAMES,
+    MAX_SPECIALS,
     RULES,
+    SHELL_OPEN,
     SKIP_BARE,
     WORDS,
     CommandOptions,
@@ -26,9 +29,48 @@ from mcpshim.log.redact_rules import (
     glob_items,
 )
 
-__all__ = ["lib_sections", "sh_triggers"]
+__all__ = ["HELPER_SCRIPT", "is_shim_helper", "lib_sections", "sh_triggers"]
 
 _SAFE = set(string.ascii_letters + string.digits + "_.+/=,:@%#")
+
+# ---- the parent path's helper ------------------------------------------------------------
+
+#: what the shim library runs to read a parent shell's argv whole (lib.sh, _mcpshim_parent):
+#: xargs -0 with these options, then `/bin/sh -p -c HELPER_SCRIPT sh ARG...`, which prints
+#: each argument single-quoted (a quote as '\\''), a blank after each: words the library's
+#: `eval` takes back exactly, in time linear in their length
+HELPER_XARGS = ("-0", "-x", "-n", "2097152", "-s", "2097152")
+HELPER_SCRIPT = """q() {
+	IFS=\\'
+	set -f
+	set -- ${1}x
+	n=$#
+	for p; do
+		[ "$n" -lt $# ] && printf '%s' "'\\\\''"
+		n=$((n - 1))
+		[ "$n" -eq 0 ] && p=${p%x}
+		printf '%s' "$p"
+	done
+}
+for a; do
+	printf "'"
+	q "$a"
+	printf "' "
+done"""
+_HEAD = [b"/bin/sh", b"-p", b"-c", HELPER_SCRIPT.encode(), b"sh"]
+
+
+def is_shim_helper(argv: Sequence[bytes]) -> bool:
+    """Whether an exec is the shim library's own helper (xargs, or the sh it starts), which
+    does nothing but print its arguments: mcpshim's work, not the server's."""
+    if len(argv) >= 5 and list(argv[:5]) == _HEAD:
+        return True
+    if len(argv) == 12 and os.path.basename(argv[0]) == b"xargs":
+        opts = tuple(a.decode("ascii", "replace") for a in argv[1:7])
+        return opts == HELPER_XARGS and list(argv[7:]) == _HEAD
+    return False
+
+
 _RANGES = (string.ascii_uppercase, string.ascii_lowercase, string.digits)
 
 
@@ -125,7 +167,9 @@ def _cls_of(c: str) -> str:
 
 # ---- the shim's trigger -------------------------------------------------------------------
 
-_WORD_TRIGGERS = ("token", "pass", "secret", "key", "bearer", "pwd")
+_WORD_TRIGGERS = ("token", "pass", "secret", "key", "bearer", "pwd", "cookie")
+#: what the word triggers, with the auth and pat ones, cover
+_COVERED = (*_WORD_TRIGGERS, "auth", "pat")
 
 
 def _ci_first(word: str, then: str = "*") -> list[str]:
@@ -133,6 +177,35 @@ def _ci_first(word: str, then: str = "*") -> list[str]:
     where a bracket costs a test at every position."""
     rest = glob_word(word[1:], ci=True)
     return [f"*{shlex.quote(c)}{rest}{then}" for c in (word[0].lower(), word[0].upper())]
+
+
+_WIDE = 8  # a set of more characters is `?` in a trigger: shorter, and as cheap to test
+
+
+def _token_trigger(items: tuple[str, ...], r: TextRule) -> str:
+    """A token shape's trigger: its head, anchor and tail, wide sets as `?` and leading
+    ones left out (the `*` takes them), then a few characters of its body when the text
+    before is short (`hf_` alone would load the library for every `chf_...`). "" when a
+    word's trigger takes it already (`AGE-SECRET-KEY-`)."""
+    literal = "".join(c for c in items if len(c) == 1)
+    if any(w in literal.lower() for w in _WORD_TRIGGERS):
+        return ""
+    while items and len(items[0]) > _WIDE:
+        items = items[1:]
+    out, lit = [], ""
+    for chars in items:
+        if len(chars) == 1:
+            lit += chars
+            continue
+        if lit:
+            out.append(_q(lit) if set(lit) - _SAFE else lit)
+            lit = ""
+        out.append("?" if len(chars) > _WIDE else _set_word(chars))
+    if lit:
+        out.append(_q(lit) if set(lit) - _SAFE else lit)
+    if len(literal) < 4:
+        out.append(_set_word(r.body) * min(r.min_len, PREFILTER_RUN))
+    return "*" + "".join(out) + "*"
 
 
 def _triggers() -> list[str]:
@@ -148,7 +221,19 @@ def _triggers() -> list[str]:
     for r in RULES:
         if isinstance(r, TextRule) and r.body:  # the token shapes
             for h in r.heads:
-                pats.append(f"*{glob_word(h.glob + r.anchor + r.tails[0])}*")
+                for t in r.tails:
+                    pat = _token_trigger(glob_items(h.glob + r.anchor + t), r)
+                    if pat:
+                        pats.append(pat)
+        elif isinstance(r, TextRule) and not r.scope:  # a value after a marker word
+            for h in r.heads:
+                for t in r.tails:
+                    items = glob_items(h.glob + r.anchor + t)
+                    text = "".join(c[0] for c in items).lower()
+                    if any(w in text for w in _COVERED) or len(h.glob) < 2:
+                        continue
+                    assert all(len(c) == 1 for c in items), r  # (a marker word, as `sig=`)
+                    pats.append(f"*{glob_word(h.glob + r.anchor, ci=r.ci)}*")
     pats += [f"*{shlex.quote(w)}*" for c in COMMANDS for w in c.words]
     # an argument of 40 characters, maybe a bare AWS secret key (the library looks closer)
     pats.append("*' '" + "[!' ']" * 40 + "' '*")
@@ -167,6 +252,8 @@ def sh_triggers(*names: str) -> str:
         for x in c.short:
             # an argument starting -x, or ending in x (`-vx`: flags combined)
             pats += [f"*' '-{x}*", f"*{x}' '*"]
+        if c.rest:
+            pats.append("*' '-*")  # any flag may hold the letter (`htpasswd -nbB`)
         pats += [f"*{o}*" for o in c.long]
     return " | ".join(dict.fromkeys(pats))
 
@@ -229,16 +316,21 @@ def _classes() -> dict[str, str]:
     out: dict[str, str] = {}
     for r in RULES:
         if isinstance(r, TextRule):
-            v = _set_value(r.body or r.stop, negate=not r.body)
-            out.setdefault(v, f"_mcpshim_z{len(out) + 1}")
+            chars, negated = run_chars(r)
+            out.setdefault(_set_value(chars, negate=negated), f"_mcpshim_z{len(out) + 1}")
     return out
+
+
+#: the quote states' patterns of _mcpshim_sw: what ends "..." and $'...'
+_QUOTE_VARS = {"_mcpshim_qd": _set_value('"\\'), "_mcpshim_qc": _set_value("'\\")}
 
 
 def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
     run = r.body or r.stop
-    k = min(r.min_len, PREFILTER_RUN)
+    k = prefilter_len(r)
     anchor = "[" + r.anchor + "]" if r.anchor in "[]" else r.anchor
-    cls = "$" + classes[_set_value(run, negate=not r.body)]
+    chars, negated = run_chars(r)
+    cls = "$" + classes[_set_value(chars, negate=negated)]
     tails = [_ci(t, r.ci) for t in r.tails]
     # After a `*`, a literal lets dash skip ahead to it (a bracket costs a test at every
     # position): a rule's one head when it starts with a literal, else its anchor (then the
@@ -256,17 +348,21 @@ def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
         alts += [f"*{lead}{cls * k}*"] if "" in tails else []
     pre = " | ".join(alts)
     heads = [head] if head and not literal else []
+    ends = "".join(dict.fromkeys(r.stop + SHELL_OPEN)) if r.sh_word else run
     args = [
         r.name,
         r.anchor,
         _cls_of(r.anchor),
-        _set_value(run, negate=bool(r.body)),  # what ends the run
+        _set_value(ends, negate=bool(r.body)),  # what ends the run (or a plain part of it)
         "1" if r.in_run(r.anchor) else "",
         str(r.min_len),
         fns.name("h", _head_body(r)),
         fns.name("t", _tail_body(r)),
         _set_value(r.not_first) if r.not_first else "",
+        "1" if r.sh_word else "",
     ]
+    while not args[-1]:  # (trailing empty arguments are left out)
+        args.pop()
     call = '_mcpshim_tok "$_mcpshim_r" ' + " ".join(shlex.quote(a) for a in args)
     if heads:
         inner = " | ".join(f"*{glob_word(h + anchor)}*" for h in heads)
@@ -302,8 +398,12 @@ def _scope_options() -> str:
                 "_mcpshim_rule option-value && return ;;"
             )
         cases.append("\t\t-*[!A-Za-z]*) ;;")
-        combined = " | ".join(f"-[A-Za-z]*{x}" for x in c.short)
-        cases.append(f"\t\t{combined}) _mcpshim_nx=option-value && return ;;")
+        if c.short:
+            combined = " | ".join(f"-[A-Za-z]*{x}" for x in c.short)
+            cases.append(f"\t\t{combined}) _mcpshim_nx=option-value && return ;;")
+        if c.rest:
+            rest = " | ".join(f"-*{x}*" for x in c.rest)
+            cases.append(f"\t\t{rest}) _mcpshim_na=option-value && return ;;")
         block = "\t\tcase $1 in\n" + "\n".join(cases) + "\n\t\tesac"
         if c.operands_end:
             block += "\n\t\tcase $1 in -*) ;; *) _mcpshim_sc= ;; esac"
@@ -327,8 +427,12 @@ def lib_sections() -> dict[str, str]:
     return {
         "@@NAME_PATTERNS@@": _name_patterns(),
         "@@RULE_FUNCTIONS@@": fns.text(),
-        "@@CONSTS@@": "\n".join(f"\t{var}={shlex.quote(v)}" for v, var in classes.items()),
-        "@@CLASS_VARS@@": " ".join(classes.values()),
+        "@@CONSTS@@": "\n".join(
+            f"\t{var}={shlex.quote(v)}"
+            for var, v in [*((var, v) for v, var in classes.items()), *_QUOTE_VARS.items()]
+        ),
+        "@@CLASS_VARS@@": " ".join([*classes.values(), *_QUOTE_VARS]),
+        "@@MAX_SPECIALS@@": str(MAX_SPECIALS),
         "@@TEXT_RULES@@": "\n".join(calls),
         "@@SCOPE_WORDS@@": _scope_words(" && return"),
         "@@SCOPE_OF_TARGET@@": _scope_words(""),
@@ -338,5 +442,7 @@ def lib_sections() -> dict[str, str]:
         "@@SKIP_BARE@@": " | ".join(glob_word(s, ci=True) + "*" for s in SKIP_BARE),
         "@@BARE_NEXT@@": " | ".join(glob_word(s, ci=True) for s in BARE_NEXT),
         "@@AWS40@@": "?" * 40,
-        "@@OPTION_NAMES@@": " ".join(shlex.quote(n) for n in JOINED_OPTION_NAMES),
+        "@@HELPER_XARGS@@": " ".join(HELPER_XARGS),
+        "@@HELPER_SCRIPT@@": _q(HELPER_SCRIPT),
+        "@@SOH@@": "\x01",
     }

@@ -26,6 +26,7 @@ from mcpshim.log import execlog
 from mcpshim.log.boot import Anchors, clock_seconds
 from mcpshim.log.execlog import ExecRecord, LogProblem, Record
 from mcpshim.log.framing import pieces
+from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
 
 __all__ = ["ExecRows", "Row", "Tail"]
@@ -47,6 +48,7 @@ class Tail(NamedTuple):
     redactions: tuple[str, ...]
     parent_cmdline: bytes
     args: tuple[bytes, ...]
+    parent_argv: tuple[bytes, ...] = ()
 
 
 #: (segment index, offset, tail index, boot id, pid, ppid, start, parent start, btime,
@@ -69,6 +71,7 @@ def _tail(raw: bytes) -> Tail | None:
     if not cwd.startswith(b"/"):
         cwd, cwd_unknown = b"", execlog._cwd_reason(cwd)
     red = f[6]
+    pcmd, pargv = parent_fields(f[7])
     return Tail(
         cwd,
         cwd_unknown,
@@ -78,8 +81,9 @@ def _tail(raw: bytes) -> Tail | None:
         f[4].decode("utf-8", "replace"),
         f[5],
         execlog._redactions(red) if red else (),
-        f[7],
+        pcmd,
         args,
+        pargv,
     )
 
 
@@ -201,6 +205,7 @@ class ExecRows:
             t.parent_cmdline,
             "exec",
             t.cwd_unknown,
+            t.parent_argv,
         )
 
     def iter_log(self, loc: Locations, problems: list[LogProblem]) -> Iterator[Row | Record]:

@@ -25,11 +25,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, dropped_reason
 from mcpshim.relay.listings import LISTED, contract_event
 from mcpshim.relay.recordable import loads as _loads
 from mcpshim.relay.redact import redact_json
@@ -37,10 +37,12 @@ from mcpshim.relay.redact import redact_json
 __all__ = [
     "C2S",
     "COPY_LIMIT",
+    "MAX_MESSAGE",
     "S2C",
     "TRACKED",
     "Dropped",
     "Framer",
+    "Oversize",
     "Recorder",
     "Relaying",
     "Transcriber",
@@ -62,7 +64,6 @@ TRACKED: Mapping[str, tuple[str, str]] = {
 #: requests whose results say what the server is and offers (the contract an approval pins)
 CONTRACT = frozenset({"initialize", *LISTED})
 _READ = 1 << 20
-MAX_MESSAGE = 64 << 20  # a longer line is relayed but not parsed (bounded memory)
 #: copies waiting for a recorder that fell behind, at most; past it they are dropped (and
 #: the drop recorded): 1.5 GB queued in 4 s before, with a server that kept writing
 COPY_LIMIT = 64 << 20
@@ -79,96 +80,6 @@ def iso(t: float) -> str:
 def announce(emit: Emit, session: str) -> None:
     """Mark a session as relayed before any of its processes run (attribution keys on it)."""
     emit("mcp-session", {"session": session, "time": iso(time.time()), "transport": "stdio"})
-
-
-# ---- framing -----------------------------------------------------------------------------
-
-
-@dataclass
-class Framer:
-    """Newline-delimited messages out of arbitrary chunks; one per direction."""
-
-    parts: list[bytes] = field(default_factory=list)
-    size: int = 0
-    oversized: bool = False
-    skipping: bool = False  # after a gap: the rest of a message whose start was dropped
-
-    def feed(self, chunk: bytes) -> Iterator[bytes | int]:
-        """Complete lines (without the newline), or the length of a line too long to keep."""
-        start = 0
-        if self.skipping:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                return
-            start, self.skipping = nl + 1, False
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                rest = chunk[start:]
-                if rest and not self.oversized:
-                    self.parts.append(rest)
-                self.size += len(rest)
-                if self.size > MAX_MESSAGE:
-                    self.oversized, self.parts = True, []
-                return
-            piece = chunk[start:nl]
-            total = self.size + len(piece)
-            if self.oversized or total > MAX_MESSAGE:
-                yield total
-            elif self.parts:
-                self.parts.append(piece)
-                yield b"".join(self.parts)
-            else:
-                yield piece
-            self.parts, self.size, self.oversized = [], 0, False
-            start = nl + 1
-
-    def pending(self) -> int:
-        return self.size
-
-    def gap(self, dropped: Dropped) -> None:
-        """Bytes of this direction were dropped here: what was pending is cut short, and
-        unless the dropped bytes ended a message, so is the first line after them."""
-        self.parts, self.size, self.oversized = [], 0, False
-        self.skipping = self.skipping or not dropped.clean
-
-    def rest(self) -> bytes | None:
-        """What is left without a newline (None when it was too large to keep)."""
-        return None if self.oversized else b"".join(self.parts)
-
-
-@dataclass
-class Dropped:
-    """Copies of one direction that never reached the recorder (it fell behind and what
-    waited for it reached its limit): the bytes, and the messages they touched."""
-
-    size: int = 0
-    newlines: int = 0
-    clean: bool = True  # the last byte dropped ended a message
-
-    def add(self, data: bytes) -> None:
-        if data:
-            self.size += len(data)
-            self.newlines += data.count(b"\n")
-            self.clean = data.endswith(b"\n")
-
-    def merge(self, other: Dropped) -> None:
-        if other.size:
-            self.size += other.size
-            self.newlines += other.newlines
-            self.clean = other.clean
-
-    @property
-    def messages(self) -> int:
-        """Each newline ends a message not recorded; so does one cut short at the end."""
-        return self.newlines + (0 if self.clean else 1)
-
-
-def dropped_reason(limit: int) -> str:
-    return (
-        f"the recorder fell behind and the copies waiting for it reached {limit >> 20} MiB: "
-        "these were not recorded (the bytes themselves were relayed unchanged)"
-    )
 
 
 # ---- recording ---------------------------------------------------------------------------
@@ -209,9 +120,19 @@ class Recorder:
         payload = {"direction": direction, "bytes": dropped.size, "messages": dropped.messages}
         self._event("mcp-unrecorded", t, {**payload, "reason": reason})
 
-    def unparsed(self, direction: str, t: float, size: int, reason: str) -> None:
+    def unparsed(
+        self, direction: str, t: float, size: int, reason: str, sha256: str = "", cause: str = ""
+    ) -> None:
+        """A line not recorded as a message: its size and hash, and why. With `cause` (a
+        word of relay.readable.CAUSES) it could not be read completely, so what it said
+        is unknown (review: MCS505); without, it was JSON but no JSON-RPC message."""
         self.counts["unparsed"] += 1
-        self._event("mcp-unparsed", t, {"direction": direction, "size": size, "reason": reason})
+        payload: dict[str, Any] = {"direction": direction, "size": size, "reason": reason}
+        if sha256:
+            payload["sha256"] = sha256
+        if cause:
+            payload["unreadable"] = cause
+        self._event("mcp-unparsed", t, payload)
 
     def message(self, direction: str, t: float, line: bytes, mark: int = -1) -> None:
         """One whole message, read at `t`; `mark`: the pid counter when it was passed on."""
@@ -221,19 +142,23 @@ class Recorder:
         try:
             doc = _loads(line)
         except UnicodeDecodeError:
-            self.unparsed(direction, t, len(line), "not UTF-8 text")
+            self._unread(direction, t, line, "not UTF-8 text", "not-utf8")
             return
         except ValueError as exc:
-            self.unparsed(direction, t, len(line), f"not JSON: {exc}")
+            deep = str(exc) == "nested too deeply to parse"
+            self._unread(direction, t, line, f"not JSON: {exc}", "too-deep" if deep else "not-json")
             return
         items = doc if isinstance(doc, list) else [doc]
         if not items:
-            self.unparsed(direction, t, len(line), "empty batch")
+            self._unread(direction, t, line, "empty batch", "not-json-rpc")
         for item in items:
             if not isinstance(item, dict):
-                self.unparsed(direction, t, len(line), "not a JSON-RPC object")
+                self._unread(direction, t, line, "not a JSON-RPC object", "not-json-rpc")
                 continue
             self._one(direction, t, item, len(line), line, mark)
+
+    def _unread(self, direction: str, t: float, line: bytes, reason: str, cause: str) -> None:
+        self.unparsed(direction, t, len(line), reason, hashlib.sha256(line).hexdigest(), cause)
 
     def _one(
         self, direction: str, t: float, msg: dict[str, Any], size: int, line: bytes, mark: int
@@ -356,12 +281,14 @@ class Transcriber:
                 if rest is not None and _parses(rest):
                     rec.message(direction, t, rest, mark)
                 else:
-                    rec.unparsed(direction, t, framer.pending(), "incomplete message at end")
+                    rec.unparsed(direction, t, framer.pending(), "incomplete message at end",
+                                 framer.rest_sha256(), "incomplete")  # fmt: skip
             return
         for line in framer.feed(data):
             try:
-                if isinstance(line, int):
-                    rec.unparsed(direction, t, line, "message too large to parse")
+                if isinstance(line, Oversize):
+                    rec.unparsed(direction, t, line.size, "message too large to parse",
+                                 line.sha256, "too-large")  # fmt: skip
                 else:
                     rec.message(direction, t, line, mark)
             except Exception as exc:  # never let one message stop the recorder

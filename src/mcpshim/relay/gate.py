@@ -16,11 +16,21 @@ lock approved. Refused: a tool whose definition changed, a tool the lock does no
 tool not listed in this session (its definition is unverified), and every tool of a server
 the lock has no entry for. The cost of parsing on the forwarding path is in
 docs/performance.md; without --enforce nothing is parsed before it is passed on.
+
+Fail closed. A message the gate cannot read completely (relay.readable: past the 64 MiB
+limit, nested too deep, not UTF-8, not JSON, not a JSON-RPC object or batch of them) is
+never passed on as if approved: a client's is refused, each id it carries answered with
+an error; a server's line that may answer an awaited listing is withheld the same way, and
+every tool's definition is then unverified (each call refused until a listing is read).
+One with no id to answer ends the session (both ways closed, `mcp-refused` with `ended`).
+A server's line that is not JSON at all, or that answers no awaited listing, goes on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,27 +43,22 @@ from mcpshim.contract.canon import definition_hash, short
 from mcpshim.contract.lockfile import Lock, ServerApproval, select_server
 from mcpshim.relay.core import (
     C2S,
-    MAX_MESSAGE,
     S2C,
     Recorder,
     close_end,
     iso,
 )
 from mcpshim.relay.pidmark import PidMark
+from mcpshim.relay.readable import Lines, Unreadable, early_id, read
 from mcpshim.relay.threaded import Relay
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
 
 REFUSED_CODE = -32001
 _READ = 1 << 20
+#: causes no peer reads past either (a syntax error): a server's such line goes on
+_NOBODY = frozenset({"not-json"})
 Emit = Callable[[str, dict[str, Any]], None]
-
-
-def _loads(data: bytes) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
 
 
 def _key(value: Any) -> str:
@@ -79,6 +84,32 @@ class Gate:
     @property
     def waiting(self) -> bool:
         return bool(self._pending)
+
+    def awaited(self) -> set[str]:
+        """The ids (as keys) of the listings asked for and not answered yet."""
+        with self._mutex:
+            return set(self._pending)
+
+    def settle(self, ids: Sequence[Any]) -> None:
+        """These requests were answered by the relay (an error): no longer awaited."""
+        with self._mutex:
+            for i in ids:
+                self._pending.pop(_key(i), None)
+
+    def unverified(self) -> None:
+        """A listing could not be read: no tool's definition is known any more, so every
+        call is refused until a listing is read again."""
+        with self._mutex:
+            self.listed = {}
+
+    def refuse(self, msg_id: Any, reason: str, extra: dict[str, Any], ended: bool = False) -> None:
+        """Record a message refused (or the session ended) for being unreadable."""
+        self.refused += 1
+        self._emit("mcp-refused", {
+            "session": self.session, "time": iso(time.time()), "id": msg_id, "tool": None,
+            "reason": reason, "lock": self.lock_path, "ended": ended,
+            "server": self.server.name if self.server else None, **extra,
+        })  # fmt: skip
 
     def request(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """Note a request; the error to answer a refused tools/call with, or None."""
@@ -152,46 +183,6 @@ class Gate:
         return None, approved.sha256, now
 
 
-class Lines:
-    """Whole lines out of chunks; a line longer than MAX_MESSAGE is passed through in
-    pieces, undecided (bounded memory), flagged False."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.through = False  # inside a line too long to hold
-
-    def feed(self, chunk: bytes) -> Iterator[tuple[bytes, bool]]:
-        """(bytes, whole): a whole line with its newline, or a piece of an overlong one."""
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                rest = chunk[start:]
-                if self.through:
-                    if rest:
-                        yield rest, False
-                elif rest:
-                    self.parts.append(rest)
-                    self.size += len(rest)
-                    if self.size > MAX_MESSAGE:
-                        yield b"".join(self.parts), False
-                        self.parts, self.size, self.through = [], 0, True
-                return
-            piece = chunk[start : nl + 1]
-            if self.through:
-                yield piece, False
-            elif self.parts:
-                yield b"".join([*self.parts, piece]), True
-            else:
-                yield piece, True
-            self.parts, self.size, self.through = [], 0, False
-            start = nl + 1
-
-    def rest(self) -> bytes:
-        return b"".join(self.parts)
-
-
 class GatedRelay(Relay):
     """A relay (relay.core.Relaying) that decides each line before passing it on."""
 
@@ -199,11 +190,14 @@ class GatedRelay(Relay):
         super().__init__(recorder)
         self.gate = gate
         self._out = threading.Lock()  # the client's stdout: whole lines, one writer at a time
-        self._client_out = -1
+        self._client_out = self._server_in = -1
         self._marks = PidMark()
+        self._over: dict[str, str] = {}  # direction -> inside an overlong line: pass | drop
+        self._ending = ""  # a message that ends the session was read: end once it is handled
+        self.ended = ""  # why the gate ended the session (a message it could not read)
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
-        self._client_out = client_out
+        self._client_out, self._server_in = client_out, server_in
         pumps = {C2S: (client_in, server_in), S2C: (server_out, client_out)}
         for direction, (src, dst) in pumps.items():
             self._threads[direction] = threading.Thread(
@@ -245,44 +239,71 @@ class GatedRelay(Relay):
                 self._requests(dst, lines.feed(data))
             else:
                 with self._out:  # whole lines only: nothing of ours can land inside one
-                    out = [self._answer(p) if whole else p for p, whole in lines.feed(data)]
-                    self._send(dst, direction, b"".join(out))
-        if direction == S2C:
-            with self._out:
-                self._send(dst, direction, lines.rest())
-        else:
-            self._send(dst, direction, lines.rest())
+                    self._responses(dst, lines.feed(data))
+        rest = lines.rest()
+        if rest and not self.ended:  # a last line without its newline, as a peer may end
+            if direction == S2C:
+                with self._out:
+                    self._responses(dst, iter([(rest, True)]))
+            else:
+                self._requests(dst, iter([(rest, True)]))
         close_end(src)
         if direction not in self.broken:
             close_end(dst)
         self._copy(direction, time.time(), None)
 
     def _requests(self, dst: int, pieces: Iterator[tuple[bytes, bool]]) -> None:
-        """Pass the client's lines on, less the refused calls, which are answered here (in
+        """Pass the client's lines on, less the refused ones, which are answered here (in
         order: what came before a refused line goes on first)."""
         held: list[bytes] = []
         for piece, whole in pieces:
-            answer, forward = self._decide(piece) if whole else (None, piece)
+            if self.ended:
+                return
+            answer, forward = self._decide(piece) if whole else self._overlong(C2S, piece)
             if answer is None:
                 held.append(piece)
                 continue
             self._send(dst, C2S, b"".join(held))
             held.clear()
             self._send(dst, C2S, forward, copy=piece)  # the copy: what the client sent
-            with self._out:
-                self._send(self._client_out, S2C, answer)
+            if answer:
+                with self._out:
+                    self._send(self._client_out, S2C, answer)
+            if self._ending:
+                self._end()
+                return
         self._send(dst, C2S, b"".join(held))
+
+    def _responses(self, dst: int, pieces: Iterator[tuple[bytes, bool]]) -> None:
+        """The server's lines, read only while a listing is awaited (under self._out); the
+        copy is what the server sent, whatever goes on in its place."""
+        fwd: list[bytes] = []
+        copy: list[bytes] = []
+        for piece, whole in pieces:
+            if whole:
+                go = self._answer(piece)
+            else:
+                answer, forward = self._overlong(S2C, piece)
+                go = forward if answer is None else answer + forward
+            fwd.append(go)
+            copy.append(piece)
+            if self._ending:
+                break
+        self._send(dst, S2C, b"".join(fwd), copy=b"".join(copy))
+        if self._ending:
+            self._end()
 
     def _decide(self, line: bytes) -> tuple[bytes | None, bytes]:
         """(the relay's own answer or None, what goes on to the server) for a whole line."""
-        try:
-            doc = _loads(line)
-        except ValueError:
-            return None, line  # not JSON: the server's to answer
+        if not line.strip():
+            return None, line
+        doc = read(line)
+        if isinstance(doc, Unreadable):
+            return self._unreadable(C2S, doc, len(line), hashlib.sha256(line).hexdigest())
         items = doc if isinstance(doc, list) else [doc]
         errors, kept = [], []
         for item in items:
-            err = self.gate.request(item) if isinstance(item, dict) else None
+            err = self.gate.request(item)
             if err is None:
                 kept.append(item)
             else:
@@ -290,15 +311,89 @@ class GatedRelay(Relay):
         if not errors:
             return None, line
         answer = orjson.dumps(errors if isinstance(doc, list) else errors[0]) + b"\n"
-        return answer, (orjson.dumps(kept) + b"\n" if kept else b"")
+        # (json, not orjson: it writes back what it read, NaN and 70-bit integers included)
+        return answer, (json.dumps(kept, separators=(",", ":")).encode() + b"\n" if kept else b"")
 
     def _answer(self, line: bytes) -> bytes:
-        if self.gate.waiting:
-            try:
-                doc = _loads(line)
-            except ValueError:
-                return line
-            for item in doc if isinstance(doc, list) else [doc]:
-                if isinstance(item, dict):
-                    self.gate.response(item)
+        """A whole line of the server's: while a listing is awaited, read it first."""
+        if not self.gate.waiting or not line.strip():
+            return line
+        doc = read(line)
+        if isinstance(doc, Unreadable):
+            if doc.cause in _NOBODY and not (set(map(_key, doc.ids)) & self.gate.awaited()):
+                return line  # no client reads a listing from it either: on its way
+            answer, _ = self._unreadable(S2C, doc, len(line), hashlib.sha256(line).hexdigest())
+            return answer or b""
+        for item in doc if isinstance(doc, list) else [doc]:
+            self.gate.response(item)
         return line
+
+    def _overlong(self, direction: str, piece: bytes) -> tuple[bytes | None, bytes]:
+        """A piece of a line past the limit: at its head, decide whether it may go on
+        (a server's line no listing awaits) or is refused by its id (or ends the session);
+        (an answer of the relay's own or None, what goes on)."""
+        state = self._over.get(direction)
+        if state is None:
+            ids = early_id(piece)
+            passing = direction == S2C and (
+                not self.gate.waiting or bool(ids and not set(map(_key, ids)) & self.gate.awaited())
+            )
+            if passing:
+                state = "pass"
+                answer = None
+            else:
+                state, (answer, _) = (
+                    "drop",
+                    self._unreadable(direction, Unreadable("too-large", ids), len(piece), ""),
+                )
+            self._over[direction] = state
+        else:
+            answer = b"" if state == "drop" else None
+        if piece.endswith(b"\n"):
+            del self._over[direction]
+        if state == "pass":
+            return None, piece
+        return (answer or b""), b""
+
+    def _unreadable(
+        self, direction: str, msg: Unreadable, size: int, sha: str
+    ) -> tuple[bytes | None, bytes]:
+        """A message the gate cannot read: refused by its ids, each answered with an error
+        (a listing awaited is then unverified: no call passes on the old one), or, with
+        no id to answer, the session ends. Nothing of it goes on."""
+        what = "message" if direction == C2S else "answer"
+        text = f"mcpshim: the client's {what} refused: the gate cannot read it ({msg.why})"
+        if direction == S2C:
+            text = f"mcpshim: the server's {what} withheld: the gate cannot read it ({msg.why})"
+            awaited = self.gate.awaited()
+            ids = tuple(i for i in msg.ids if _key(i) in awaited)
+            if ids:
+                self.gate.unverified()
+        else:
+            ids = msg.ids
+        payload = {"direction": direction, "unreadable": msg.cause, "size": size}
+        if sha:
+            payload["sha256"] = sha
+        if not ids:
+            self.gate.refuse(None, text + "; no id to answer, so the session ends", payload,
+                             ended=True)  # fmt: skip
+            self._ending = text
+            return b"", b""
+        errors = []
+        for i in ids:
+            self.gate.refuse(i, text, payload)
+            errors.append({"jsonrpc": "2.0", "id": i, "error": {"code": REFUSED_CODE,
+                                                                "message": text}})  # fmt: skip
+        self.gate.settle(ids)
+        return orjson.dumps(errors if len(errors) > 1 else errors[0]) + b"\n", b""
+
+    def _end(self) -> None:
+        """Stop relaying: the server's stdin and the client's stdout closed, both ways."""
+        if self.ended:
+            return
+        self.ended = self._ending
+        print(f"{self.ended}; no id to answer: the session ends (--enforce)", file=sys.stderr)
+        for direction, fd in ((C2S, self._server_in), (S2C, self._client_out)):
+            if direction not in self.broken:
+                self.broken[direction] = "ended by the gate"
+                close_end(fd)

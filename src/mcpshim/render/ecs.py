@@ -50,7 +50,10 @@ def ecs_doc(
         process["start"] = _ts(started)
     if img.parent_start is not None and img.ppid is not None:
         process["parent"]["entity_id"] = entity_id(img.boot_id, img.ppid, img.parent_start)
-    if img.parent_cmdline:
+    if img.parent_argv:  # the shell's argv, as its first shimmed child kept it
+        process["parent"]["args"] = [json_text(a) for a in img.parent_argv]
+        process["parent"]["command_line"] = quote_argv(img.parent_argv)
+    elif img.parent_cmdline:
         process["parent"]["command_line"] = json_text(img.parent_cmdline)
     doc: dict[str, Any] = {
         "@timestamp": _ts(img.time) or process.get("start"),

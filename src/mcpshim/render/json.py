@@ -73,10 +73,12 @@ def _image_json(img: Image) -> dict[str, Any]:
         "redacted": list(img.redactions),
         "parent_cmdline": json_text(img.parent_cmdline) if img.parent_cmdline else None,
     }
+    if img.parent_argv:
+        out["parent_argv"] = [json_text(a) for a in img.parent_argv]
     if img.cwd_unknown:
         out["cwd_unknown"] = img.cwd_unknown
     out.update(b64_fields({"argv": argv_of(img), "target": img.target, "cwd": img.cwd}))
-    out.update(b64_fields({"parent_cmdline": img.parent_cmdline}))
+    out.update(b64_fields({"parent_cmdline": img.parent_cmdline, "parent_argv": img.parent_argv}))
     return out
 
 

@@ -38,6 +38,7 @@ MODULES = (
     "mcpshim.review.rules.session_rules",
     "mcpshim.review.rules.coverage_rules",
     "mcpshim.review.rules.mcp_rules",
+    "mcpshim.review.rules.unreadable",
     "mcpshim.review.departure_rules",
     "mcpshim.pathcheck.lint",
     "mcpshim.pathcheck.launch",

@@ -31,6 +31,7 @@ from mcpshim.review.engine import Progress, ReviewResult, review
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.mcp_rules import regroup, session_findings
+from mcpshim.review.rules.unreadable import unreadable_findings
 from mcpshim.review.split import review_log as _review_log
 from mcpshim.review.verdicts import CallVerdict, call_verdicts
 from mcpshim.shim.manifest import Manifest, load_manifest
@@ -141,5 +142,6 @@ def lock_review(
             str((ev.initialize or {}).get("server_name", "")),
         )
         out += departures(att, ev, server, ids, lock.source)
+        out += unreadable_findings(att, policy, lock=True)  # what no approval was checked against
     result = ReviewResult(apply_policy(out, policy), 0, 0, 0, 0)
     return Reviewed(result, [att for att, _ev in found], problems=problems), len(found)

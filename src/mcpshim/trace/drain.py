@@ -1,23 +1,30 @@
-"""The drain of a traced session's survivors: `python -m mcpshim.trace.drain OUTPUT`.
+"""The drain of a traced session's survivors: `python -m mcpshim.trace.drain SHIMS LOG PARAMS`.
 
 When `run --trace` ends with survivors still traced (`--on-exit report`), strace keeps
 writing their events into its FIFO after the supervisor is gone. This process, started by
-trace.run with the session's partial last line on its stdin and the FIFO on fd 3, reads
-both to their end (strace exits when the last tracee does) and appends the lines to OUTPUT
-cut down like the supervisor's (parse.sanitize: of each exec's environment only PATH).
+trace.run with the session's partial last line on its stdin, the FIFO on fd 3 and the
+session's nameless output file on fd 4, reads both to their end (strace exits when the
+last tracee does) and appends the lines to the file cut down like the supervisor's
+(parse.sanitize: of each exec's environment only PATH). Then it records what the session
+could not: the survivors' later execs (trace.store.write_trace, `late`). The file has no
+name: it goes when this process does, however it ends.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from mcpshim.base.fdio import write_all
+from mcpshim.paths import Locations
 from mcpshim.trace.parse import LinePump
+from mcpshim.trace.store import TraceParams, write_trace
 
 __all__ = ["main"]
 
 _CHUNK = 1 << 20
+_OUT = 4
 
 
 def drain(src: int, out: int, pump: LinePump) -> int:
@@ -38,15 +45,24 @@ def _write(out: int, lines: bytes) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m mcpshim.trace.drain OUTPUT", file=sys.stderr)
+    if len(argv) != 3:
+        print("usage: python -m mcpshim.trace.drain SHIM_DIR LOG_DIR PARAMS", file=sys.stderr)
         return 2
-    out = os.open(argv[0], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     pump = LinePump()
-    out = drain(0, out, pump)
+    out = drain(0, _OUT, pump)
     os.set_blocking(3, True)
     out = drain(3, out, pump)
-    _write(out, pump.flush())
+    out = _write(out, pump.flush())
+    if not argv[2]:
+        return 0
+    loc = Locations(Path(argv[0]), Path(argv[1]))
+    try:
+        write_trace(loc, Path(f"/proc/self/fd/{_OUT}"), TraceParams.decode(argv[2]), True, {},
+                    None, late=True)  # fmt: skip
+    except (OSError, ValueError) as exc:  # a full disk, a log gone: say so, once
+        print(f"mcpshim: warning: the survivors' late execs were not recorded: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

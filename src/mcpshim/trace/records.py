@@ -18,6 +18,7 @@ from typing import Any
 from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.redact import redact_argv
+from mcpshim.log.redact_sh import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
@@ -30,6 +31,7 @@ __all__ = [
     "exec_payloads",
     "find_gaps",
     "iso_time",
+    "shim_helper_pids",
     "shim_paths",
 ]
 
@@ -72,7 +74,9 @@ def exec_payloads(
     prev_script: dict[int, bytes] = {}
     for e in trace.execs:
         payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
-        if e.result == "ok":
+        if e.argv is not None and is_shim_helper(e.argv):
+            payload["shim_helper"] = True  # the shim library's own (a parent's argv read)
+        elif e.result == "ok":
             script = prev_script.pop(e.pid, None)
             if os.path.dirname(e.filename) in shim_dirs or e.filename in paths.get(e.pid, ()):
                 payload["shim_script"] = True
@@ -85,11 +89,14 @@ def exec_payloads(
         elif refused is not None and (why := refused(e.filename, e.cwd, e.result)):
             payload["blocked"] = why
         yield "trace-exec", payload
+    helpers = shim_helper_pids(trace)
     for p in trace.processes.values():
         if p.exec_count == 0 and not any(e.pid == p.pid for e in trace.execs):
+            mark = {"shim_helper": True} if p.pid in helpers else {}
             yield (
                 "trace-fork",
                 {
+                    **mark,
                     "session": session,
                     "time": iso_time(p.time),
                     "boot_id": boot_id,
@@ -156,6 +163,15 @@ def _native_hop(argv: Sequence[bytes] | None) -> bool:
         return False
     i = 2 if argv[1] == b"-p" else 1
     return len(argv) > i + 1 and argv[i] == b"-c" and argv[i + 1].startswith(_HOP)
+
+
+def shim_helper_pids(trace: Trace) -> set[int]:
+    """The processes of the shim library's helper (log.redact_sh.is_shim_helper): its execs,
+    and a shell's fork that only started one (bash's `$(...)`)."""
+    execs = {e.pid for e in trace.execs if e.argv is not None and is_shim_helper(e.argv)}
+    forks = {p.ppid for p in trace.processes.values() if p.pid in execs and p.ppid is not None}
+    idle = {p.pid for p in trace.processes.values() if p.exec_count == 0}
+    return execs | (forks & idle)
 
 
 def _snap(p: Process, exact: Sequence[int]) -> int | None:

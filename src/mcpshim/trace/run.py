@@ -9,13 +9,18 @@ strace prints the whole environment of every exec (-v), secrets included, so its
 never goes to a file: strace writes into a FIFO (in a 0700 directory, unlinked as soon as
 strace holds it) that the supervisor's loop drains (`pump`), cutting each exec's
 environment down to PATH (parse.sanitize) before anything is written. The sanitized lines
-go to a file in that directory, which is deleted once parsed.
+still hold every argument as the command got it, so they go to a file that has no name
+(O_TMPFILE, or unlinked at once): it is read back through its descriptor and goes with the
+last process that holds it. A session killed outright (SIGKILL, the OOM killer) leaves no
+trace output behind; its empty directory, and whatever an older version left in one, is
+removed by the next traced session (`sweep`: a directory whose session still runs is
+locked by it).
 
 The tracer is never detached while tracees live: strace's seccomp filter stays in them and
 would make their execve/fork fail with ENOSYS. Survivors left running (`--on-exit report`)
-keep their tracer; a small drain process (trace.drain) takes over the FIFO, so strace never
-blocks on it, and goes on sanitizing into the file; the summary says so and where that file
-stays (raw, unredacted argv; use `--on-exit terminate` to leave nothing behind).
+keep their tracer; a small drain process (trace.drain) takes over the FIFO and the nameless
+file, so strace never blocks, goes on sanitizing into it and, once strace has exited (the
+last survivor is gone), records the execs the session did not (`trace-exec`, `late`).
 """
 
 from __future__ import annotations
@@ -28,29 +33,27 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mcpshim.base.fdio import write_all
 from mcpshim.errors import UsageError
-from mcpshim.log import eventlog, execlog
-from mcpshim.log.execlog import ExecRecord, LogProblem, Record
+from mcpshim.log import eventlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.trace.parse import LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
-from mcpshim.trace.records import (
-    ExecRefused,
-    PortRefused,
-    connect_payloads,
-    exact_starts,
-    exec_payloads,
-    find_gaps,
-    iso_time,
-    shim_paths,
+from mcpshim.trace.records import ExecRefused, PortRefused, iso_time, shim_helper_pids
+from mcpshim.trace.store import (
+    TraceParams,
+    lock_dir,
+    log_mark,
+    nameless_file,
+    sweep,
+    write_trace,
 )
-from mcpshim.trace.strace import CONNECT, build_trace, read_output, strace_argv
+from mcpshim.trace.strace import CONNECT, read_output, strace_argv
 
 __all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
@@ -96,22 +99,23 @@ class TraceRun:
         loc.log_dir.mkdir(parents=True, exist_ok=True)
         base = loc.log_dir / "trace"
         base.mkdir(mode=0o700, exist_ok=True)
+        sweep(base)  # what sessions killed outright left behind
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=base))
-        self.output = self.dir / "strace.out"  # sanitized lines (parse.sanitize)
         self.fifo = self.dir / "strace.pipe"
         self.tracer_pid = 0
         self.root_pid = 0
         self.root_start: int | None = None
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
         self._seen: set[int] = set()  # pids whose start was looked for
-        self._log_mark = _log_mark(loc)
+        self._log_mark = log_mark(loc)
         self._lines = LinePump()
-        self._rfd = self._hold = self._out = -1
+        self._rfd = self._hold = self._out = self._lock = -1
         self._stored = 0  # bytes of whole lines in the output file
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
         self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
         self._port_refused: PortRefused | None = None
+        self._params: TraceParams | None = None  # set by finish, for the drain too
         try:
             self._open()
         except OSError:
@@ -119,22 +123,31 @@ class TraceRun:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
+    @property
+    def output(self) -> Path:
+        """The sanitized lines so far, through the descriptor of the file that has no name."""
+        return Path(f"/proc/self/fd/{self._out}")
+
     def _open(self) -> None:
-        """The FIFO strace writes into (`fd`) and the file its sanitized lines go to."""
+        """The FIFO strace writes into (`fd`) and the nameless file its sanitized lines go to;
+        the directory stays locked while this session may use it (`sweep`)."""
+        self._lock = lock_dir(self.dir)
         os.mkfifo(self.fifo, 0o600)
         self._rfd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         # Held until strace is gone: no end of file before strace opens the FIFO.
         self._hold = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with contextlib.suppress(OSError):
             fcntl.fcntl(self._rfd, _F_SETPIPE_SZ, _PIPE_SIZE)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        self._out = os.open(self.output, flags, 0o600)
+        self._out = nameless_file(self.dir)
 
-    def _close_fds(self) -> None:
-        for fd in (self._rfd, self._hold, self._out):
+    def _close_fds(self, output: bool = True) -> None:
+        """The FIFO's ends; with `output`, the nameless file and the lock too (the end)."""
+        for fd in (self._rfd, self._hold, *((self._out, self._lock) if output else ())):
             if fd >= 0:
                 os.close(fd)
-        self._rfd = self._hold = self._out = -1
+        self._rfd = self._hold = -1
+        if output:
+            self._out = self._lock = -1
 
     def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
@@ -290,14 +303,19 @@ class TraceRun:
             else:
                 self.pump()
                 self._hand_to_drain()
-        self._close_fds()
+        self._close_fds(output=False)  # the output is read once more (finish)
         self.started()  # when strace never started, the FIFO goes now
 
     def _hand_to_drain(self) -> None:
         """A drain process reads on: first the partial line read here (its stdin, a pipe),
-        then the FIFO (its fd 3). Raw bytes never go through a file."""
+        then the FIFO (its fd 3), into the nameless file (its fd 4). Raw bytes never go
+        through a file with a name. Once strace is gone it records what the session did
+        not: the execs after the last one recorded here (`self.late`)."""
         carry_r, carry_w = os.pipe()
-        argv = [sys.executable, "-m", "mcpshim.trace.drain", str(self.output)]
+        argv = [
+            sys.executable, "-m", "mcpshim.trace.drain", str(self.loc.shim_dir),
+            str(self.loc.log_dir), self._params.encode() if self._params else "",
+        ]  # fmt: skip
         try:
             os.posix_spawn(
                 sys.executable,
@@ -306,6 +324,7 @@ class TraceRun:
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, carry_r, 0),
                     (os.POSIX_SPAWN_DUP2, self._rfd, 3),
+                    (os.POSIX_SPAWN_DUP2, self._out, 4),
                 ],
                 setsid=True,
             )
@@ -326,58 +345,47 @@ class TraceRun:
             files = read_output(self.output, final=False)
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
+        shim_dirs = (
+            os.fsencode(self.loc.shim_dir),
+            os.fsencode(os.path.realpath(self.loc.shim_dir)),
+        )
+        self._params = TraceParams(
+            session, boot_id, self.root_pid, root_cwd, self.root_start, os.getpid(),
+            self.tracer_pid, shim_dirs,
+        )  # fmt: skip
         self._close(complete)
         try:
-            files = read_output(self.output, final=complete)
-            trace = build_trace(
-                files, self.root_pid, root_cwd, self.root_start, os.getpid(),
-                execlog.now_anchor(), execlog.CLK_TCK,
+            trace, gaps = write_trace(
+                self.loc, self.output, self._params, complete, self._live, self._log_mark,
+                refused=(self._exec_refused, self._port_refused),
             )  # fmt: skip
-            records = list(_session_records(self.loc, self._log_mark, session))
-            exact = exact_starts(records, self._live)
-            shim_dirs = [
-                os.fsencode(self.loc.shim_dir),
-                os.fsencode(os.path.realpath(self.loc.shim_dir)),
-            ]
-            paths = shim_paths(records)
-            found = exec_payloads(
-                trace, session, boot_id, exact, shim_dirs, self._exec_refused, paths
-            )
-            for kind, payload in found:
-                eventlog.append_event(self.loc, kind, payload)
-            if self._port_refused is not None:
-                for payload in connect_payloads(trace, session, boot_id, exact, self._port_refused):
-                    eventlog.append_event(self.loc, "trace-connect", payload)
-            gaps = list(find_gaps(trace, records, exact, {self.tracer_pid}))
-            for g in gaps:
-                now = iso_time(time.time())
-                payload = {"session": session, "time": now, "boot_id": boot_id, **g}
-                eventlog.append_event(self.loc, "trace-gap", payload)
+            # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
+            helper = shim_helper_pids(trace)
+            execs = [e for e in trace.execs if e.pid not in helper]
             summary: dict[str, Any] = {
                 "session": session,
                 "time": iso_time(time.time()),
                 "boot_id": boot_id,
                 "strace": self.strace,
                 "tracer_pid": self.tracer_pid,
-                "processes": len(trace.processes),
-                "execs": sum(e.result == "ok" for e in trace.execs),
-                "failed": sum(e.result != "ok" for e in trace.execs),
-                "gaps": len(gaps),
+                "processes": len(set(trace.processes) - helper),
+                "execs": sum(e.result == "ok" for e in execs),
+                "failed": sum(e.result != "ok" for e in execs),
+                "gaps": gaps,
                 "complete": complete,
             }
             if self.lost:
                 summary["lost"] = self.lost  # the execs after it are not on record
             if not complete:
-                summary["pending_dir"] = str(self.dir)
                 summary["note"] = (
                     "the tracer stays attached to surviving processes (detaching would make their "
-                    "fork/exec fail); their later execs stay in pending_dir (environment cut down "
-                    "to PATH), not in the log"
+                    "fork/exec fail); their later execs are recorded (late) once the last of "
+                    "them is gone"
                 )
             eventlog.append_event(self.loc, "trace-summary", summary)
         finally:
-            if complete:  # raw argv never outlives the session, a failed write's neither
-                shutil.rmtree(self.dir, ignore_errors=True)
+            self._close_fds()  # the output goes with the last descriptor (the drain's)
+            shutil.rmtree(self.dir, ignore_errors=True)
         return summary
 
 
@@ -398,35 +406,3 @@ def is_gone(pid: int) -> bool:
     except OSError:
         return True
     return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
-
-
-def _log_mark(loc: Locations) -> tuple[int, int] | None:
-    try:
-        st = loc.log_file.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_size
-
-
-def _session_records(
-    loc: Locations, mark: tuple[int, int] | None, session: str
-) -> Iterator[Record]:
-    """This session's records, read from where the log ended when the session began."""
-    problems: list[LogProblem] = []
-    recs: Iterable[Record]
-    try:
-        st = loc.log_file.stat()
-    except OSError:
-        return
-    if mark is not None and st.st_ino == mark[0] and st.st_size >= mark[1]:
-        with loc.log_file.open("rb") as fh:
-            fh.seek(mark[1])
-            anchors = execlog.Anchors(loc.boot_dir)
-            recs = list(execlog.read_stream(fh, loc.log_file.name, loc.spill_dir, problems,
-                                            anchors))  # fmt: skip
-    else:
-        recs = execlog.iter_records(loc, problems)
-    for r in recs:
-        s = r.session if isinstance(r, ExecRecord) else r.data.get("session")
-        if s == session:
-            yield r

@@ -18,6 +18,7 @@ from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
+from mcpshim.review.rules.unreadable import is_unreadable, unreadable_findings
 
 __all__ = [
     "AMBIGUOUS",
@@ -237,20 +238,25 @@ def ambiguous_findings(att: Attribution, policy: Policy) -> list[Finding]:
 
 
 def unparsed_findings(att: Attribution, policy: Policy) -> list[Finding]:
-    """MCS504: lines between client and server that were not JSON-RPC."""
-    if not att.unparsed:
+    """MCS504: lines between client and server that were JSON but not JSON-RPC (those that
+    could not be read completely are MCS505's: rules.unreadable)."""
+    plain = [u for u in att.unparsed if not is_unreadable(u)]
+    if not plain:
         return []
     ev = tuple(
         Evidence(str(u.get("where", "")),
                  f"{u.get('direction')} {u.get('size')} bytes: {u.get('reason')}")
-        for u in att.unparsed[:5]
+        for u in plain[:5]
     )  # fmt: skip
-    message = f"{len(att.unparsed)} message(s) did not parse as JSON-RPC"
+    message = f"{len(plain)} message(s) did not parse as JSON-RPC"
     return [Finding(UNPARSED, message, ev, f"session {att.session}", key="unparsed")]
 
 
 #: the tool-call rules, each a function of a session's attribution and the policy
-SESSION_RULES = (outlived_findings, unexplained_findings, ambiguous_findings, unparsed_findings)
+SESSION_RULES = (
+    outlived_findings, unexplained_findings, ambiguous_findings, unparsed_findings,
+    unreadable_findings,
+)  # fmt: skip
 
 
 def session_findings(att: Attribution, policy: Policy) -> list[Finding]:

@@ -1,0 +1,204 @@
+"""Where a traced session's output lives, and the records it becomes.
+
+strace's sanitized lines still hold every argument as the traced command got it, tokens
+included, so they never go to a file with a name: `nameless_file` makes one (O_TMPFILE,
+or created and unlinked at once) that is read back through its descriptor and vanishes
+with the last process holding it, however that process ends. Each session's directory
+(`trace/run-*`, for strace's FIFO) is locked by the session while it may use it; `sweep`,
+at the next traced start, removes every directory no live session locks: what a session
+killed outright left (an empty directory, a FIFO) and the named output older versions kept.
+
+`write_trace` turns the output into `trace-exec`, `trace-fork` and `trace-gap` records:
+the supervisor's at the end of the session, and the drain's (trace.drain), once the
+survivors it kept tracing are gone, for the execs the session did not record (`late`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcpshim.log import eventlog, execlog
+from mcpshim.log.execlog import EventRecord, ExecRecord, LogProblem, Record
+from mcpshim.paths import Locations
+from mcpshim.trace.records import (
+    ExecRefused,
+    PortRefused,
+    connect_payloads,
+    exact_starts,
+    exec_payloads,
+    find_gaps,
+    iso_time,
+    shim_paths,
+)
+from mcpshim.trace.strace import Trace, build_trace, read_output
+
+__all__ = ["TraceParams", "log_mark", "nameless_file", "session_records", "sweep", "write_trace"]
+
+_TMPFILE = getattr(os, "O_TMPFILE", 0)
+
+
+def nameless_file(directory: Path) -> int:
+    """A read-write descriptor of a new file in `directory` that no name leads to."""
+    if _TMPFILE:
+        with contextlib.suppress(OSError):
+            return os.open(directory, _TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    # (a filesystem without O_TMPFILE: the name lives for the two calls below)
+    fd, name = tempfile.mkstemp(prefix=".out-", dir=directory)
+    os.unlink(name)
+    os.set_inheritable(fd, False)
+    return fd
+
+
+def lock_dir(directory: Path) -> int:
+    """Hold `directory` for this session (`sweep` leaves it alone while the lock holds)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep(base: Path) -> list[str]:
+    """Remove every `run-*` directory under `base` that no live session holds; their names."""
+    gone = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            if not entry.name.startswith("run-") or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                fd = lock_dir(Path(entry.path))
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    continue  # a live session's
+                shutil.rmtree(entry.path, ignore_errors=True)  # unreadable: not in use
+                gone.append(entry.name)
+                continue
+            try:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                gone.append(entry.name)
+            finally:
+                os.close(fd)
+    return gone
+
+
+@dataclass(frozen=True)
+class TraceParams:
+    """What turning a session's trace into records takes, beyond the output itself."""
+
+    session: str
+    boot_id: str
+    root_pid: int
+    root_cwd: bytes
+    root_start: int | None
+    supervisor: int
+    tracer_pid: int
+    shim_dirs: tuple[bytes, ...]
+
+    def encode(self) -> str:
+        """One argument for the drain's command line."""
+        doc = {**self.__dict__, "root_cwd": self.root_cwd.hex()}
+        doc["shim_dirs"] = [d.hex() for d in self.shim_dirs]
+        return json.dumps(doc)
+
+    @classmethod
+    def decode(cls, text: str) -> TraceParams:
+        doc: dict[str, Any] = json.loads(text)
+        doc["root_cwd"] = bytes.fromhex(doc["root_cwd"])
+        doc["shim_dirs"] = tuple(bytes.fromhex(d) for d in doc["shim_dirs"])
+        return cls(**doc)
+
+
+def log_mark(loc: Locations) -> tuple[int, int] | None:
+    try:
+        st = loc.log_file.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size
+
+
+def session_records(loc: Locations, mark: tuple[int, int] | None, session: str) -> Iterator[Record]:
+    """This session's records, read from where the log ended when the session began."""
+    problems: list[LogProblem] = []
+    recs: Iterable[Record]
+    try:
+        st = loc.log_file.stat()
+    except OSError:
+        return
+    if mark is not None and st.st_ino == mark[0] and st.st_size >= mark[1]:
+        with loc.log_file.open("rb") as fh:
+            fh.seek(mark[1])
+            anchors = execlog.Anchors(loc.boot_dir)
+            recs = list(execlog.read_stream(fh, loc.log_file.name, loc.spill_dir, problems,
+                                            anchors))  # fmt: skip
+    else:
+        recs = execlog.iter_records(loc, problems)
+    for r in recs:
+        s = r.session if isinstance(r, ExecRecord) else r.data.get("session")
+        if s == session:
+            yield r
+
+
+def _written(records: Iterable[Record]) -> set[tuple[str, Any, Any]]:
+    """What trace records of the session the log holds already: (kind, pid, time)."""
+    return {
+        (r.kind, r.data.get("pid"), r.data.get("time"))
+        for r in records
+        if isinstance(r, EventRecord) and r.kind in ("trace-exec", "trace-fork")
+    }
+
+
+def write_trace(
+    loc: Locations,
+    output: Path,
+    p: TraceParams,
+    final: bool,
+    live: Mapping[int, int],
+    mark: tuple[int, int] | None,
+    late: bool = False,
+    refused: tuple[ExecRefused | None, PortRefused | None] = (None, None),
+) -> tuple[Trace, int]:
+    """Parse the output and append its records; (the trace, how many gaps were found).
+    `late` (the drain): only records the log does not hold yet, marked so, and no gaps
+    (the session's own check found them, with the family it knew). `refused`: a contained
+    session's ruleset (`run --contain`), whose refusals the records say."""
+    files = read_output(output, final=final)
+    trace = build_trace(
+        files, p.root_pid, p.root_cwd, p.root_start, p.supervisor, execlog.now_anchor(),
+        execlog.CLK_TCK,
+    )  # fmt: skip
+    records = list(session_records(loc, mark, p.session))
+    exact = exact_starts(records, live)
+    skip = _written(records) if late else set()
+    exec_refused, port_refused = refused
+    found = exec_payloads(
+        trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused, shim_paths(records)
+    )
+    for kind, payload in found:
+        if late:
+            if (kind, payload.get("pid"), payload.get("time")) in skip:
+                continue
+            payload["late"] = True  # recorded after the session, by the drain
+        eventlog.append_event(loc, kind, payload)
+    if port_refused is not None and not late:
+        for payload in connect_payloads(trace, p.session, p.boot_id, exact, port_refused):
+            eventlog.append_event(loc, "trace-connect", payload)
+    if late:
+        return trace, 0
+    gaps = list(find_gaps(trace, records, exact, {p.tracer_pid}))
+    for g in gaps:
+        payload = {"session": p.session, "time": iso_time(time.time()), "boot_id": p.boot_id}
+        eventlog.append_event(loc, "trace-gap", {**payload, **g})
+    return trace, len(gaps)
