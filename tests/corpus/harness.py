@@ -148,17 +148,12 @@ class Outcome:
 
 
 def work_base() -> Path:
-    """Scenario worlds live outside the system temp dirs by default, as a user's projects
-    do (a cwd or a script in /tmp is a finding of its own): in the checkout, or in the
-    user's cache when the checkout itself is in a temp dir (a clone in /tmp);
-    MCPSHIM_CORPUS_DIR moves them."""
+    """Scenario worlds live in the checkout (.corpus-work/, gitignored), outside the system
+    temp dirs as a user's projects are (a cwd or a script in /tmp is a finding of its own),
+    never in the user's HOME; MCPSHIM_CORPUS_DIR moves them. A checkout that is itself in a
+    temp dir (a clone in /tmp) gets the policy of `review_policy`."""
     chosen = os.environ.get("MCPSHIM_CORPUS_DIR")
-    if chosen:
-        base = Path(chosen)
-    elif _checkout_in_temp():
-        base = Path.home() / ".cache" / "mcpshim-corpus"
-    else:
-        base = REPO / ".corpus-work"
+    base = Path(chosen) if chosen else REPO / ".corpus-work"
     base.mkdir(parents=True, exist_ok=True)
     return base
 
@@ -168,15 +163,19 @@ def _checkout_in_temp() -> bool:
 
 
 def review_policy(w: Workspace) -> tuple[str, ...]:
-    """A checkout in a temp dir runs its servers (and the venv's python) from there, which
-    review rightly calls MCS102: the policy a user would write for such a CI checkout says
-    the checkout is meant to be there, so the scenario's own findings are what is judged."""
+    """A checkout in a temp dir runs its servers (and the venv's python) from there, and its
+    scenario worlds' cwds are there, which review rightly calls MCS102 and MCS104: the policy
+    a user would write for such a CI checkout says the checkout is meant to be there, so the
+    scenario's own findings are what is judged."""
     if not _checkout_in_temp():
         return ()
     policy = w.root / "checkout-policy.toml"
     policy.write_text(
-        f'[[ignore]]\nrule = "MCS102"\npath = "{REPO}/*"\n'
-        'reason = "the test checkout lives in a temp dir"\n'
+        "".join(
+            f'[[ignore]]\nrule = "{rule}"\npath = "{REPO}/*"\n'
+            'reason = "the test checkout (and its .corpus-work) lives in a temp dir"\n'
+            for rule in ("MCS102", "MCS104")
+        )
     )
     return ("--policy", str(policy))
 
