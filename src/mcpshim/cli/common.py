@@ -17,6 +17,7 @@ from mcpshim.cli.options import (
     format_option,
     location_options,
     locations,
+    sub_locations,
 )
 from mcpshim.contract.lockfile import default_path, find_lock
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
@@ -40,6 +41,7 @@ __all__ = [
     "resolve_lock",
     "session",
     "session_option",
+    "sub_locations",
 ]
 
 
@@ -59,9 +61,10 @@ def session_option(help: str) -> Callable[[F], F]:
     )
 
 
-def session(loc: Locations, value: str | None) -> str | None:
-    """The session a --session value names (None: none given); see log.sessions."""
-    return None if value is None else resolve_session(loc, value)
+def session(loc: Locations, value: str | None, relayed: bool = False) -> str | None:
+    """The session a --session value names (None: none given); see log.sessions. Every
+    command's --session goes through here."""
+    return None if value is None else resolve_session(loc, value, relayed)
 
 
 def fail_on_option(func: F) -> F:
