@@ -69,7 +69,7 @@ def approve(
     departs from it, and `run --mcp --lock L --enforce` refuses calls to drifted tools.
     """
     loc = locations(shim_dir, log_dir)
-    session = resolve(loc, session)
+    session = resolve(loc, session, relayed=True)
     problems: list[execlog.LogProblem] = []
     if session is None:
         session = attribution.latest_session(execlog.iter_records(loc, problems))

@@ -237,7 +237,7 @@ def report(
             raise UsageError("--all writes one page per session: give -o DIR")
         _all(loc, output, fmt, pol, lock_path)
         return 0
-    sid = resolve(loc, session)
+    sid = resolve(loc, session, relayed=True)
     if sid is None:
         sid = attribution.latest_session(execlog.iter_records(loc, []))
         if sid is None:
