@@ -40,8 +40,8 @@ __all__ = ["COMMANDS"]
     "matches, else its `run --name`, else the name it gives itself in initialize).",
 )
 @lock_option(
-    "The lock to write (default: mcpshim.lock next to the nearest client config, else in "
-    "the user config dir)."
+    "The lock to write (default: the lock --lock alone finds, else a new mcpshim.lock next "
+    "to the nearest client config, else in the current directory)."
 )
 @click.option("--yes", is_flag=True, help="Approve without asking (for scripts).")
 @format_option("text", "md", help="text for the terminal; md to paste into a review.")

@@ -30,6 +30,7 @@ from mcpshim.review.findings import Finding, Severity, at_or_above
 __all__ = [
     "DIR_HELP",
     "FORMAT_ORDER",
+    "LOCK_LOOKUP",
     "fail_on_option",
     "findings_exit",
     "format_option",
@@ -91,9 +92,15 @@ def mark_reviewed(
     marks.note_review(loc, refs, session, worst.label if worst else "none", len(found), when)
 
 
+#: how --lock alone finds the lock (contract.lockfile.find_lock), for every --lock's help
+LOCK_LOOKUP = (
+    "--lock alone looks for mcpshim.lock from here up (in the first directory that holds one "
+    "or a client config), then in the user config dir."
+)
+
+
 def lock_option(help_text: str) -> Callable[[F], F]:
-    """--lock PATH, or --lock alone for the default lookup (next to the client config, then
-    the user config dir)."""
+    """--lock PATH, or --lock alone for the default lookup (LOCK_LOOKUP)."""
     return click.option(
         "--lock",
         "lock_file",

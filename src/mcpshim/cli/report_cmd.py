@@ -12,6 +12,7 @@ import click
 
 from mcpshim.base.display import escape, quote_argv
 from mcpshim.cli.common import (
+    LOCK_LOOKUP,
     format_option,
     load_policy,
     location_options,
@@ -199,8 +200,7 @@ def _index_md(rows: list[IndexRow]) -> str:
     help="TOML policy ([tools] maps tool names to the commands they may start).",
 )
 @lock_option(
-    "Findings are only the departures from this approval (`mcpshim approve`); --lock alone "
-    "looks for mcpshim.lock next to the client config, then in the user config dir."
+    "Findings are only the departures from this approval (`mcpshim approve`); " + LOCK_LOOKUP
 )
 def report(
     shim_dir: Path | None,

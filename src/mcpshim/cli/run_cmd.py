@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import format_option, location_options, locations, lock_option, resolve_lock
+from mcpshim.cli.common import (
+    LOCK_LOOKUP,
+    format_option,
+    location_options,
+    locations,
+    lock_option,
+    resolve_lock,
+)
 from mcpshim.cli.export_cmd import start_live_stream
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
@@ -93,9 +100,8 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "each tools/call, resources/read and prompts/get with its response (see `mcpshim report`).",
 )
 @lock_option(
-    "The approval (`mcpshim approve`) that --enforce and --on-departure hold the server to; "
-    "--lock alone, or either of those without it, looks for mcpshim.lock next to the client "
-    "config, then in the user config dir."
+    "The approval (`mcpshim approve`) that --enforce and --on-departure hold the server to "
+    "(either of them without --lock: as --lock alone). " + LOCK_LOOKUP
 )
 @click.option(
     "--enforce",
