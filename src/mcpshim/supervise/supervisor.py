@@ -135,6 +135,7 @@ class Supervisor:
         self._pending: list[int] = []
         self._tty_pgrp: int | None = None
         self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
+        self.ended_family = False  # terminate_family ended it (a departure)
         self.log_failures = 0
         every = round(SOCKET_PASS_MS / options.sample_ms)
         tail = Follower.tail(loc)
@@ -226,7 +227,11 @@ class Supervisor:
             self.emit(
                 "session-end",
                 end_payload(
-                    self.session, self.status, time.monotonic() - started, survivors, terminated
+                    self.session,
+                    self.status,
+                    time.monotonic() - started,
+                    survivors,
+                    terminated or self.ended_family,
                 ),
             )
             return self.status
@@ -408,6 +413,7 @@ class Supervisor:
         """End the whole family now, the command too (a departure under --on-departure
         terminate): each member's evidence is recorded first (`terminated`), then SIGTERM,
         SIGKILL after the grace period. The loop then ends as the command's exit is reaped."""
+        self.ended_family = True
         group = None if self.subreaper else self.child_pgid
         procs, _ = account_survivors(self._live_family, True, self.options.grace, self._reap, group)
         for info, action in procs:
