@@ -95,6 +95,8 @@ class ToolApproval:
     description: str = ""
     called: bool = False  # False: approved on its definition only
     boundary: Boundary = field(default_factory=Boundary)
+    order_sha256: str = ""  # the definition's hash with order taken out (contract.canon)
+    definition: str = ""  # the rest of the definition, canonical JSON (contract.drift)
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,9 @@ def _server_doc(s: ServerApproval) -> dict[str, Any]:
     doc["tools"] = {
         _safe(name): {
             "sha256": t.sha256,
+            "order_sha256": t.order_sha256,
             "description": _safe(t.description),
+            "definition": _safe(t.definition),
             "called": t.called,
             **_boundary_doc(t.boundary),
         }
@@ -288,6 +292,8 @@ class _Reader:
                 self.text(tt, "description", k),
                 self.flag(tt, "called", k),
                 self.boundary(tt, k),
+                self.text(tt, "order_sha256", k),
+                self.text(tt, "definition", k),
             )
         return ServerApproval(
             name,

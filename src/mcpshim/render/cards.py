@@ -101,6 +101,8 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
     if not card.listed:
         state += "; not in any tools/list of the session (definition unknown)"
     rows.append(("definition", f"{short(a.sha256)}; {state}"))
+    for line in card.drift:
+        rows.append(("drift from the lock", line))
     for e in b.executables:
         use = card.seen.uses.get(e.path)
         shapes = _list([s or "(no subcommand)" for s in e.shapes])
