@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from mcpshim.log import eventlog, execlog
 from mcpshim.log.execlog import ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
-from mcpshim.trace.parse import LinePump
+from mcpshim.trace.parse import Event, ExecFeed, LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
 from mcpshim.trace.records import (
     ExecRefused,
@@ -106,6 +106,8 @@ class TraceRun:
         self._seen: set[int] = set()  # pids whose start was looked for
         self._log_mark = _log_mark(loc)
         self._lines = LinePump()
+        self._exec_hooks: list[Callable[[Event], None]] = []
+        self._execs = ExecFeed()
         self._rfd = self._hold = self._out = -1
         self._stored = 0  # bytes of whole lines in the output file
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
@@ -180,7 +182,16 @@ class TraceRun:
             if out:
                 self._store(out)
                 self._note_pids(out)
+                if self._exec_hooks and b"exec" in out:
+                    for ev in self._execs.feed(out):
+                        for hook in self._exec_hooks:
+                            hook(ev)
         return eof
+
+    def on_exec(self, hook: Callable[[Event], None]) -> None:
+        """Call `hook(event)` for each exec that succeeded, as soon as its line is read
+        (within TRACE_BATCH_S of strace writing it), while the session runs."""
+        self._exec_hooks.append(hook)
 
     def _store(self, lines: bytes) -> None:
         """Append whole lines; a write that fails (a full disk) stops the storing, never the
