@@ -341,7 +341,7 @@ _STARTER_NOTES = {
     "MCS113\n  args         ...unless the arguments, joined by spaces, match one of these "
     "globs\n  cwd_roots    where it may run, else MCS114\n  destinations added to "
     "[network] destinations for it\nNone is set here (each would narrow what the default "
-    "review allows). Example:\n[commands.git]\ntargets = [\"/usr/bin/git\"]\nsubcommands = "
+    'review allows). Example:\n[commands.git]\ntargets = ["/usr/bin/git"]\nsubcommands = '
     '["status", "diff", "log", "show", "rev-parse", "--version"]',
 }
 
