@@ -224,16 +224,8 @@ class Supervisor:
                 self.tracer.finish(self.session, self.boot_id, os.getcwdb())
                 self._reap()  # zombies a tracer held until it was done with them
             assert self.status is not None
-            self.emit(
-                "session-end",
-                end_payload(
-                    self.session,
-                    self.status,
-                    time.monotonic() - started,
-                    survivors,
-                    terminated or self.ended_family,
-                ),
-            )
+            took, ended = time.monotonic() - started, terminated or self.ended_family
+            self.emit("session-end", end_payload(self.session, self.status, took, survivors, ended))
             return self.status
         finally:
             # Done once the command ended and the family was accounted for; otherwise (an
