@@ -35,6 +35,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.shim.targets import temp_dirs
+from tests.fixtures import pyservers
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -256,33 +257,12 @@ def need(*programs: str) -> None:
             raise UnavailableError(f"{p} is not installed")
 
 
-PYSERVERS = HERE / ".pyservers"  # a venv of the pinned PyPI servers (pyservers_installed)
-PY_PINS = {"mcp-shell-server": "1.1.14"}  # MIT; the Python shell server the corpus drives
-_py_checked: list[bool] = []
-
-
 def pyservers_installed() -> Path:
-    """The pinned PyPI servers in a venv of their own (their `mcp` may differ from ours),
-    installed once with pip; a registry that cannot be reached skips (outside CI)."""
-    bin_dir = PYSERVERS / "bin"
-    if _py_checked:
-        return bin_dir
-    want = [f"{k}=={v}" for k, v in PY_PINS.items()]
-    have = ""
-    if bin_dir.is_dir():
-        freeze = [str(bin_dir / "python"), "-m", "pip", "freeze"]
-        have = subprocess.run(freeze, capture_output=True, text=True, check=False).stdout.lower()
-    if not all(w.lower() in have for w in want):
-        subprocess.run([sys.executable, "-m", "venv", str(PYSERVERS)], check=True)
-        proc = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *want],
-                              capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
-        if proc.returncode != 0:
-            offline = ("Could not find a version", "NewConnectionError", "Temporary failure")
-            if any(k in proc.stderr for k in offline) and not os.environ.get("CI"):
-                raise UnavailableError(f"PyPI unreachable: {proc.stderr.strip()[-300:]}")
-            raise RuntimeError(f"pip install {want} failed:\n{proc.stderr}")
-    _py_checked.append(True)
-    return bin_dir
+    """The pinned PyPI servers (tests/fixtures/pyservers.py: one venv, one installer)."""
+    try:
+        return pyservers.install()
+    except pyservers.UnavailableError as exc:
+        raise UnavailableError(str(exc)) from None
 
 
 _npm_checked: list[bool] = []
