@@ -26,6 +26,7 @@ from pathlib import Path
 
 from mcpshim.log import execlog
 from mcpshim.log.eventlog import encode_event
+from throwaway import throwaway_home
 
 BOOT = "5f1c0de0-0000-4000-8000-0000000000ab"
 BTIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -159,4 +160,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

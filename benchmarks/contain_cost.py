@@ -37,6 +37,7 @@ from mcpshim.sandbox import landlock
 from mcpshim.sandbox.contained import Containment, build
 from mcpshim.shim import install, targets
 from stats import grouped_median_diff_ci, verdict
+from throwaway import throwaway_home
 
 
 def server(paths: list[str]) -> ServerApproval:
@@ -141,4 +142,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())

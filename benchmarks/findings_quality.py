@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.corpus.harness import SEVERITIES, Outcome, UnavailableError, run_scenario, score
 from tests.corpus.scenarios import ALL
 
+from throwaway import throwaway_home
+
 
 def _fmt_row(cells: list[str], widths: list[int]) -> str:
     return "  ".join(
@@ -98,4 +100,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     sys.exit(main())

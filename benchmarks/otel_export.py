@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from throwaway import throwaway_home
+
 _spec = importlib.util.spec_from_file_location(
     "approve_scale", Path(__file__).with_name("approve_scale.py")
 )
@@ -90,4 +92,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mcpshim.family import tree
 from mcpshim.log import execlog
 from review_scale import generate
+from throwaway import throwaway_home
 
 
 def _read(path: Path) -> int:
@@ -177,4 +178,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

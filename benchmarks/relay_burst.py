@@ -22,6 +22,8 @@ import time
 
 import psutil
 
+from throwaway import throwaway_home
+
 SINK = "import sys\nwhile sys.stdin.buffer.read(1 << 20):\n    pass\n"
 
 
@@ -82,4 +84,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO
 
 from mcpshim.base import fdio
+from throwaway import throwaway_home
 
 ROOT = Path(__file__).resolve().parents[1]
 RELAYHOST = ROOT / "tests" / "fixtures" / "relayhost.py"
@@ -284,4 +285,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

@@ -50,6 +50,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcpshim.trace.strace import strace_argv
 from relay_latency import FLOOR, throwaway_env
 from stats import grouped_median_diff_ci, verdict
+from throwaway import throwaway_home
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "fixtures" / "mcp_tools_server.py"
@@ -215,4 +216,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

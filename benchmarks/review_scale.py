@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mcpshim.log import execlog
+from throwaway import throwaway_home
 
 PID_MAX = 32768
 HZ = execlog.CLK_TCK
@@ -338,4 +339,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from mcpshim.paths import Locations
 from mcpshim.shim import install
+from throwaway import throwaway_home
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -94,4 +95,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())

@@ -35,6 +35,7 @@ from mcpshim.seal.record import find_seals
 from mcpshim.seal.sealer import Sealer
 from mcpshim.seal.state import AnchorConfig, default_state_path
 from review_scale import Gen
+from throwaway import throwaway_home
 
 CLI = [sys.executable, "-m", "mcpshim"]
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -197,4 +198,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

@@ -33,6 +33,7 @@ from mcpshim.log.eventlog import encode_event
 
 sys.path.insert(0, str(Path(__file__).parent))
 from review_scale import Gen, measure
+from throwaway import throwaway_home
 
 SEGMENT = 64 << 20
 BASELINE = """
@@ -148,4 +149,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

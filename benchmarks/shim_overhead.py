@@ -43,6 +43,7 @@ from pathlib import Path
 from mcpshim.paths import Locations
 from mcpshim.shim import install, native, native_install, targets
 from mcpshim.shim.manifest import load_manifest
+from throwaway import throwaway_home
 
 ARTICLE_WRAPPER = """#!/bin/sh
 printf '%s pid=%s ppid=%s cwd=%s argv=%s\\n' \\
@@ -240,4 +241,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from throwaway import throwaway_home
+
 
 def _wall(argv: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
@@ -70,4 +72,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

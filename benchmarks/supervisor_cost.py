@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from throwaway import throwaway_home
+
 
 def family_size(pid: int) -> int:
     try:
@@ -88,4 +90,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     sys.exit(main())

@@ -53,6 +53,7 @@ from mcpshim.supervise.supervisor import (
 from mcpshim.trace.records import exec_payloads
 from mcpshim.trace.run import TraceRun, is_gone, tracer_of
 from mcpshim.trace.strace import build_trace, read_output, strace_argv
+from throwaway import throwaway_home
 
 
 def wait_tracer(pid: int) -> int:
@@ -234,4 +235,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())

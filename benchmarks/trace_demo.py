@@ -29,6 +29,8 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from throwaway import throwaway_home
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("demo", ROOT / "examples" / "demo.py")
 assert _spec is not None and _spec.loader is not None
@@ -91,4 +93,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())

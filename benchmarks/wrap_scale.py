@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from throwaway import throwaway_home
+
 
 def config_text(n: int) -> str:
     """A VS Code mcp.json (comments and trailing commas allowed), indented as people write it."""
@@ -73,4 +75,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

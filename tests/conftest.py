@@ -5,6 +5,7 @@ Plain helpers (Home, install, the test tree's paths) are in fixtures/home.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -12,9 +13,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import homeguard
 from tests.fixtures.home import NODE_FIXTURE, Home, dash_path, home_at, home_env
 
+#: the user's own mcpshim directories, named before any fixture moves HOME
+_REAL_ROOTS = homeguard.real_roots(os.environ)
+
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_home_untouched() -> Iterator[None]:
+    """Fail the run when anything mcpshim-related under the real HOME changed during it
+    (tests, benchmarks and demos use a throwaway HOME: the `home` fixture)."""
+    before = homeguard.snapshot(_REAL_ROOTS)
+    yield
+    changed = homeguard.changes(before, homeguard.snapshot(_REAL_ROOTS))
+    if changed:
+        shown = "\n  ".join(changed[:20])
+        pytest.fail(f"the test run wrote into the real HOME:\n  {shown}", pytrace=False)
 
 
 @pytest.fixture

@@ -261,3 +261,4 @@ def test_on_departure_terminate_ends_the_family_at_the_first_exec_departure(
     assert session_pids(second) == []
     [end] = events(home, "session-end", second)
     assert end["survivors"] == 0
+    assert end["terminated"] is True  # run ended the family (it said false: issue 30 item 10)

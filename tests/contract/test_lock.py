@@ -133,7 +133,13 @@ def test_lock_lookup_next_to_the_client_config(tmp_path: Path, monkeypatch: Any)
     (project / "src" / "deep").mkdir(parents=True)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     assert find_lock(project / "src" / "deep") is None
-    assert default_path(project / "src" / "deep") == tmp_path / "cfg" / "mcpshim" / "mcpshim.lock"
+    # no lock, no client config: a new lock goes here, where --lock mcpshim.lock finds it
+    assert default_path(project / "src" / "deep") == project / "src" / "deep" / "mcpshim.lock"
+    user = tmp_path / "cfg" / "mcpshim" / "mcpshim.lock"
+    user.parent.mkdir(parents=True)
+    user.write_text("version = 1\n")
+    assert find_lock(project / "src" / "deep") == default_path(project / "src" / "deep") == user
+    user.unlink()
     (project / ".mcp.json").write_text("{}")
     assert default_path(project / "src" / "deep") == project / "mcpshim.lock"
     (project / "mcpshim.lock").write_text("version = 1\n")

@@ -35,6 +35,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.shim.targets import temp_dirs
+from tests.fixtures import pyservers
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -148,17 +149,12 @@ class Outcome:
 
 
 def work_base() -> Path:
-    """Scenario worlds live outside the system temp dirs by default, as a user's projects
-    do (a cwd or a script in /tmp is a finding of its own): in the checkout, or in the
-    user's cache when the checkout itself is in a temp dir (a clone in /tmp);
-    MCPSHIM_CORPUS_DIR moves them."""
+    """Scenario worlds live in the checkout (.corpus-work/, gitignored), outside the system
+    temp dirs as a user's projects are (a cwd or a script in /tmp is a finding of its own),
+    never in the user's HOME; MCPSHIM_CORPUS_DIR moves them. A checkout that is itself in a
+    temp dir (a clone in /tmp) gets the policy of `review_policy`."""
     chosen = os.environ.get("MCPSHIM_CORPUS_DIR")
-    if chosen:
-        base = Path(chosen)
-    elif _checkout_in_temp():
-        base = Path.home() / ".cache" / "mcpshim-corpus"
-    else:
-        base = REPO / ".corpus-work"
+    base = Path(chosen) if chosen else REPO / ".corpus-work"
     base.mkdir(parents=True, exist_ok=True)
     return base
 
@@ -168,15 +164,19 @@ def _checkout_in_temp() -> bool:
 
 
 def review_policy(w: Workspace) -> tuple[str, ...]:
-    """A checkout in a temp dir runs its servers (and the venv's python) from there, which
-    review rightly calls MCS102: the policy a user would write for such a CI checkout says
-    the checkout is meant to be there, so the scenario's own findings are what is judged."""
+    """A checkout in a temp dir runs its servers (and the venv's python) from there, and its
+    scenario worlds' cwds are there, which review rightly calls MCS102 and MCS104: the policy
+    a user would write for such a CI checkout says the checkout is meant to be there, so the
+    scenario's own findings are what is judged."""
     if not _checkout_in_temp():
         return ()
     policy = w.root / "checkout-policy.toml"
     policy.write_text(
-        f'[[ignore]]\nrule = "MCS102"\npath = "{REPO}/*"\n'
-        'reason = "the test checkout lives in a temp dir"\n'
+        "".join(
+            f'[[ignore]]\nrule = "{rule}"\npath = "{REPO}/*"\n'
+            'reason = "the test checkout (and its .corpus-work) lives in a temp dir"\n'
+            for rule in ("MCS102", "MCS104")
+        )
     )
     return ("--policy", str(policy))
 
@@ -257,33 +257,12 @@ def need(*programs: str) -> None:
             raise UnavailableError(f"{p} is not installed")
 
 
-PYSERVERS = HERE / ".pyservers"  # a venv of the pinned PyPI servers (pyservers_installed)
-PY_PINS = {"mcp-shell-server": "1.1.14"}  # MIT; the Python shell server the corpus drives
-_py_checked: list[bool] = []
-
-
 def pyservers_installed() -> Path:
-    """The pinned PyPI servers in a venv of their own (their `mcp` may differ from ours),
-    installed once with pip; a registry that cannot be reached skips (outside CI)."""
-    bin_dir = PYSERVERS / "bin"
-    if _py_checked:
-        return bin_dir
-    want = [f"{k}=={v}" for k, v in PY_PINS.items()]
-    have = ""
-    if bin_dir.is_dir():
-        freeze = [str(bin_dir / "python"), "-m", "pip", "freeze"]
-        have = subprocess.run(freeze, capture_output=True, text=True, check=False).stdout.lower()
-    if not all(w.lower() in have for w in want):
-        subprocess.run([sys.executable, "-m", "venv", str(PYSERVERS)], check=True)
-        proc = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *want],
-                              capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
-        if proc.returncode != 0:
-            offline = ("Could not find a version", "NewConnectionError", "Temporary failure")
-            if any(k in proc.stderr for k in offline) and not os.environ.get("CI"):
-                raise UnavailableError(f"PyPI unreachable: {proc.stderr.strip()[-300:]}")
-            raise RuntimeError(f"pip install {want} failed:\n{proc.stderr}")
-    _py_checked.append(True)
-    return bin_dir
+    """The pinned PyPI servers (tests/fixtures/pyservers.py: one venv, one installer)."""
+    try:
+        return pyservers.install()
+    except pyservers.UnavailableError as exc:
+        raise UnavailableError(str(exc)) from None
 
 
 _npm_checked: list[bool] = []

@@ -6,19 +6,39 @@ each choice option: each is run through click with `--help` put in before any `-
 click parses every option and rejects unknown ones, and nothing is executed), and each
 choice value is checked against the option's choices. A renamed option or command then
 fails here instead of in a user's terminal.
+
+And every README command runs as written (`test_the_readme_runs_as_written`), in order, by
+bash, in a fresh project directory on a throwaway HOME with the venv activated: a client
+config wrapped and a session started from it as the client would, reviewed, approved and
+held to its lock (`approve --session last`, then `review --lock mcpshim.lock`).
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import re
 import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import anyio
 import click
 import pytest
 from click.testing import CliRunner
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.cli import cli
-from tests.fixtures.home import REPO
+from tests.fixtures.home import CONFIGS, FIXTURES, REPO
+from tests.fixtures.otlp_receiver import receiver
 
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -151,3 +171,131 @@ def test_commands_are_found_where_a_shell_would_run_them() -> None:
     assert commands_in("mcpshim run -- sh -c 'git --version; sleep 30 &'") == [
         ["run", "--", "sh", "-c", "git --version; sleep 30 &"]
     ]
+
+
+# ---- the README, run as written -------------------------------------------------------------
+
+
+class Walk:
+    """A fresh project directory on a throwaway HOME, the venv's bin first on PATH (the
+    README's `. .venv/bin/activate`), and what the README's lines said."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.home, self.project = tmp / "home", tmp / "project"
+        self.home.mkdir()
+        self.project.mkdir()
+        shutil.copy(FIXTURES / "readme_server.js", self.project / "server.js")
+        venv = Path(sys.prefix)
+        drop = ("XDG_", "MCPSHIM_", "VIRTUAL_ENV")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        self.env.update(HOME=str(self.home), VIRTUAL_ENV=str(venv))
+        self.env["PATH"] = f"{venv / 'bin'}:{os.environ.get('PATH', os.defpath)}"
+        self.ran: list[tuple[str, int]] = []
+
+    def sh(self, line: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["bash", "-c", line], cwd=self.project, env=self.env,
+                              input=stdin, capture_output=True, text=True, timeout=300)  # fmt: skip
+        self.check(line, done.returncode, done.stderr)
+        return done
+
+    def check(self, line: str, code: int, stderr: str) -> None:
+        self.ran.append((line, code))
+        assert code in (0, 1), f"{line}\nexit {code}\n{stderr}"
+        assert "Traceback" not in stderr and "error:" not in stderr, f"{line}\n{stderr}"
+
+    def client(self, command: str, args: list[str], env: dict[str, str]) -> str:
+        """A session as a client starts one: SDK client, list the tools, call one."""
+        params = StdioServerParameters(command=command, args=args, env={**self.env, **env},
+                                       cwd=self.project)  # fmt: skip
+
+        async def drive() -> str:
+            async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                await s.list_tools()
+                out = await s.call_tool("git_version", {})
+                await anyio.sleep(0.2)
+                return str(out.content[0].text)  # type: ignore[union-attr]
+
+        return anyio.run(drive)
+
+
+def _blocks(markdown: str) -> list[tuple[str, list[str]]]:
+    """(section heading, its shell lines) for every ```sh block, in order."""
+    out = []
+    for section in re.split(r"^## ", markdown, flags=re.M)[1:]:
+        heading = section.splitlines()[0]
+        for lang, block in _FENCE.findall(section):
+            if lang.strip() == "sh":
+                out.append((heading, [x for x in block.splitlines() if x.strip()]))
+    return out
+
+
+def _follow(walk: Walk, line: str) -> None:
+    """`log -f` follows until interrupted: interrupt it after a moment."""
+    proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=walk.project, env=walk.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    walk.check(line, proc.returncode, err)
+
+
+def _wrapped_session(walk: Walk) -> None:
+    """Restart the client: its wrapped entry, as wrap-config wrote it, starts a session."""
+    entry = json.loads((walk.home / ".cursor/mcp.json").read_text())["mcpServers"]["repo"]
+    assert entry["args"][:3] == ["run", "--mcp", "--"], entry
+    assert ".venv" not in entry["env"]["PATH"], entry  # the activated venv does not leak in
+    assert walk.client(entry["command"], entry["args"], entry["env"]).startswith("git version")
+
+
+def _export(walk: Walk, line: str) -> None:
+    """The README's endpoint is localhost:4318: a real OTLP receiver there, if it is free
+    (else the line is left out; it still parses, in the tests above)."""
+    try:
+        with receiver(4318) as got:
+            walk.sh(line)
+            assert any(s["name"] == "execute_tool git_version" for s in got.spans())
+    except OSError as exc:
+        assert exc.errno == errno.EADDRINUSE, exc
+
+
+def test_the_readme_runs_as_written(tmp_path: Path) -> None:
+    if shutil.which("node") is None or shutil.which("git") is None:
+        pytest.skip("the README's server is `node server.js`; needs node and git")
+    walk = Walk(tmp_path)
+    (walk.home / ".cursor").mkdir()
+    (walk.home / ".cursor/mcp.json").write_text(
+        json.dumps({"mcpServers": {"repo": {"command": "node", "args": ["server.js"]}}})
+    )
+    desktop = walk.home / "Library/Application Support/Claude"
+    desktop.mkdir(parents=True)
+    shutil.copy(CONFIGS / "claude-desktop/claude_desktop_config.json", desktop)
+    special: dict[str, Callable[[str], Any]] = {
+        "log -f": lambda line: _follow(walk, line),
+        "export otlp": lambda line: _export(walk, line),
+        "approve --session last": lambda line: walk.sh(line, stdin="y\n"),
+    }
+    readme = README.read_text()
+    for heading, lines in _blocks(readme):
+        for line in lines:
+            if line.startswith("make "):
+                continue  # the quick start: `make demo` and `make test` are the CI's own run
+            if "-- node server.js" in line:  # a server for a client to start: --enforce, --contain
+                argv = shlex.split(line.split("#", 1)[0])
+                assert walk.client(argv[0], argv[1:], {}).startswith("git version"), line
+                walk.ran.append((line, 0))
+                continue
+            hit = next((k for k in special if k in line), None)
+            done = special[hit](line) if hit else walk.sh(line)
+            if "wrap-config ~/.cursor/mcp.json --all  " in line:
+                _wrapped_session(walk)
+            if "review --lock mcpshim.lock" in line:
+                assert done.returncode == 0 and "0 finding(s)" in done.stdout, done.stdout
+        assert heading
+    for span in _INLINE.findall(_FENCE.sub("", readme)):
+        if "<" not in span and span not in ("mcpshim run", "mcpshim run --mcp"):
+            walk.sh(span)
+    ran = " ".join(line for line, _ in walk.ran)
+    for must in ("approve --session last", "review --lock mcpshim.lock", "--enforce", "verify"):
+        assert must in ran, must
+    assert (walk.project / "mcpshim.lock").is_file()  # where approve wrote it, as said

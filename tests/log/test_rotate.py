@@ -137,3 +137,13 @@ def test_the_live_log_never_goes_missing_while_it_rotates(home: Home) -> None:
     assert home.loc.log_file.stat().st_mode & 0o777 == 0o600
     assert not (home.loc.log_dir / ".exec.log.new").exists()
     assert len(list(home.loc.log_dir.glob("exec.log.0*"))) == 300
+
+
+def test_auto_under_max_size_names_the_defaults_once(home: Home) -> None:
+    """No config file: "(defaults)", not "((defaults))" (issue 30 item 10)."""
+    install(home, ["git"])
+    subprocess.run([str(home.loc.shim_dir / "git"), "--version"], env=home.env, check=True,
+                   capture_output=True)  # fmt: skip
+    done = cli(home, "log", "rotate", "--auto", "--dir", str(home.loc.shim_dir))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "live log under max_size (defaults); not rotated\n"

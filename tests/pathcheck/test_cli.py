@@ -71,6 +71,9 @@ def test_default_shim_dir_is_said(home: Home) -> None:
     r = mcpshim(home, "lint-path", "/usr/bin")
     assert r.returncode == 1
     assert f"{home.loc.shim_dir} (the default; pass --dir to name another)" in r.stdout
+    # a finding that never had evidence does not claim occurrences were left out (MCS207
+    # said "... 1 more occurrence(s) not kept": issue 30 item 10)
+    assert "MCS207" in r.stdout and "not kept" not in r.stdout
 
 
 def test_env_source(home: Home, tmp_path: Path) -> None:

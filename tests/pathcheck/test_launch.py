@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from mcpshim.pathcheck.clientconfig import load_config
 from mcpshim.pathcheck.launch import fetcher, lint_config
 from mcpshim.pathcheck.lint import LintSettings
 from mcpshim.review.findings import Finding
-from tests.fixtures.home import CONFIGS
+from tests.fixtures.home import CONFIGS, Home
 
 FIXTURES = CONFIGS
 SECRETS = (
@@ -213,3 +215,42 @@ def test_server_selection_and_shared_path_linted_once(tmp_path: Path) -> None:
     shim = [x for x in every.findings if x.rule.id == "MCS207"]
     assert [x.group for x in shim] == ["PATH of filesystem, github, sqlite"]
     assert any("PATH from Claude Desktop passes on its own PATH" in n for n in every.notes)
+
+
+def test_a_wrapped_server_is_linted_as_the_command_inside_its_wrapper(
+    home: Home, tmp_path: Path
+) -> None:
+    """Issue 30 item 3: after wrap-config the launch line is `mcpshim run --mcp -- npx -y
+    ...`, and lint-path saw only the wrapper (7 findings before wrapping, 2 after)."""
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_bytes((FIXTURES / "claude-desktop" / "claude_desktop_config.json").read_bytes())
+
+    def launch(path: Path) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+        done = lint_config(load_config(path), [], settings(tmp_path), {"PATH": "/usr/bin:/bin"})
+        found = [f for f in done.findings if f.rule.id.startswith("MCS22")]
+        return sorted((f.rule.id, f.group) for f in found), [f.message for f in found], done.notes
+
+    before, said_before, _ = launch(config)
+    assert len(before) >= 5 and ("MCS222", "filesystem") in before
+    argv = [sys.executable, "-m", "mcpshim", "wrap-config", str(config), "--all",
+            "--dir", str(tmp_path / "shims")]  # fmt: skip
+    done = subprocess.run(argv, env=home.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    after, said_after, notes = launch(config)
+    assert after == before  # the same findings, server by server
+    assert all(m.endswith(" (inside its mcpshim run wrapper)") for m in said_after)
+    assert not any("wrapper" in m for m in said_before)
+    assert any(n.startswith("filesystem: wrapped (mcpshim run); linted as what it starts: npx")
+               for n in notes)  # fmt: skip
+
+
+def test_a_wrapper_in_a_temporary_directory_is_its_own_finding(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    fake = scratch / "mcpshim"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    path = write(tmp_path, {"s": {"command": str(fake), "args": ["run", "--", "/usr/bin/git"]}})
+    done = lint_config(load_config(path), [], settings(tmp_path), {"PATH": "/usr/bin:/bin"})
+    [unsafe] = [f for f in done.findings if f.rule.id == "MCS221"]
+    assert str(fake) in unsafe.message and "inside its mcpshim run" not in unsafe.message

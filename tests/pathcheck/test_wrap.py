@@ -6,6 +6,9 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +17,16 @@ from mcpshim.errors import InputError, UsageError
 from mcpshim.pathcheck import jsonc
 from mcpshim.pathcheck.clientconfig import load_config
 from mcpshim.pathcheck.wrap import _verify, plan_wrap
-from mcpshim.pathcheck.wrapfile import apply_plan, backup_path, plan_undo, undo
-from tests.fixtures.home import CONFIGS
+from mcpshim.pathcheck.wrapfile import (
+    LOCK_SUFFIX,
+    _locked,
+    apply_plan,
+    backup_path,
+    edit_lock,
+    plan_undo,
+    undo,
+)
+from tests.fixtures.home import CONFIGS, Home
 
 FIXTURES = CONFIGS
 RELS = [
@@ -276,3 +287,48 @@ def test_a_server_named_twice_is_wrapped_once(tmp_path: Path) -> None:
         "--",
         "/usr/local/bin/uvx",
     )
+
+
+def test_wrap_then_undo_leaves_the_directory_as_it_was(home: Home, tmp_path: Path) -> None:
+    """Through the CLI, as a user runs it: after --undo neither backup nor a zero-byte
+    FILE.mcpshim-lock is left beside the config (issue 30 item 10)."""
+    path = copy(tmp_path, RELS[0])
+    before = sorted(p.name for p in path.parent.iterdir())
+    base = [sys.executable, "-m", "mcpshim", "wrap-config", str(path)]
+    for extra in (["--all", "--dir", SHIM], ["--undo"]):
+        done = subprocess.run([*base, *extra], env=home.env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert not (tmp_path / RELS[0]).with_name(path.name + LOCK_SUFFIX).exists()
+    assert sorted(p.name for p in path.parent.iterdir()) == before
+    assert path.read_bytes() == (FIXTURES / RELS[0]).read_bytes()
+
+
+def test_a_waiter_on_a_removed_lock_file_locks_the_new_one(tmp_path: Path) -> None:
+    """The holder removes the lock file; one who opened it before and waited must not
+    think it holds the lock while a newcomer holds the new file."""
+    import fcntl
+    import threading
+
+    path = tmp_path / "c.json"
+    path.write_text("{}")
+    lock = path.with_name(path.name + LOCK_SUFFIX)
+    inside: list[str] = []
+    with edit_lock(path):
+        stale = os.open(lock, os.O_RDWR)  # a waiter's open, before the holder lets go
+        got: list[int] = []
+        t = threading.Thread(target=lambda: got.append(_locked(lock, time.monotonic() + 10)))
+        t.start()
+        time.sleep(0.1)
+        assert not got  # still waiting
+        inside.append("first")
+    t.join(10)
+    [fd] = got
+    assert os.fstat(fd).st_ino == os.stat(lock).st_ino != os.fstat(stale).st_ino
+    with pytest.raises(BlockingIOError):  # the new file is held: a third party waits
+        other = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    os.close(fd)
+    os.close(stale)

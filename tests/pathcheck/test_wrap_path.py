@@ -100,3 +100,41 @@ def test_undo_still_restores_the_original(home: Home, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert config.read_bytes() == before
     assert os.path.exists(config)
+
+
+def test_the_activated_virtualenv_does_not_leak_into_the_servers_path(
+    home: Home, tmp_path: Path
+) -> None:
+    """Issue 30 item 4: the README says activate the venv, then wrap; the venv's bin was
+    then in every wrapped server's env.PATH (and a HIGH MCS209 warned about it)."""
+    venv = tmp_path / "project" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    tool = venv / "bin" / "only-in-venv"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    config = _config(tmp_path, {"a": {"command": "git"}, "b": {"command": "only-in-venv"}})
+    argv = [sys.executable, "-m", "mcpshim", "wrap-config", str(config), "--all", "--dir", SHIM]
+    env = {**home.env, "PATH": f"{venv}/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv)}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _paths(config) == {"a": f"{SHIM}:/usr/bin:/bin", "b": f"{SHIM}:/usr/bin:/bin"}
+    assert "less its activated environments" in done.stdout
+    assert f"left out of the servers' PATH: {venv}/bin (the active virtualenv {venv}; " in (
+        done.stdout
+    )
+    assert "only-in-venv is found only there: write its absolute path" in done.stdout
+    assert "MCS209" not in done.stderr
+
+
+def test_activated_names_the_virtualenv_the_conda_env_and_mcpshims_own() -> None:
+    env = {"VIRTUAL_ENV": "/p/.venv", "CONDA_PREFIX": "/c/envs/x", "CONDA_DEFAULT_ENV": "x"}
+    got = clientpath.activated(env, prefix=sys.base_prefix)
+    assert got == {"/p/.venv/bin": "the active virtualenv /p/.venv",
+                   "/c/envs/x/bin": "the active conda env /c/envs/x"}  # fmt: skip
+    base = {"CONDA_PREFIX": "/c", "CONDA_DEFAULT_ENV": "base"}
+    assert clientpath.activated(base, prefix=sys.base_prefix) == {}
+    assert clientpath.activated({}, prefix="/v") == (
+        {"/v/bin": "mcpshim's own virtualenv /v"} if sys.base_prefix != "/v" else {}
+    )
+    path, source = clientpath.client_base("cursor", "/p/.venv/bin/:/usr/bin", skip=got)
+    assert path == "/usr/bin" and "less its activated environments" in source

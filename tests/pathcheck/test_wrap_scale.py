@@ -63,7 +63,8 @@ def test_concurrent_runs_on_one_file_keep_every_change(tmp_path: Path) -> None:
     wrapped = [s.name for s in cfg.servers if s.args[:1] == ("run",)]
     assert sorted(wrapped) == sorted(f"s{i}" for i in range(n))
     assert backup_path(path).read_bytes() == original
-    assert (tmp_path / (path.name + LOCK_SUFFIX)).exists()  # kept: waiters share its inode
+    # its last holder removed it; a waiter that held an unlinked one locked the new file
+    assert not (tmp_path / (path.name + LOCK_SUFFIX)).exists()
 
 
 @pytest.mark.alone

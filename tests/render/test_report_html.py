@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 
-from tests.fixtures.home import REPO, Home
+from tests.fixtures.home import REPO, Home, home_at, home_env
 from tests.fixtures.mcpscenario import attribution_of, kill_helpers, make_package, run_session
 
 CHROMIUM = "/usr/bin/chromium"
@@ -52,15 +52,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Home]:
     tmp = tmp_path_factory.mktemp("report")
     root = tmp / "home"
     root.mkdir()
-    env = {
-        "HOME": str(root),
-        "XDG_DATA_HOME": str(root / ".local/share"),
-        "XDG_STATE_HOME": str(root / ".local/state"),
-    }
-    from mcpshim.paths import Locations
-
-    loc = Locations(root / ".local/share/mcpshim/shims", root / ".local/state/mcpshim/log")
-    home = Home(root, loc, {**os.environ, **env})
+    home = home_at(root, home_env(root))
     session = _session(home, tmp)
     html_file, md_file = tmp / "out" / "report.html", tmp / "report.md"
     done = _report(home, "-o", str(html_file))  # default: the last --mcp session

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ from mcpshim.errors import InputError
 from mcpshim.review import policy
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity, define_rule
 from mcpshim.shim import targets
+from tests.fixtures.home import Home
+from tests.fixtures.reviewkit import Lab
 
 RULE = define_rule("MCS901", "policy-test", Severity.LOW, "test rule", "none")
 OTHER = define_rule("MCS902", "policy-test-2", Severity.MEDIUM, "test rule", "none")
@@ -32,8 +35,30 @@ def test_starter_round_trips(tmp_path: Path) -> None:
     f = tmp_path / "p.toml"
     f.write_text(policy.dumps_starter())
     p = policy.load_policy(f)
-    assert p.commands["git"].targets == ("/usr/bin/git",)
-    assert p.source == str(f)
+    assert p.commands == {} and p.source == str(f)
+    assert dataclasses.replace(p, source="") == policy.default_policy()
+
+
+def test_the_starter_flags_nothing_the_default_review_does_not(home: Home, tmp_path: Path) -> None:
+    """`policy init` is neutral (issue 30 item 8): its active [commands.git] once made
+    `git --version` a medium MCS113. Real shims, real execs, both policies."""
+    lab = Lab(home)
+    lab.install("git", "sh")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for argv in (["git", "--version"], ["git", "init", "-q"], ["git", "status", "--short"],
+                 ["git", "-C", str(repo), "log", "-1"], ["sh", "-c", "git rev-parse HEAD; true"],
+                 ["git", "config", "user.name"]):  # fmt: skip
+        lab.run(argv, cwd=repo)
+    f = tmp_path / "starter.toml"
+    f.write_text(policy.dumps_starter())
+
+    def shown(pol: policy.Policy) -> list[tuple[str, str, str]]:
+        return sorted((x.rule.id, x.level.label, x.message) for x in lab.review(pol))
+
+    default = shown(policy.default_policy())
+    assert default  # the session is not empty of findings (MCS101 PATH lookups at least)
+    assert shown(policy.load_policy(f)) == default
 
 
 @pytest.mark.parametrize(

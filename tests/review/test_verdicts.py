@@ -160,16 +160,19 @@ def test_defect3_traced_shim_exec_is_one_occurrence(home: Home) -> None:
 
 
 def test_defect5_starter_policy_agrees_with_install(lab: Lab, home: Home, tmp_path: Path) -> None:
-    """`policy init` pins /usr/bin/git; install pins whatever the trusted path gives (on a
-    merged-/usr system /bin/git is the same file). Neither spelling is "not allowed"."""
+    """`policy init`'s example pins /usr/bin/git; install pins whatever the trusted path
+    gives (on a merged-/usr system /bin/git is the same file). Neither spelling is "not
+    allowed"."""
     lab.install("git")
     lab.run(["git", "--version"], check=True)
     starter = subprocess.run(
         [*MCPSHIM, "policy", "init"], env=home.env, capture_output=True, text=True, check=True
     ).stdout
+    example = starter.split("# [commands.git]\n", 1)[1].split("\n[commands]", 1)[0]
     pol_file = tmp_path / "policy.toml"
-    pol_file.write_text(starter)
+    pol_file.write_text("[commands.git]\n" + example.replace("# ", ""))
     pol = load_policy(pol_file)
+    assert pol.commands["git"].targets == ("/usr/bin/git",)
     assert "MCS112" not in {f.rule.id for f in lab.review(pol)}
     from mcpshim.review.shapes import same_file
 

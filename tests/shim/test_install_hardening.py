@@ -166,7 +166,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("value", HOSTILE)
-def test_hostile_paths_reach_the_shim_as_they_are(tmp_path: Path, value: str) -> None:
+def test_hostile_paths_reach_the_shim_as_they_are(home: Home, tmp_path: Path, value: str) -> None:
     root = tmp_path / value
     loc = Locations(root / "shims", root / "log")
     target_dir = tmp_path / "bin" / value

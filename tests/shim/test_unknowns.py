@@ -61,7 +61,7 @@ def test_a_deleted_cwd_is_recorded_as_unknown_and_shown_so(
     assert tree.returncode == 0 and "cwd ?(not resolvable" in tree.stdout
 
 
-def test_an_unsearchable_cwd_is_recorded_as_unknown(tmp_path: Path) -> None:
+def test_an_unsearchable_cwd_is_recorded_as_unknown(home: Home, tmp_path: Path) -> None:
     """As uid 65534 in a mode-000 directory (root searches anything, so the test drops to
     nobody; the shim, its library and its log are nobody's for the run)."""
     if os.geteuid() != 0:

@@ -295,3 +295,27 @@ def test_a_slow_fork_still_snaps_to_the_exact_start(tmp_path: Path) -> None:
     assert derived is not None and real - derived >= 2  # the case this test is about
     payloads = [p for k, p in exec_payloads(trace, "S", "B", {pid: [real]}) if p["pid"] == pid]
     assert [p["start"] for p in payloads] == [real]
+
+
+def test_the_exec_feed_yields_each_exec_that_succeeded_as_its_lines_arrive() -> None:
+    """`run --on-departure terminate` reads execs live (issue 30 item 2): whole lines in
+    batches, a call split by another thread's line joined, failed attempts left out."""
+    from mcpshim.trace.parse import ExecFeed
+
+    def hx(s: bytes) -> bytes:
+        return b"".join(b"\\x%02x" % c for c in s)
+
+    def call(path: bytes) -> bytes:
+        return b'execve("' + hx(path) + b'", ["' + hx(path) + b'"], ["' + hx(b"PATH=/bin") + b'"]'
+
+    feed = ExecFeed()
+    got = feed.feed(
+        b"101 1700000000.000001 " + call(b"/usr/local/bin/x") + b") = -1 ENOENT (No such file)\n"
+        b"101 1700000000.000002 " + call(b"/tmp/evil") + b" <unfinished ...>\n"
+        b"102 1700000000.000003 clone(child_stack=NULL, flags=CLONE_VM) = 103\n"
+    )
+    assert got == []  # a failed attempt, and one not returned yet
+    [ev] = feed.feed(b"101 1700000000.000004 <... execve resumed>) = 0\n")
+    assert (ev.tid, ev.filename, ev.argv, ev.result) == (101, b"/tmp/evil", (b"/tmp/evil",), "ok")
+    [ev] = feed.feed(b"104 1700000000.000005 " + call(b"/bin/true") + b") = 0\n")
+    assert ev.filename == b"/bin/true" and ev.env_path == b"/bin"

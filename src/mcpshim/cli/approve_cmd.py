@@ -18,12 +18,12 @@ from mcpshim.cli.common import (
 from mcpshim.cli.common import session as resolve
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, save_lock, select_server
-from mcpshim.contract.lockmerge import merge
+from mcpshim.contract.lockmerge import drifted, merge
 from mcpshim.errors import EXIT_FINDINGS, InputError
 from mcpshim.family import attribution
 from mcpshim.log import execlog
 from mcpshim.render.cards import cards_md, cards_text
-from mcpshim.review.cards import default_name, server_card
+from mcpshim.review.cards import default_name, server_card, with_drift
 from mcpshim.review.pipeline import session_evidence
 
 __all__ = ["COMMANDS"]
@@ -40,10 +40,16 @@ __all__ = ["COMMANDS"]
     "matches, else its `run --name`, else the name it gives itself in initialize).",
 )
 @lock_option(
-    "The lock to write (default: mcpshim.lock next to the nearest client config, else in "
-    "the user config dir)."
+    "The lock to write (default: the lock --lock alone finds, else a new mcpshim.lock next "
+    "to the nearest client config, else in the current directory)."
 )
 @click.option("--yes", is_flag=True, help="Approve without asking (for scripts).")
+@click.option(
+    "--update",
+    is_flag=True,
+    help="Accept the tools whose definition drifted from the lock's (their diff is shown on "
+    "their cards first); without it a drifted definition stays as approved.",
+)
 @format_option("text", "md", help="text for the terminal; md to paste into a review.")
 def approve(
     shim_dir: Path | None,
@@ -52,6 +58,7 @@ def approve(
     server_name: str,
     lock_file: str | None,
     yes: bool,
+    update: bool,
     fmt: str,
 ) -> int:
     """Show a relayed session's approval cards and write the approval into the lock.
@@ -67,9 +74,15 @@ def approve(
     The approval is merged into the lock (what is new is printed; nothing is removed) once
     you confirm it; --yes confirms without asking. `review --lock` then reports only what
     departs from it, and `run --mcp --lock L --enforce` refuses calls to drifted tools.
+
+    A tool whose definition departs from the one in the lock shows the diff on its card
+    (description words, schema fields, annotations). Only the order of the same words and
+    items changing (a server listing a Python set) is no drift: the approved definition
+    stays. Any other drift is accepted only with --update; without it the lock keeps the
+    approved definition and approve says so (exit 1 when nothing else was new).
     """
     loc = locations(shim_dir, log_dir)
-    session = resolve(loc, session)
+    session = resolve(loc, session, relayed=True)
     problems: list[execlog.LogProblem] = []
     if session is None:
         session = attribution.latest_session(execlog.iter_records(loc, problems))
@@ -85,10 +98,21 @@ def approve(
         command = [str(a) for a in start.get("command", ())]
         known = select_server(lock, str(start.get("name", "")), command, told)
         server_name = known.name if known is not None else default_name(att, ev)
-    card = server_card(att, ev, Identities(ev.uid), server_name)
+    approved = lock.servers.get(server_name)
+    card = with_drift(server_card(att, ev, Identities(ev.uid), server_name), approved)
     click.echo(cards_md(card) if fmt == "md" else cards_text(card), nl=False)
-    merged, said = merge(lock, card.approval)
+    held = [] if update else drifted(approved, card.approval)
+    merged, said = merge(lock, card.approval, update)
+    for name in held:
+        click.echo(
+            f"tool {escape(name)}: its definition drifted from the approved one (the diff is "
+            "on its card); not accepted: `mcpshim approve --update` accepts it",
+            err=True,
+        )
     if not said:
+        if held:
+            click.echo(f"not approved: nothing else new for {escape(str(path))}", err=True)
+            return EXIT_FINDINGS
         click.echo(f"nothing new: {escape(str(path))} already approves all of it", err=True)
         return 0
     click.echo(f"\napproving server {escape(server_name)} adds to {escape(str(path))}:", err=True)

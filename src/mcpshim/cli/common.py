@@ -17,6 +17,7 @@ from mcpshim.cli.options import (
     format_option,
     location_options,
     locations,
+    sub_locations,
 )
 from mcpshim.contract.lockfile import default_path, find_lock
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
@@ -29,6 +30,7 @@ from mcpshim.review.findings import Finding, Severity, at_or_above
 __all__ = [
     "DIR_HELP",
     "FORMAT_ORDER",
+    "LOCK_LOOKUP",
     "fail_on_option",
     "findings_exit",
     "format_option",
@@ -40,6 +42,7 @@ __all__ = [
     "resolve_lock",
     "session",
     "session_option",
+    "sub_locations",
 ]
 
 
@@ -59,9 +62,10 @@ def session_option(help: str) -> Callable[[F], F]:
     )
 
 
-def session(loc: Locations, value: str | None) -> str | None:
-    """The session a --session value names (None: none given); see log.sessions."""
-    return None if value is None else resolve_session(loc, value)
+def session(loc: Locations, value: str | None, relayed: bool = False) -> str | None:
+    """The session a --session value names (None: none given); see log.sessions. Every
+    command's --session goes through here."""
+    return None if value is None else resolve_session(loc, value, relayed)
 
 
 def fail_on_option(func: F) -> F:
@@ -88,9 +92,15 @@ def mark_reviewed(
     marks.note_review(loc, refs, session, worst.label if worst else "none", len(found), when)
 
 
+#: how --lock alone finds the lock (contract.lockfile.find_lock), for every --lock's help
+LOCK_LOOKUP = (
+    "--lock alone looks for mcpshim.lock from here up (in the first directory that holds one "
+    "or a client config), then in the user config dir."
+)
+
+
 def lock_option(help_text: str) -> Callable[[F], F]:
-    """--lock PATH, or --lock alone for the default lookup (next to the client config, then
-    the user config dir)."""
+    """--lock PATH, or --lock alone for the default lookup (LOCK_LOOKUP)."""
     return click.option(
         "--lock",
         "lock_file",

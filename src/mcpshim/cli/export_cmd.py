@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.cli.common import load_policy, location_options, locations
+from mcpshim.cli.common import load_policy, location_options, locations, session_option
+from mcpshim.cli.common import session as resolve
 from mcpshim.errors import InputError, McpshimError, UsageError
 from mcpshim.family import attribution
 from mcpshim.log import execlog
@@ -34,7 +35,7 @@ def export() -> None:
 
 @export.command("otlp")
 @location_options
-@click.option("--session", help="The session id (default: the last session run with --mcp).")
+@session_option("The session (default: the last session run with --mcp).")
 @click.option("--since", help="Every --mcp session started since: ISO 8601 or 30s/10m/2h/7d.")
 @click.option(
     "--endpoint",
@@ -80,6 +81,7 @@ def otlp(
     sdk.endpoint_url(endpoint)
     header_map = sdk.parse_headers(headers)
     loc = locations(shim_dir, log_dir)
+    session = resolve(loc, session, relayed=True)
     after = parse_since(since) if since is not None else None
     # The export builds a few hundred thousand objects that all live until it is sent;
     # the cycle collector's passes over them free nothing and cost a fifth of its time.

@@ -14,7 +14,13 @@ from typing import Any
 import click
 
 from mcpshim.base.display import dumps, escape
-from mcpshim.cli.common import format_option, location_options, locations, session_option
+from mcpshim.cli.common import (
+    format_option,
+    location_options,
+    locations,
+    session_option,
+    sub_locations,
+)
 from mcpshim.cli.common import session as resolve
 from mcpshim.cli.seal_cmd import SUBCOMMANDS
 from mcpshim.errors import UsageError
@@ -162,6 +168,7 @@ def _follow(
 
 
 @log.command()
+@location_options
 @click.option(
     "--keep",
     type=click.IntRange(min=0),
@@ -182,15 +189,21 @@ def _follow(
     help="With --auto: this config file instead of config.toml in the user config dir.",
 )
 @click.pass_context
-def rotate(ctx: click.Context, keep: int | None, auto: bool, config_file: Path | None) -> None:
+def rotate(
+    ctx: click.Context,
+    shim_dir: Path | None,
+    log_dir: Path | None,
+    keep: int | None,
+    auto: bool,
+    config_file: Path | None,
+) -> None:
     """Rotate the live log under its lock (rename, never copy or truncate).
 
     Every segment dropped is first said in a `log-dropped` record in the live log: what it
     held (sessions, records, times), whether a review had read it and, in a sealed log,
     whether seals covered it.
     """
-    shim_dir, log_dir = ctx.obj
-    loc = locations(shim_dir, log_dir)
+    loc = sub_locations(ctx, shim_dir, log_dir)
     if auto and keep is not None:
         raise UsageError("give --keep or --auto (the config file's [log] keep), not both")
     if config_file is not None and not auto:

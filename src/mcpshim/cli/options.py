@@ -9,10 +9,18 @@ from typing import Any, TypeVar
 
 import click
 
+from mcpshim.errors import UsageError
 from mcpshim.paths import Locations, default_shim_dir
 from mcpshim.shim.manifest import locations_for
 
-__all__ = ["DIR_HELP", "FORMAT_ORDER", "format_option", "location_options", "locations"]
+__all__ = [
+    "DIR_HELP",
+    "FORMAT_ORDER",
+    "format_option",
+    "location_options",
+    "locations",
+    "sub_locations",
+]
 
 DIR_HELP = "Shim directory. Default: shims/ under the user data directory."
 #: every command lists its --format choices in this order
@@ -52,3 +60,15 @@ def format_option(*choices: str, default: str | None = None, help: str = "") -> 
 
 def locations(shim_dir: Path | None, log_dir: Path | None) -> Locations:
     return locations_for(shim_dir or default_shim_dir(), log_dir)
+
+
+def sub_locations(ctx: click.Context, shim_dir: Path | None, log_dir: Path | None) -> Locations:
+    """A subcommand's --dir/--log-dir, given after it (`log seal --log-dir D`) or before it
+    on its group (`log --log-dir D seal`, kept in ctx.obj); both, if different, are an error."""
+    outer = ctx.obj if isinstance(ctx.obj, tuple) else (None, None)
+    chosen: list[Path | None] = []
+    for option, inner, given in (("--dir", shim_dir, outer[0]), ("--log-dir", log_dir, outer[1])):
+        if inner is not None and given is not None and inner != given:
+            raise UsageError(f"{option} given twice, as {given} and {inner}: give it once")
+        chosen.append(inner if inner is not None else given)
+    return locations(chosen[0], chosen[1])

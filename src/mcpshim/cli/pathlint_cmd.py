@@ -185,7 +185,8 @@ def _mcpshim_exe() -> str:
     metavar="PATH",
     help="The PATH to write after the shim dir for servers without env.PATH (default: the "
     "one their client would pass: launchd's for Claude Desktop on macOS, else this shell's "
-    "absolute entries, plus the directories of their bare commands).",
+    "absolute entries less its activated virtualenv or conda env, plus the directories of "
+    "their bare commands).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
 @click.option("--undo", is_flag=True, help="Restore the exact original bytes from the backup.")
@@ -207,8 +208,10 @@ def wrap_config(
     calls that started them. Its env.PATH becomes `<shim dir>:<its PATH>`, deduplicated:
     its own env.PATH if set, else --path, else the PATH its client would pass (launchd's
     `/usr/bin:/bin:/usr/sbin:/sbin` for Claude Desktop on macOS; for the others this
-    shell's PATH without relative or empty entries), plus the directory of its bare command
-    when that PATH would not find it. Entries lint-path would flag are warned about.
+    shell's PATH without relative or empty entries and without what activating a
+    virtualenv or conda env put there: the client has its own), plus the directory of its
+    bare command when that PATH would not find it. Entries lint-path would flag are warned
+    about.
     Remote (url) servers are skipped; an entry already wrapped is left as it is (--undo,
     then wrap again, to change how). Every other key, value, comment and indentation is
     kept: the file is edited only at those values and the result is re-parsed and
@@ -272,13 +275,16 @@ def _client_path(
     config: McpConfig, servers: tuple[str, ...], shim: str, given: str | None
 ) -> clientpath.ClientPath:
     env_path = os.environ.get("PATH", "")
+    skip = clientpath.activated(os.environ)
     if given is not None:
         base, source = given, "--path"
     else:
-        base, source = clientpath.client_base(config.client, env_path)
+        base, source = clientpath.client_base(config.client, env_path, skip=skip)
     chosen = [config.server(n) for n in servers] if servers else list(config.servers)
     bare = [s.command or "" for s in chosen if s.stdio and "PATH" not in s.env]
-    return clientpath.compose(shim, base, source, bare if given is None else [], env_path)
+    if given is not None:
+        return clientpath.compose(shim, base, source, [], env_path)
+    return clientpath.compose(shim, base, source, bare, env_path, skip)
 
 
 def _path_report(cp: clientpath.ClientPath, shim: str, shim_source: str) -> list[str]:
@@ -286,6 +292,8 @@ def _path_report(cp: clientpath.ClientPath, shim: str, shim_source: str) -> list
     out = [f"PATH for entries without env.PATH: {escape(cp.value)} (from {cp.source})"]
     if cp.added:
         out.append(f"note: added for bare commands: {escape(', '.join(cp.added))}")
+    for d in cp.left_out:
+        out.append(f"note: left out of the servers' PATH: {escape(d)}")
     pol = load_policy(None)
     settings = LintSettings(
         trusted_dirs=pol.trusted_dirs,

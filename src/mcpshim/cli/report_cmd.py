@@ -12,6 +12,7 @@ import click
 
 from mcpshim.base.display import escape, quote_argv
 from mcpshim.cli.common import (
+    LOCK_LOOKUP,
     format_option,
     load_policy,
     location_options,
@@ -200,8 +201,7 @@ def _index_md(rows: list[IndexRow]) -> str:
     help="TOML policy ([tools] maps tool names to the commands they may start).",
 )
 @lock_option(
-    "Findings are only the departures from this approval (`mcpshim approve`); --lock alone "
-    "looks for mcpshim.lock next to the client config, then in the user config dir."
+    "Findings are only the departures from this approval (`mcpshim approve`); " + LOCK_LOOKUP
 )
 def report(
     shim_dir: Path | None,
@@ -238,7 +238,7 @@ def report(
             raise UsageError("--all writes one page per session: give -o DIR")
         _all(loc, output, fmt, pol, lock_path)
         return 0
-    sid = resolve(loc, session)
+    sid = resolve(loc, session, relayed=True)
     if sid is None:
         sid = attribution.latest_session(execlog.iter_records(loc, []))
         if sid is None:

@@ -13,6 +13,7 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.cli.common import (
+    LOCK_LOOKUP,
     fail_on_option,
     findings_exit,
     format_option,
@@ -185,10 +186,7 @@ def _evidence_limit(value: str) -> str:
     help="Evidence records the text format prints per finding: a number, or all. JSON and "
     "SARIF always carry every one.",
 )
-@lock_option(
-    "Report only what departs from this approval (`mcpshim approve`); --lock alone looks "
-    "for mcpshim.lock next to the client config, then in the user config dir."
-)
+@lock_option("Report only what departs from this approval (`mcpshim approve`); " + LOCK_LOOKUP)
 @fail_on_option
 def review(
     shim_dir: Path | None,

@@ -12,7 +12,14 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.base.safewrite import make_private_dir
-from mcpshim.cli.common import format_option, location_options, locations, lock_option, resolve_lock
+from mcpshim.cli.common import (
+    LOCK_LOOKUP,
+    format_option,
+    location_options,
+    locations,
+    lock_option,
+    resolve_lock,
+)
 from mcpshim.cli.export_cmd import start_live_stream
 from mcpshim.cli.output import write_output
 from mcpshim.contract.lockfile import load_lock, select_server
@@ -95,9 +102,8 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "each tools/call, resources/read and prompts/get with its response (see `mcpshim report`).",
 )
 @lock_option(
-    "The approval (`mcpshim approve`) that --enforce and --on-departure hold the server to; "
-    "--lock alone, or either of those without it, looks for mcpshim.lock next to the client "
-    "config, then in the user config dir."
+    "The approval (`mcpshim approve`) that --enforce and --on-departure hold the server to "
+    "(either of them without --lock: as --lock alone). " + LOCK_LOOKUP
 )
 @click.option(
     "--enforce",
@@ -111,7 +117,10 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     default="report",
     show_default=True,
     help="terminate: end the whole family at the first executable the lock does not approve "
-    "for this server (recorded, with its evidence, first).",
+    "for this server (recorded, with its evidence, first). Containment, not prevention: it "
+    "acts after the exec (traced: within milliseconds, as strace reports it; untraced: at "
+    "the next shim record or sample), so what the program does until the signal lands, a "
+    "short one's whole run, still happens (docs/threat-model.md).",
 )
 @_tristate(
     "--contain",
@@ -213,10 +222,12 @@ def run(
 
     \b
     --lock L --enforce (with --mcp) refuses, with a JSON-RPC error the client sees, every
-    tools/call to a tool not listed this session with the definition hash L approved
-    (`mcp-refused` records each); --on-departure terminate ends the family at the first
-    executable L does not approve for the server (`departure`, then `terminated` records).
-    Without them nothing is blocked.
+    tools/call to a tool not listed this session with the definition hash L approved, or its
+    order hash (the same words and items in another order) (`mcp-refused` records each);
+    --on-departure terminate ends the family at the first executable L does not approve for
+    the server (`departure`, then `terminated` records), acting on each traced exec as it
+    arrives: the program has started by then (a short one may be done), so this bounds a
+    departure, it does not prevent it. Without them nothing is blocked.
 
     \b
     --lock L --contain starts the server in a Landlock ruleset built from L's entry for it

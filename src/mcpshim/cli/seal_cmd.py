@@ -11,9 +11,8 @@ import click
 
 from mcpshim.base import fdio
 from mcpshim.base.display import dumps, escape
-from mcpshim.cli.common import format_option, locations
+from mcpshim.cli.common import format_option, location_options, sub_locations
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, InputError, UsageError
-from mcpshim.paths import Locations
 from mcpshim.seal import anchors, follow, keys, state, view
 from mcpshim.seal.sealer import Written
 from mcpshim.seal.verify import verify as verify_log
@@ -21,11 +20,6 @@ from mcpshim.seal.verify import verify as verify_log
 __all__ = ["SUBCOMMANDS"]
 
 _STATE_HELP = "The sealer's state file. Default: seal/ under the user state directory."
-
-
-def _loc(ctx: click.Context) -> Locations:
-    shim_dir, log_dir = ctx.obj
-    return locations(shim_dir, log_dir)
 
 
 def _say(message: str) -> None:
@@ -82,6 +76,7 @@ def _claim(path: Path) -> int:
 
 
 @click.command("seal")
+@location_options
 @click.option("--init", is_flag=True, help="Start sealing this log with a new key.")
 @click.option(
     "--verifier-out",
@@ -116,6 +111,8 @@ def _claim(path: Path) -> int:
 @click.pass_context
 def seal(
     ctx: click.Context,
+    shim_dir: Path | None,
+    log_dir: Path | None,
     init: bool,
     verifier_out: Path | None,
     force: bool,
@@ -143,7 +140,7 @@ def seal(
     seal's chain head also goes to the system log (logger), or to --anchor-cmd; where no
     system log keeps entries, mcpshim says so once.
     """
-    loc = _loc(ctx)
+    loc = sub_locations(ctx, shim_dir, log_dir)
     path = state_file or state.default_state_path(loc.log_dir)
     configured = any(x is not None for x in (anchor_cmd, syslog_socket, anchor_interval))
     cfg = _anchor_config(anchor_cmd, no_anchor, syslog_socket, anchor_interval)
@@ -210,6 +207,7 @@ def _verifiers(values: tuple[str, ...]) -> list[keys.Verifier]:
 
 
 @click.command("verify")
+@location_options
 @click.option(
     "--key",
     "key_values",
@@ -232,6 +230,8 @@ def _verifiers(values: tuple[str, ...]) -> list[keys.Verifier]:
 @click.pass_context
 def verify(
     ctx: click.Context,
+    shim_dir: Path | None,
+    log_dir: Path | None,
     key_values: tuple[str, ...],
     anchor_source: str | None,
     state_file: Path | None,
@@ -247,7 +247,7 @@ def verify(
     range, the records in it and their sessions, what was never sealed, and the window
     (how far the seals ran behind).
     """
-    loc = _loc(ctx)
+    loc = sub_locations(ctx, shim_dir, log_dir)
     verifiers = _verifiers(key_values)
     found = anchors.read_anchors(anchor_source) if anchor_source else None
     st = state.load(state_file or state.default_state_path(loc.log_dir))

@@ -6,16 +6,35 @@ nothing the model reads). Resources and prompts likewise. The canonical form is 
 sorted keys, no whitespace and UTF-8 text, hashed with SHA-256; the relay, the enforcing
 relay and review all hash through `definition_hash`, so none of them can disagree about
 whether a definition changed.
+
+`order_hash` is the hash of the same definition with its order taken out: the items of
+every JSON list sorted (but `prefixItems`, a tuple's positions) and, in each `description`
+and `title`, the items of every list written in the text (`git, cat, sh`; `a | b`) sorted.
+Two definitions with one order hash and two definition hashes differ only in the order of
+the same items: what a server that builds its description from a Python set does at every
+start. A drift whose order hash is the approved one is graded info and not refused; any
+other (a word, a parameter, a wider schema) keeps its weight (contract.drift says what).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["KEYS", "canonical", "definition", "definition_hash", "digest", "short"]
+__all__ = [
+    "KEYS",
+    "canonical",
+    "definition",
+    "definition_hash",
+    "digest",
+    "order_free",
+    "order_hash",
+    "short",
+    "sorted_lists",
+]
 
 #: what each kind of definition is pinned by
 KEYS: Mapping[str, tuple[str, ...]] = {
@@ -43,6 +62,42 @@ def definition(kind: str, item: Mapping[str, Any]) -> dict[str, Any]:
 
 def definition_hash(kind: str, item: Mapping[str, Any]) -> str:
     return digest(definition(kind, item))
+
+
+#: one item of a list written in text: a quoted string, or up to 8 words of anything but
+#: separators and brackets (bounded, so a long line without a separator stays linear)
+_WORD = r"[^\s,;|()\[\]{}<>:'\"`]+"
+_ITEM = rf"(?:'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|{_WORD}(?:[ \t]+{_WORD}){{0,7}})"
+_LIST = re.compile(rf"({_ITEM})(?P<sep>[ \t]*[,;|][ \t]*)({_ITEM})(?:(?P=sep){_ITEM})*")
+_ITEMS = re.compile(_ITEM)
+_TEXT_KEYS = frozenset({"description", "title"})
+_TUPLE_KEYS = frozenset({"prefixItems"})  # positions mean something there
+
+
+def sorted_lists(text: str) -> str:
+    """`text` with the items of each list written in it (one separator, repeated) sorted."""
+
+    def one(m: re.Match[str]) -> str:
+        return m.group("sep").join(sorted(_ITEMS.findall(m.group(0))))
+
+    return _LIST.sub(one, text)
+
+
+def order_free(value: Any, key: str = "") -> Any:
+    """`value` with its order taken out (see the module's docstring)."""
+    if isinstance(value, dict):
+        return {k: order_free(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [order_free(v) for v in value]
+        return items if key in _TUPLE_KEYS else sorted(items, key=canonical)
+    if isinstance(value, str) and key in _TEXT_KEYS:
+        return sorted_lists(value)
+    return value
+
+
+def order_hash(kind: str, item: Mapping[str, Any]) -> str:
+    """The hash of the pinned definition with its order taken out."""
+    return digest(order_free(definition(kind, item)))
 
 
 def short(sha: str) -> str:

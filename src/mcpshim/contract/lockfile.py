@@ -6,9 +6,10 @@ a diff of two approvals. It is meant to be committed next to a project's `.mcp.j
 a package lock. docs/lock-format.md documents every key.
 
 (`contract.lockmerge` adds a session's approval to a lock.) `find_lock` and `default_path`
-say where a lock is looked for: next to the client config (the nearest directory up from
-here that holds `.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`), then the user's
-config directory.
+say where a lock is looked for: from here up, the first directory that holds a lock or a
+client config (`.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`), then the user's
+config directory; a new lock goes next to the nearest client config, else here, so the
+`mcpshim.lock` that `approve` just wrote is the one `--lock mcpshim.lock` and `--lock` name.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class ToolApproval:
     description: str = ""
     called: bool = False  # False: approved on its definition only
     boundary: Boundary = field(default_factory=Boundary)
+    order_sha256: str = ""  # the definition's hash with order taken out (contract.canon)
+    definition: str = ""  # the rest of the definition, canonical JSON (contract.drift)
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,9 @@ def _server_doc(s: ServerApproval) -> dict[str, Any]:
     doc["tools"] = {
         _safe(name): {
             "sha256": t.sha256,
+            "order_sha256": t.order_sha256,
             "description": _safe(t.description),
+            "definition": _safe(t.definition),
             "called": t.called,
             **_boundary_doc(t.boundary),
         }
@@ -292,6 +297,8 @@ class _Reader:
                 self.text(tt, "description", k),
                 self.flag(tt, "called", k),
                 self.boundary(tt, k),
+                self.text(tt, "order_sha256", k),
+                self.text(tt, "definition", k),
             )
         return ServerApproval(
             name,
@@ -361,7 +368,8 @@ def find_lock(start: Path | None = None) -> Path | None:
 
 
 def default_path(start: Path | None = None) -> Path:
-    """Where a new lock goes: next to the nearest client config, else the user config dir."""
+    """Where `approve` writes: the lock `find_lock` finds, else a new one next to the nearest
+    client config, else in the current directory (like a package lock: the project's own)."""
     found = find_lock(start)
     if found is not None:
         return found
@@ -369,7 +377,7 @@ def default_path(start: Path | None = None) -> Path:
     for d in (here, *here.parents):
         if any((d / c).is_file() for c in CLIENT_CONFIGS):
             return d / LOCK_NAME
-    return user_lock()
+    return here / LOCK_NAME
 
 
 def select_server(

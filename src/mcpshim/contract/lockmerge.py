@@ -1,6 +1,11 @@
 """Adding a session's approval to a lock: what is new is added and said so, nothing is taken
 away (a tool the session did not list stays approved), so approving is never a way to
-forget what was approved before."""
+forget what was approved before.
+
+A tool whose definition differs from the approved one only in order (one order hash:
+contract.canon) keeps its approved definition, and nothing is said. One that drifted
+otherwise is accepted only when the caller says so (`approve --update`, after showing the
+diff); else the approved definition stays and `drifted` names it."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from dataclasses import replace
 from mcpshim.contract.canon import short
 from mcpshim.contract.lockfile import Boundary, Executable, Lock, ServerApproval, ToolApproval
 
-__all__ = ["merge", "roots"]
+__all__ = ["drifted", "merge", "roots"]
 
 
 def roots(paths: Iterable[str]) -> tuple[str, ...]:
@@ -70,20 +75,56 @@ def _merge_boundary(old: Boundary, new: Boundary, what: str, said: list[str]) ->
     )
 
 
-def _merge_tool(old: ToolApproval | None, new: ToolApproval, said: list[str]) -> ToolApproval:
+def reordered(old: ToolApproval, new: ToolApproval) -> bool:
+    """The same definition but for order (both hashes known and equal)."""
+    return bool(old.order_sha256) and old.order_sha256 == new.order_sha256
+
+
+def drifted(old: ServerApproval | None, new: ServerApproval) -> list[str]:
+    """The tools of `new` whose definition drifted from `old`'s approval beyond order."""
+    if old is None:
+        return []
+    return sorted(
+        name
+        for name, t in new.tools.items()
+        if (was := old.tools.get(name)) is not None
+        and was.sha256 != t.sha256
+        and t.sha256
+        and not reordered(was, t)
+    )
+
+
+def _merge_tool(
+    old: ToolApproval | None, new: ToolApproval, said: list[str], update: bool
+) -> ToolApproval:
     what = f"tool {new.name}"
+    keep = new
     if old is None:
         kind = "called" if new.called else "definition only"
         said.append(f"{what}: new ({kind}), definition {short(new.sha256)}")
-        old = ToolApproval(new.name, new.sha256, new.description)
-    elif old.sha256 != new.sha256:
-        said.append(f"{what}: definition {short(old.sha256)} -> {short(new.sha256)}")
+        old = replace(new, called=False, boundary=Boundary())
+    elif old.sha256 != new.sha256 and new.sha256:
+        if reordered(old, new) or not update:
+            keep = old  # the approved definition stays (a reorder; a drift not accepted)
+        else:
+            said.append(f"{what}: definition {short(old.sha256)} -> {short(new.sha256)}")
+    elif not new.sha256:
+        keep = old  # called but not listed: its definition is not known here
     boundary = _merge_boundary(old.boundary, new.boundary, what, said)
-    return ToolApproval(new.name, new.sha256, new.description, old.called or new.called, boundary)
+    return ToolApproval(
+        new.name,
+        keep.sha256,
+        keep.description,
+        old.called or new.called,
+        boundary,
+        keep.order_sha256 or (new.order_sha256 if keep.sha256 == new.sha256 else ""),
+        keep.definition or (new.definition if keep.sha256 == new.sha256 else ""),
+    )
 
 
-def merge(lock: Lock, new: ServerApproval) -> tuple[Lock, list[str]]:
-    """The lock with `new` approved in it, and a line for each thing this adds or changes."""
+def merge(lock: Lock, new: ServerApproval, update: bool = True) -> tuple[Lock, list[str]]:
+    """The lock with `new` approved in it, and a line for each thing this adds or changes.
+    `update`: accept the drifted definitions (`drifted`) too; else they stay as approved."""
     said: list[str] = []
     old = lock.servers.get(new.name)
     if old is None:
@@ -98,7 +139,7 @@ def merge(lock: Lock, new: ServerApproval) -> tuple[Lock, list[str]]:
             said.append(f"server {new.name}: {label} {a} -> {b}")
     tools = dict(old.tools)
     for name, t in new.tools.items():
-        tools[name] = _merge_tool(old.tools.get(name), t, said)
+        tools[name] = _merge_tool(old.tools.get(name), t, said, update)
     for kind, was, now in (
         ("resource", old.resources, new.resources),
         ("prompt", old.prompts, new.prompts),

@@ -79,7 +79,7 @@ class LogSettings:
     keep: int | None = 8
     max_total: int | None = 1024 * MIB
     drop_unreviewed: bool = True
-    source: str = "(defaults)"
+    source: str = "defaults"  # or the config file read
 
 
 def load_settings(path: Path | None = None) -> LogSettings:

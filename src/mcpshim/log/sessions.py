@@ -137,13 +137,18 @@ def no_such_session(loc: Locations, session: str) -> InputError:
     )
 
 
-def resolve_session(loc: Locations, text: str) -> str:
-    """The session id `text` names: `last` (the newest), an id, or a unique prefix of one."""
+def resolve_session(loc: Locations, text: str, relayed: bool = False) -> str:
+    """The session id `text` names: `last` (the newest), an id, or a unique prefix of one.
+
+    `relayed`: the command reads tool calls (approve, report, export otlp), so `last` is the
+    newest session run with --mcp."""
     found = list_sessions(loc)
     if text == LAST:
-        if not found:
-            raise InputError(f"no sessions in the log at {loc.log_dir}")
-        return found[0].id
+        pool = [s for s in found if s.relayed] if relayed else found
+        if not pool:
+            what = "no session run with --mcp" if relayed else "no sessions"
+            raise InputError(f"{what} in the log at {loc.log_dir}")
+        return pool[0].id
     ids = [s.id for s in found]
     if text in ids:
         return text

@@ -4,6 +4,10 @@ The launch line is the first exec of the family: a bare `command` is a PATH look
 with the client's PATH; `npx -y pkg` runs whatever the registry serves today; a literal
 token in `env` sits in a file other tools read. Values of credentials are never printed:
 findings name the key and the shape that matched.
+
+A server wrap-config put under `mcpshim run ... -- CMD` is linted as CMD (what `run` then
+starts with the same PATH, cwd and env), each finding saying it is inside the wrapper, and
+the wrapper's own program is held to the same unsafe-directory rule.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from mcpshim.log import redact
 from mcpshim.pathcheck.clientconfig import McpConfig, ServerEntry, effective_path, expand_vars
 from mcpshim.pathcheck.facts import probe, under
 from mcpshim.pathcheck.lint import LintSettings, Scope, lint_path, shadows
+from mcpshim.pathcheck.wrap import is_wrapped, unwrapped
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity, define_rule
 
 __all__ = [
@@ -280,10 +285,26 @@ def check_credentials(s: ServerEntry, ctx: LaunchContext) -> Iterable[Finding]:
 LAUNCH_RULES = (check_bare, check_unsafe_dir, check_fetches, check_shell, check_credentials)
 
 
+def inside_wrapper(server: ServerEntry) -> ServerEntry | None:
+    """The server as `mcpshim run ... -- CMD ARGS` starts it (CMD ARGS), or None when the
+    entry is not wrapped."""
+    if not is_wrapped(server.command, server.args):
+        return None
+    command, args = unwrapped(server.args)
+    return replace(server, command=command, args=tuple(args))
+
+
+_WRAPPED = " (inside its mcpshim run wrapper)"
+
+
 def lint_launch(server: ServerEntry, ctx: LaunchContext) -> list[Finding]:
     if not server.stdio:
         return list(check_credentials(server, ctx))
-    return [f for rule in LAUNCH_RULES for f in rule(server, ctx)]
+    inner = inside_wrapper(server)
+    if inner is None:
+        return [f for rule in LAUNCH_RULES for f in rule(server, ctx)]
+    found = [replace(f, message=f.message + _WRAPPED) for r in LAUNCH_RULES for f in r(inner, ctx)]
+    return found + list(check_unsafe_dir(server, ctx))  # the wrapper's own program
 
 
 @dataclass(frozen=True)
@@ -317,6 +338,10 @@ def lint_config(
         if used:
             notes.append(f"{s.name}: command expanded ({', '.join(used)}) to {command}")
             s = replace(s, command=command)
+        inner = inside_wrapper(s)
+        if inner is not None:
+            shown = launch_line(inner)
+            notes.append(f"{s.name}: wrapped (mcpshim run); linted as what it starts: {shown}")
         eff = effective_path(config, s, environ)
         notes.append(f"{s.name}: PATH from {eff.source}: {eff.value}")
         ctx = LaunchContext(config, eff.value, settings.temp_dirs, settings.owners, cwd)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import filelock
 
 from mcpshim.base import safewrite
 from mcpshim.errors import InputError
@@ -42,18 +42,46 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
+def _locked(lock_path: Path, deadline: float) -> int:
+    """An fd holding flock on the file now at `lock_path`: a lock taken on a file a previous
+    holder had already unlinked (or replaced) is let go and taken again on the new one."""
+    while True:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(lock_path, flags, 0o600)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.02)
+            try:
+                same = os.stat(lock_path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            return fd
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def edit_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold FILE.mcpshim-lock (beside the real file, symlinks followed) while a config is
     read, planned and replaced: two wrap-config runs at once would otherwise both plan from
-    the same bytes, and the second rename would drop the first one's entries. The lock
-    file is never deleted (a waiter must lock the same inode); callers re-read under it."""
+    the same bytes, and the second rename would drop the first one's entries. Callers
+    re-read under it. The holder unlinks it before letting go, so nothing of wrap-config is
+    left beside the config (after --undo, the directory is as it was); a waiter that got
+    the unlinked file takes the lock again on the path's new one (`_locked`)."""
     real = Path(os.path.realpath(path))
     lock_path = real.with_name(real.name + LOCK_SUFFIX)
-    lock = filelock.FileLock(str(lock_path), timeout=timeout, mode=0o600)
     try:
-        lock.acquire()
-    except filelock.Timeout:
+        fd = _locked(lock_path, time.monotonic() + timeout)
+    except BlockingIOError:
         raise InputError(
             f"{lock_path}: another wrap-config has held this lock for {timeout:.0f} s; "
             "try again when it is done"
@@ -63,7 +91,9 @@ def edit_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     try:
         yield
     finally:
-        lock.release()
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+        os.close(fd)
 
 
 def _strip(entry: Any) -> Any:

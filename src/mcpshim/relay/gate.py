@@ -11,10 +11,12 @@ that decided it. Server to client, a line is parsed only while an `initialize` o
 sees it, so no call can race ahead of them. Every line written to the client is whole, so
 an answer of the relay's own never lands inside one of the server's.
 
-A call is allowed only to a tool this session listed with exactly the definition hash the
-lock approved. Refused: a tool whose definition changed, a tool the lock does not know, a
-tool not listed in this session (its definition is unverified), and every tool of a server
-the lock has no entry for. The cost of parsing on the forwarding path is in
+A call is allowed only to a tool this session listed with the definition the lock
+approved: its definition hash, or its order hash (the same words and list items in another
+order, as a server that lists a Python set writes them at each start: contract.canon).
+Refused: a tool whose definition changed otherwise, a tool the lock does not know, a tool
+not listed in this session (its definition is unverified), and every tool of a server the
+lock has no entry for. The cost of parsing on the forwarding path is in
 docs/performance.md; without --enforce nothing is parsed before it is passed on.
 
 Fail closed. A message the gate cannot read completely (relay.readable: past the 64 MiB
@@ -39,7 +41,7 @@ from typing import Any
 import orjson
 
 from mcpshim.base import fdio
-from mcpshim.contract.canon import definition_hash, short
+from mcpshim.contract.canon import definition_hash, order_hash, short
 from mcpshim.contract.lockfile import Lock, ServerApproval, select_server
 from mcpshim.relay.core import (
     C2S,
@@ -77,6 +79,7 @@ class Gate:
         self.server: ServerApproval | None = select_server(lock, run_name, command)
         self._emit, self.session = emit, session
         self.listed: dict[str, str] = {}  # tool -> definition hash, as last listed
+        self.orders: dict[str, str] = {}  # tool -> its order hash, as last listed
         self._pending: dict[str, tuple[str, Any]] = {}  # request id -> (method, cursor)
         self._mutex = threading.Lock()
         self.refused = 0
@@ -152,13 +155,16 @@ class Gate:
                 self.server = select_server(self.lock, self.run_name, self.command, name)
             return
         tools = result.get("tools")
-        page = {
-            t["name"]: definition_hash("tool", t)
+        listed = [
+            t
             for t in (tools if isinstance(tools, list) else [])
             if isinstance(t, dict) and isinstance(t.get("name"), str)
-        }
+        ]
+        page = {t["name"]: definition_hash("tool", t) for t in listed}
+        orders = {t["name"]: order_hash("tool", t) for t in listed}
         with self._mutex:
             self.listed = {**self.listed, **page} if cursor is not None else page
+            self.orders = {**self.orders, **orders} if cursor is not None else orders
 
     def verdict(self, tool: str) -> tuple[str | None, str, str]:
         """(why the call is refused, or None; the approved hash; the listed hash)."""
@@ -174,7 +180,9 @@ class Gate:
                 (approved.sha256),
                 now,
             )
-        if now != approved.sha256:
+        if now != approved.sha256 and not (
+            approved.order_sha256 and self.orders.get(tool) == approved.order_sha256
+        ):
             why = (
                 f"its definition changed since it was approved ({short(approved.sha256)} "
                 f"approved, {short(now)} listed)"

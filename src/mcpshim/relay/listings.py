@@ -2,7 +2,8 @@
 each `tools/list`, `resources/list` and `prompts/list` result.
 
 These are the contract an approval pins (contract.canon): each listed item is recorded by
-name with the hash of its canonical definition, and a tool with its definition too, its
+name with the hash of its canonical definition, a tool also with its order hash (the same
+items in any order hash alike: contract.canon) and its definition, its
 texts redacted like any text the relay records (descriptions are cut at DESCRIPTION_MAX
 rather than relay.redact's 2 KiB, so a change deep in a long description still shows in a
 diff). The hash is of the definition as the server sent it, before redaction.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcpshim.contract.canon import definition, definition_hash, digest
+from mcpshim.contract.canon import definition, definition_hash, digest, order_hash
 from mcpshim.log.redact import redact_text
 from mcpshim.relay.redact import redact_json
 
@@ -51,7 +52,12 @@ def _tool(item: Mapping[str, Any], hits: list[str]) -> dict[str, Any]:
     shown = {k: redact_json(v, hits) for k, v in d.items() if k != "description"}
     if isinstance(d.get("description"), str):
         shown["description"] = redact_long(d["description"], hits)
-    return {"name": shown.get("name"), "sha256": definition_hash("tool", item), "definition": shown}
+    return {
+        "name": shown.get("name"),
+        "sha256": definition_hash("tool", item),
+        "order_sha256": order_hash("tool", item),  # the same, order taken out (canon)
+        "definition": shown,
+    }
 
 
 def _item(kind: str, item: Mapping[str, Any], hits: list[str]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from mcpshim.sandbox.binfmt import interpreter_kind
 __all__ = ["card_lines", "cards_html", "cards_md", "cards_text", "summary"]
 
 _DESC_LINES = 4
+_LABEL = len("left running after the call: ")  # the longest label, and a space after it
 
 
 def _list(items: list[str], none: str = "none") -> str:
@@ -100,6 +101,8 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
     if not card.listed:
         state += "; not in any tools/list of the session (definition unknown)"
     rows.append(("definition", f"{short(a.sha256)}; {state}"))
+    for line in card.drift:
+        rows.append(("drift from the lock", line))
     for e in b.executables:
         use = card.seen.uses.get(e.path)
         shapes = _list([s or "(no subcommand)" for s in e.shapes])
@@ -145,10 +148,10 @@ def cards_text(card: ServerCard) -> str:
     for t in card.tools:
         out.append(f"\n-- tool {escape(t.name)}")
         for label, text in card_lines(t):
-            out.append(f"   {label + ':' if label else '':<28}{escape(text)}")
+            out.append(f"   {label + ':' if label else '':<{_LABEL}}{escape(text)}")
     out.append("\n-- outside tool calls (the server itself, its start-up, other requests)")
     for label, text in _outside(card):
-        out.append(f"   {label + ':' if label else '':<28}{escape(text)}")
+        out.append(f"   {label + ':' if label else '':<{_LABEL}}{escape(text)}")
     return "\n".join(out) + "\n"
 
 

@@ -53,7 +53,7 @@ def _finding_lines(f: Finding, limit: int | None) -> list[str]:
     rest = len(f.evidence) - len(shown)
     if rest:
         lines.append(f"      ... {rest} more (--evidence all)")
-    elif f.count > len(f.evidence):
+    elif f.evidence and f.count > len(f.evidence):  # none kept: nothing was left out
         lines.append(f"      ... {f.count - len(f.evidence)} more occurrence(s) not kept")
     lines.append(f"      fix: {safe(f.rule.remediation)}")
     return lines

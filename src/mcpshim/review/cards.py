@@ -15,10 +15,11 @@ never called is "definition only": anything it runs later is a departure.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from mcpshim.contract.drift import drift, lock_definition, parse_lock_definition
 from mcpshim.contract.identity import Identities, Identity
 from mcpshim.contract.lockfile import (
     Boundary,
@@ -26,11 +27,11 @@ from mcpshim.contract.lockfile import (
     ServerApproval,
     ToolApproval,
 )
-from mcpshim.contract.lockmerge import roots
+from mcpshim.contract.lockmerge import reordered, roots
 from mcpshim.family.attribution import Attribution
 from mcpshim.review.boundary import Seen, SessionEvidence, seen_by_tool
 
-__all__ = ["ServerCard", "ToolCard", "boundary_of", "default_name", "server_card"]
+__all__ = ["ServerCard", "ToolCard", "boundary_of", "default_name", "server_card", "with_drift"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ToolCard:
     identities: Mapping[str, Identity]
     definition: Mapping[str, Any] = field(default_factory=dict)  # as recorded (redacted)
     listed: bool = True  # False: called, but no tools/list of this session showed it
+    drift: tuple[str, ...] = ()  # how it differs from the lock's approval (contract.drift)
 
     @property
     def name(self) -> str:
@@ -127,6 +129,8 @@ def server_card(
             desc if isinstance(desc, str) else "",
             tool in calls,
             boundary_of(s, ids),
+            str(row.get("order_sha256", "")),
+            lock_definition(definition) if isinstance(definition, dict) else "",
         )
         cards.append(
             ToolCard(tool_approval, calls.get(tool, 0), s, ids, definition or {}, tool in listed)
@@ -151,3 +155,29 @@ def server_card(
         dict(ev.prompts),
     )
     return ServerCard(approval, tuple(cards), outside, ids, att.session, bool(ev.listings))
+
+
+_REORDERED = "only the order of the same words and items changed: the approved one stays"
+
+
+def with_drift(card: ServerCard, approved: ServerApproval | None) -> ServerCard:
+    """The cards, each tool whose definition departs from `approved` (the lock's entry)
+    showing how (contract.drift), so whoever approves again reads the change first."""
+    if approved is None:
+        return card
+    tools = []
+    for t in card.tools:
+        was = approved.tools.get(t.name)
+        if was is None or not t.approval.sha256 or was.sha256 == t.approval.sha256:
+            tools.append(t)
+            continue
+        if reordered(was, t.approval):
+            lines: tuple[str, ...] = (_REORDERED,)
+        else:
+            old = parse_lock_definition(was.definition, was.name, was.description)
+            now = dict(t.definition or {"name": t.name})
+            if not was.definition and not was.order_sha256:  # an older lock: its text alone
+                now = {k: v for k, v in now.items() if k in ("name", "description")}
+            lines = drift(old, now).lines or ("(the schemas or annotations changed)",)
+        tools.append(replace(t, drift=lines))
+    return replace(card, tools=tuple(tools))

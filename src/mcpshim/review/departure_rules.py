@@ -29,10 +29,11 @@ DRIFT = define_rule(
     "tool-definition-drift",
     Severity.HIGH,
     "An MCP tool's definition (description, schemas, annotations) differs from the one that "
-    "was approved: what the model reads about the tool changed.",
-    "Read the diff; if the change is expected, approve the session again (`mcpshim "
-    "approve`); run the server with `run --mcp --lock L --enforce` to refuse calls to a "
-    "drifted tool.",
+    "was approved: what the model reads about the tool changed (info, and not refused by "
+    "--enforce, when only the order of the same words and list items changed).",
+    "Read the diff; if the change is expected, accept it into the lock (`mcpshim approve "
+    "--update`, which shows the diff first); run the server with `run --mcp --lock L "
+    "--enforce` to refuse calls to a drifted tool.",
     cwe=["CWE-494"],
 )
 NEW_TOOL = define_rule(

@@ -2,7 +2,8 @@
 every fork.
 
 Against the lock's entry for the session's server: a tool whose definition changed (with a
-readable diff of its description), a new or removed tool, a changed server contract or
+readable diff: description words, schema fields, annotations; graded info when only the
+order of the same words and list items changed), a new or removed tool, a changed server contract or
 resource/prompt; and per tool call, against that tool's approved boundary: a new
 executable, a known path with a new identity (its content hash changed), a new subcommand
 shape, a new cwd root, a new network destination, a newly held credential name, a process
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 
 from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
+from mcpshim.contract.drift import drift, parse_lock_definition
 from mcpshim.contract.identity import Identities
-from mcpshim.contract.lockfile import Boundary, ServerApproval
+from mcpshim.contract.lockfile import Boundary, ServerApproval, ToolApproval
 from mcpshim.family.attribution import Attribution, Owner
 from mcpshim.family.tree import Node
 from mcpshim.family.view import evidence_line
@@ -210,6 +212,47 @@ def _boundary(
     return out
 
 
+_NO_SCHEMA = (
+    "(the description is the same: the schemas or annotations changed; this lock keeps no "
+    "approved schema to compare: `mcpshim approve --update` records one)"
+)
+
+
+def _drift(
+    approved: ToolApproval,
+    row: Mapping[str, object],
+    now: Mapping[str, object],
+    where: str,
+    refused: list[Evidence],
+    at: _Where,
+) -> Finding:
+    """A listed tool whose definition hash is not the approved one: what changed, graded
+    info when only the order of the same words and items did (one order hash)."""
+    name, sha = approved.name, str(row.get("sha256", ""))
+    reordered = bool(approved.order_sha256) and row.get("order_sha256") == approved.order_sha256
+    if approved.definition or approved.order_sha256:
+        was = parse_lock_definition(approved.definition, name, approved.description)
+        got = drift(was, now)
+        lines, added = [escape(x) for x in got.lines], got.added
+    else:  # a lock written before definitions were kept: its description alone
+        lines, added = _diff(approved.description, str(now.get("description", ""))), ()
+        lines = lines or [_NO_SCHEMA]
+    hashes = f"{short(approved.sha256)} approved, {short(sha)} now"
+    if reordered:
+        msg = (
+            f"tool {name!r} listed its definition in another order, the same words and items "
+            f"as approved ({hashes}): not a change of what it says"
+        )
+    else:
+        more = f"; it adds {', '.join(added[:4])}" if added else ""
+        msg = f"tool {name!r} changed since it was approved: {hashes}{escape(more)}"
+    data = {"tool": name, "approved": approved.sha256, "now": sha, "reordered": reordered,
+            "added": list(added)}  # fmt: skip
+    ev = Evidence(where, "\n".join(lines), data)
+    severity = Severity.INFO if reordered else None
+    return _finding(DRIFT, msg, [ev, *refused], at, f"drift\0{name}\0{sha}", severity)
+
+
 def listed_ev(where: str, name: str, desc: str) -> Evidence:
     return Evidence(where, escape(f"listed: {name}: {desc}"[:300]))
 
@@ -238,27 +281,9 @@ def _contract(att: Attribution, ev: SessionEvidence, server: ServerApproval) -> 
                     )
                 )
             elif approved.sha256 != sha:
-                diff = _diff(approved.description, str(desc))
-                text = (
-                    "\n".join(diff)
-                    if diff
-                    else "(the description is the same: the schemas or annotations changed)"
-                )
-                out.append(
-                    _finding(
-                        DRIFT,
-                        f"tool {name!r} changed since it was approved: {short(approved.sha256)} "
-                        f"approved, {short(sha)} now",
-                        [
-                            Evidence(
-                                where, text, {"tool": name, "approved": approved.sha256, "now": sha}
-                            ),
-                            *refused.get(name, []),
-                        ],
-                        at,
-                        f"drift\0{name}\0{sha}",
-                    )
-                )
+                now = shown if isinstance(shown, dict) else {"name": name}
+                ev_refused = refused.get(name, [])
+                out.append(_drift(approved, row, now, where, ev_refused, at))
     if ev.listings:
         for name in sorted(set(server.tools) - set(ev.tools)):
             out.append(

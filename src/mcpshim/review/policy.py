@@ -293,7 +293,9 @@ def apply_policy(findings: Iterable[Finding], policy: Policy) -> list[Finding]:
 
 
 def starter_dict() -> dict[str, Any]:
-    """The starter `policy init` writes: today's defaults made explicit, nothing allowed yet."""
+    """The starter `policy init` writes: today's defaults made explicit, nothing allowed
+    yet and nothing narrowed (a review with it finds what the default review finds; the
+    [commands.NAME] example stays a comment)."""
     base = default_policy()
     return {
         "version": 1,
@@ -304,12 +306,7 @@ def starter_dict() -> dict[str, Any]:
         "strict_commands": False,
         "severity": {},
         "network": {"destinations": []},
-        "commands": {
-            "git": {
-                "targets": ["/usr/bin/git"],
-                "subcommands": ["status", "diff", "log", "show", "rev-parse"],
-            },
-        },
+        "commands": {},
         "ignore": [],
     }
 
@@ -343,7 +340,9 @@ _STARTER_NOTES = {
     "(globs) it may resolve to, else MCS112\n  subcommands  allowed first operands, else "
     "MCS113\n  args         ...unless the arguments, joined by spaces, match one of these "
     "globs\n  cwd_roots    where it may run, else MCS114\n  destinations added to "
-    "[network] destinations for it",
+    "[network] destinations for it\nNone is set here (each would narrow what the default "
+    'review allows). Example:\n[commands.git]\ntargets = ["/usr/bin/git"]\nsubcommands = '
+    '["status", "diff", "log", "show", "rev-parse", "--version"]',
 }
 
 

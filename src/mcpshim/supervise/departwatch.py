@@ -1,22 +1,30 @@
 """`run --lock L --on-departure terminate`: end the family at its first exec departure.
 
 While the session runs, every executable the family runs is held to the server's approval:
-each shim record (read from the log, as the sampler reads it) and each process the sampler
-observed that no shim recorded. One whose path no card of the server lists (any tool's, or
-the server's own outside tool calls) is a departure, and so is an approved path whose
-content hash is no longer the approved one (hashed once per path, SHA-256 only). The first
-departure is recorded (`departure`: what, the path, the process and its command line, the
-record that showed it), then the whole family is terminated (`Supervisor.terminate_family`,
+each exec the tracer saw succeed, as its line arrives (`TraceRun.on_exec`: within about
+10 ms of strace writing it, whatever the sampling interval), each shim record (read from the
+log at each tick) and each process the sampler observed that no shim recorded. One whose
+path no card of the server lists (any tool's, or the server's own outside tool calls) is a
+departure, and so is an approved path whose content hash is no longer the approved one
+(hashed once per path, SHA-256 only). The first departure is recorded (`departure`: what,
+the path, the process and its command line, `source` the record that showed it: trace,
+shim or observed), then the whole family is terminated (`Supervisor.terminate_family`,
 which records each member's evidence before the signals).
 
-This is containment, not prevention: a departure is seen when its record is read, within a
-sampling interval of the exec, by which time the program has started. Which tool's boundary
-an exec departs from is review's business (`review --lock`); here the server's whole
-approval counts, so an executable approved for one tool and run by another passes.
+This is containment, not prevention: a departure is seen after its exec, by which time the
+program runs. Traced, what runs between the exec and the signal is the few milliseconds
+until strace's line is read plus the time to end the family; a program that is done by
+then (a `cp`, a copied binary that exits at once) has done its work, and only the record
+and the end of the family remain. Untraced (no ptrace, `--no-trace`), a departure is seen
+only through a shim record or a sample (`--sample-ms`), and a short-lived exec that
+bypasses the shims is not seen at all. Which tool's boundary an exec departs from is
+review's business (`review --lock`); here the server's whole approval counts, so an
+executable approved for one tool and run by another passes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -28,7 +36,9 @@ from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.log.execlog import ExecRecord
 from mcpshim.log.follow import Follower
 from mcpshim.log.logview import argv_fields
+from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.supervise.session import utc_now
+from mcpshim.trace.parse import Event
 
 if TYPE_CHECKING:
     from mcpshim.supervise.supervisor import Supervisor
@@ -50,13 +60,17 @@ class DepartureWatch:
         self.program = {server.program.path: server.program.sha256} if server.program else None
         self.tail = Follower.tail(sup.loc)  # any number of rotations between two ticks
         self._observed: list[dict[str, Any]] = []
-        self._shimmed: set[Ident] = set()
+        self._recorded: set[Ident] = set()
         self._exe: dict[Ident, str] = {}  # the last executable each process was seen with
         self._hashes: dict[str, str] = {}
         self._own = os.path.realpath(sys.executable)
         self.fired = False
+        shims = os.fsencode(sup.loc.shim_dir)
+        self._shim_dirs = {shims, os.fsencode(os.path.realpath(shims))}
         sup.on_tick(self.tick)
         sup.on_event(self.on_event)
+        if sup.tracer is not None:
+            sup.tracer.on_exec(self.traced)
 
     def on_event(self, kind: str, payload: Mapping[str, Any]) -> None:
         # Held until the next tick: a shim record of the same process may not be read yet.
@@ -74,9 +88,31 @@ class DepartureWatch:
             if not self.fired:
                 self._sampled(d)
 
+    def traced(self, ev: Event) -> None:
+        """An exec the tracer saw succeed, as its line was read: the program is running (or
+        already done); nothing waits for a tick."""
+        if self.fired or os.path.dirname(ev.filename) in self._shim_dirs:
+            return  # a shim script: its record and its exec of the pinned target follow
+        pid = ev.tid
+        filename = ev.filename
+        if not filename.startswith(b"/"):  # relative to its cwd, if it is still there
+            with contextlib.suppress(OSError):
+                filename = os.path.join(os.readlink(f"/proc/{pid}/cwd").encode(), filename)
+        path = filename.decode("utf-8", "surrogateescape")
+        start = start_ticks(pid)
+        st = read_stat(pid)
+        self._exe[(pid, start)] = path
+        self._recorded.add((pid, start))  # its samples show this exec, not a new program
+        evidence = {
+            "pid": pid, "start": start, "ppid": st.ppid if st is not None else None,
+            "source": "trace", "exec_time": ev.time,
+            **argv_fields("argv", ev.argv if ev.argv is not None else (ev.filename,)),
+        }  # fmt: skip
+        self._check(path, evidence)
+
     def _shim(self, rec: ExecRecord) -> None:
         ident = (rec.pid, rec.start)
-        self._shimmed.add(ident)
+        self._recorded.add(ident)
         path = rec.target.decode("utf-8", "surrogateescape")
         self._exe[ident] = path
         evidence = {
@@ -92,7 +128,7 @@ class DepartureWatch:
             return
         ident = (pid, start if isinstance(start, int) else None)
         path = str(d.get("exe") or "")
-        if ident in self._shimmed or not path:
+        if ident in self._recorded or not path:
             return  # what the shim recorded is what ran (an interpreter or mid-exec sample)
         first = ident not in self._exe
         parent = self._exe.get((d.get("ppid"), d.get("parent_start")))  # type: ignore[arg-type]

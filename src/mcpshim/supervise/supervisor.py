@@ -135,6 +135,7 @@ class Supervisor:
         self._pending: list[int] = []
         self._tty_pgrp: int | None = None
         self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
+        self.ended_family = False  # terminate_family ended it (a departure)
         self.log_failures = 0
         every = round(SOCKET_PASS_MS / options.sample_ms)
         tail = Follower.tail(loc)
@@ -223,12 +224,8 @@ class Supervisor:
                 self.tracer.finish(self.session, self.boot_id, os.getcwdb())
                 self._reap()  # zombies a tracer held until it was done with them
             assert self.status is not None
-            self.emit(
-                "session-end",
-                end_payload(
-                    self.session, self.status, time.monotonic() - started, survivors, terminated
-                ),
-            )
+            took, ended = time.monotonic() - started, terminated or self.ended_family
+            self.emit("session-end", end_payload(self.session, self.status, took, survivors, ended))
             return self.status
         finally:
             # Done once the command ended and the family was accounted for; otherwise (an
@@ -408,6 +405,7 @@ class Supervisor:
         """End the whole family now, the command too (a departure under --on-departure
         terminate): each member's evidence is recorded first (`terminated`), then SIGTERM,
         SIGKILL after the grace period. The loop then ends as the command's exit is reaped."""
+        self.ended_family = True
         group = None if self.subreaper else self.child_pgid
         procs, _ = account_survivors(self._live_family, True, self.options.grace, self._reap, group)
         for info, action in procs:

@@ -19,7 +19,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Event", "LinePump", "parse_line", "parse_output", "read_output", "sanitize"]
+__all__ = [
+    "Event",
+    "ExecFeed",
+    "LinePump",
+    "parse_line",
+    "parse_output",
+    "read_output",
+    "sanitize",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,3 +366,39 @@ def read_output(path: Path, final: bool = True) -> dict[int, list[Event]]:
             return parse_output(fh, final)
     except FileNotFoundError:
         return {}
+
+
+class ExecFeed:
+    """The execs that succeeded, as whole sanitized lines arrive (the tracer's pump): for
+    what must act on an exec while the session runs (`run --on-departure terminate`), not
+    at its end. A call split by another thread's line is joined as parse_output joins it."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, bytes] = {}
+
+    def feed(self, lines: bytes) -> list[Event]:
+        out: list[Event] = []
+        for raw in lines.split(b"\n"):
+            m = _PID.match(raw)
+            if m is None:
+                continue
+            tid, line = int(m.group(1)), raw[m.end() :]
+            r = _RESUMED.match(line)
+            if r is not None:
+                head = self._pending.pop(tid, None)
+                if head is None:
+                    continue
+                line = head + line[r.end() :]
+            elif line.endswith(_UNFINISHED):
+                if _EXEC_HEAD.match(line):
+                    self._pending[tid] = line[: -len(_UNFINISHED)]
+                continue
+            if not _EXEC_HEAD.match(line):
+                continue
+            ev = parse_line(tid, line)
+            if ev is not None and ev.kind == "exec" and ev.result == "ok":
+                out.append(ev)
+        return out
+
+
+_EXEC_HEAD = re.compile(rb"\d+\.\d+ (?:execve|execveat)\(")

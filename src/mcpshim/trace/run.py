@@ -33,7 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from mcpshim.errors import UsageError
 from mcpshim.log import eventlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
-from mcpshim.trace.parse import LinePump
+from mcpshim.trace.parse import Event, ExecFeed, LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
 from mcpshim.trace.records import ExecRefused, PortRefused, iso_time, shim_helper_pids
 from mcpshim.trace.store import (
@@ -109,7 +109,9 @@ class TraceRun:
         self._seen: set[int] = set()  # pids whose start was looked for
         self._log_mark = log_mark(loc)
         self._lines = LinePump()
-        self._rfd = self._hold = self._out = self._lock = -1
+        self._exec_hooks: list[Callable[[Event], None]] = []
+        self._execs = ExecFeed()
+        self._rfd = self._hold = self._out = -1
         self._stored = 0  # bytes of whole lines in the output file
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
@@ -193,7 +195,16 @@ class TraceRun:
             if out:
                 self._store(out)
                 self._note_pids(out)
+                if self._exec_hooks and b"exec" in out:
+                    for ev in self._execs.feed(out):
+                        for hook in self._exec_hooks:
+                            hook(ev)
         return eof
+
+    def on_exec(self, hook: Callable[[Event], None]) -> None:
+        """Call `hook(event)` for each exec that succeeded, as soon as its line is read
+        (within TRACE_BATCH_S of strace writing it), while the session runs."""
+        self._exec_hooks.append(hook)
 
     def _store(self, lines: bytes) -> None:
         """Append whole lines; a write that fails (a full disk) stops the storing, never the
