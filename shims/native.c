@@ -684,18 +684,16 @@ static __attribute__((noinline)) void shim(char **argv, int argc, char **envp)
 				fl[nf] = (usize)(line + i - f[nf]);
 				nf++;
 			}
-			/* $1, $2 and ${20} after the sh shim's `set -- ${s#*') '} "$@"`: the line's
-			 * fields, then (a line cut short by a newline in the comm) the arguments */
-			const char *v1 = nf > 0 ? f[0] : (argc > 1 ? argv[1] : 0);
-			const char *v2 = nf > 1 ? f[1] : (1 - nf + 1 < (usize)argc ? argv[1 - nf + 1] : 0);
-			const char *v20 =
-				nf > 19 ? f[19] : (19 - nf + 1 < (usize)argc ? argv[19 - nf + 1] : 0);
-			usize l1 = nf > 0 ? fl[0] : (v1 ? slen(v1) : 0);
-			usize l2 = nf > 1 ? fl[1] : (v2 ? slen(v2) : 0);
-			usize l20 = nf > 19 ? fl[19] : (v20 ? slen(v20) : 0);
+			/* $1, $2 and ${20} of the line's own fields: a line with fewer than 20 (a
+			 * newline in the comm cut it short) gets none, as in the sh shim, where they
+			 * would be the caller's arguments */
+			const char *v1 = nf > 19 ? f[0] : 0;
+			const char *v2 = nf > 19 ? f[1] : 0;
+			const char *v20 = nf > 19 ? f[19] : 0;
+			usize l1 = v1 ? fl[0] : 0, l2 = v2 ? fl[1] : 0, l20 = v20 ? fl[19] : 0;
 			if (v1 && l1 == 1 &&
 			    ((v1[0] >= 'A' && v1[0] <= 'Z') || (v1[0] >= 'a' && v1[0] <= 'z')) && v20) {
-				int ok = 1; /* case $2${20-x} in *[!0-9]*) */
+				int ok = 1; /* case $2${20} in *[!0-9]*) */
 				for (usize j = 0; j < l2; j++)
 					ok &= is_digit(v2[j]);
 				for (usize j = 0; j < l20; j++)

@@ -64,7 +64,9 @@ _mcpshim_lib() {
 	# The fields after the comm go in front of the arguments for a moment: ppid is the 2nd,
 	# the start time the 20th (stat fields 4 and 22); the shift gives the arguments back
 	# untouched. A line holding ") " twice (a comm crafted to fake fields) gets no start
-	# time at all. (${s##*') '} would find the last one, in time quadratic in the line.)
+	# time at all, and nor does one with fewer than 20 fields of its own: a newline in the
+	# comm cuts the line short, and ${20} would be a caller's argument. (${s##*') '} would
+	# find the last one, in time quadratic in the line.)
 	case $_mcpshim_s in
 	*') '*') '*) ;;
 	"$$ ("*') '*)
@@ -73,8 +75,8 @@ _mcpshim_lib() {
 		# shellcheck disable=SC2086 # split on purpose
 		set -- ${_mcpshim_s#*') '} "$@"
 		set +f
-		case $1 in [A-Za-z])
-			case $2${20-x} in *[!0-9]*) ;; *) _mcpshim_ppid=$2 _mcpshim_start=${20} ;; esac
+		[ $(($# - _mcpshim_n)) -lt 20 ] || case $1 in [A-Za-z])
+			case $2${20} in *[!0-9]*) ;; *) _mcpshim_ppid=$2 _mcpshim_start=${20} ;; esac
 			;;
 		esac
 		shift $(($# - _mcpshim_n))

@@ -6,8 +6,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from mcpshim.log import execlog
+from mcpshim.proc.procinfo import start_ticks
 from tests.fixtures.home import Home, install
+from tests.fixtures.nativekit import need_cc
 
 # Linux refuses a single argument over MAX_ARG_STRLEN (32 pages = 128 KiB), so the "1 MiB
 # sh -c script" of the issue is carried as the largest single argument the kernel allows plus
@@ -143,3 +147,24 @@ def test_a_crafted_process_name_cannot_forge_ppid_or_start(
     assert plain.ppid == me and plain.start is not None
     assert blank.ppid == me and blank.start is not None
     assert fake.start is None or fake.start <= blank.start <= plain.start
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["sh", "native"])
+def test_a_newline_in_the_process_name_cannot_take_fields_from_the_arguments(
+    home: Home, interpreter: str, tmp_path: Path, native: bool
+) -> None:
+    # The comm ends the stat line early ("PID (a) S 7 8"): fields 2 and 20 after it would be
+    # the forged 7 and the caller's 17th argument.
+    if native:
+        need_cc()
+    install(home, ["true"], interpreter, native_mode="require" if native else "off")
+    link = tmp_path / "a) S 7 8\n"
+    link.symlink_to(home.loc.shim_dir / "true")
+    subprocess.run([str(link), *["4242"] * 20], env=home.env, check=True, timeout=30)
+    [rec] = home.execs()
+    assert rec.args == (b"4242",) * 20
+    assert rec.ppid == os.getpid()
+    # no start at all, or (bash runs the native shim's fallback, whose comm is bash's) the
+    # true one: after this test's own
+    mine = start_ticks(os.getpid())
+    assert rec.start is None or (mine is not None and rec.start >= mine and rec.start != 4242)
