@@ -122,7 +122,11 @@ def work_base() -> Path:
     return base
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    review_json = Path(argv[1]) if argv[:1] == ["--review-json"] and len(argv) == 2 else None
+    if argv and review_json is None:
+        print("usage: demo.py [--review-json FILE]", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="mcpshim-demo-", dir=work_base()) as tmp:
         home = Path(tmp)
         env = throwaway_env(home)
@@ -161,6 +165,13 @@ def main() -> int:
         assert session is not None
         show("tree", "--session", session)
         show("review", "--session", session, "--policy", str(policy), "--fail-on", "high")
+        if review_json is not None:  # tests/e2e/test_demo.py reads what review said
+            done = subprocess.run(
+                [*mcpshim, "review", "--session", session, "--policy", str(policy),
+                 "--format", "json", "--fail-on", "high"],
+                env=env, capture_output=True, check=False,
+            )  # fmt: skip
+            review_json.write_bytes(done.stdout)
         show("report", "--session", session, "--policy", str(policy), "-o", str(REPORT))
         log = loc.log_file.read_bytes()
         print(f"\n# the report: {REPORT}")
@@ -169,4 +180,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

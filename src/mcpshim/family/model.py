@@ -202,8 +202,9 @@ class Assembler:
         self.coverage.traced(rec)
         if not entry:
             # a half of a shim's exec: the shim's record is that exec; what the search
-            # tried first is said on its own (the shim's image came long before)
-            return self._flush_attempts(key)
+            # tried first is said on its own (the shim's image came long before), as part
+            # of the shim's exec (shim_hop: no rule reads it as a program of its own)
+            return [replace(i, shim_hop=True) for i in self._flush_attempts(key)]
         img = trace_image(rec)
         if img is None:
             return []

@@ -54,6 +54,12 @@ class Node:
         return tuple(dict.fromkeys(i.source for i in self.images))
 
     @property
+    def current(self) -> Image:
+        """What the process runs last: its last exec, not a PATH search's failed step or a
+        failed exec recorded after it (a trace is often read after the shim's record)."""
+        return next((i for i in reversed(self.images) if i.entry), self.images[-1])
+
+    @property
     def first_time(self) -> datetime | None:
         return next((i.time for i in self.images if i.time is not None), None)
 

@@ -84,7 +84,7 @@ def summary(name: str, b: Boundary, seen: Seen, called: bool) -> str:
     if b.credential_env:
         parts.append("its processes held " + _list(list(b.credential_env)))
     if b.outlives:
-        left = sorted({n.images[-1].command for n, _w, _t in seen.outlived})
+        left = sorted({n.current.command for n, _w, _t in seen.outlived})
         parts.append("it left processes running after it answered: " + _list(left))
     elif seen.processes:
         parts.append("it left nothing running after it answered")
@@ -118,7 +118,7 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
     rows.append(("runs as", _list(list(b.users), "-")))
     rows.append(("network", _list([*b.destinations, *(f"listens on {x}" for x in b.listens)])))
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
-    left = [f"{n.images[-1].command} (pid {n.pid}): {t}" for n, _w, t in card.seen.outlived]
+    left = [f"{n.current.command} (pid {n.pid}): {t}" for n, _w, t in card.seen.outlived]
     rows.append(("left running after the call", _list(left)))
     return rows
 

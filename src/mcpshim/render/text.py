@@ -132,7 +132,7 @@ def _parent_cwd(node: Node) -> bytes | None:
     p = node.parent
     while p is not None and not p.images:
         p = p.parent
-    return p.images[-1].cwd if p is not None else None
+    return p.current.cwd if p is not None else None
 
 
 def _node_head(node: Node, supervisors: Mapping[tuple[str, int], str]) -> str:

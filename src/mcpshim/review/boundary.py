@@ -192,7 +192,7 @@ def _reached(img: Image) -> str:
 def _project_file(node: Node) -> str | None:
     """The project file whose script started this process: the nearest runner above it
     (npm/yarn/pnpm scripts, make) or a git hook."""
-    target = node.images[-1].target.decode("utf-8", "surrogateescape") if node.images else ""
+    target = node.current.target.decode("utf-8", "surrogateescape") if node.images else ""
     if "/.git/hooks/" in target or ("/hooks/" in target and _has_git_above(node)):
         return f"git hook {target}"
     p = node.parent
@@ -251,7 +251,7 @@ def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> 
     via = _project_file(node)
     imgs = images_that_ran(node)
     if node is att.server:  # its own program (its last image), held apart from what it starts
-        img = node.images[-1]
+        img = node.current
         path = img.target.decode("utf-8", "surrogateescape")
         seen.server = Use(path, node, img, {shape(img): (node, img)}, {_reached(img)}, 1)
         imgs = [i for i in _after_spawn(node, att) if i.target != img.target]

@@ -70,7 +70,7 @@ def _finding(
 
 
 def _node_ev(node: Node, call_id: object = None) -> Evidence:
-    img = node.images[-1]
+    img = node.current
     data: dict[str, object] = {
         "command": img.command,
         "path": img.target.decode("utf-8", "surrogateescape"),
@@ -173,11 +173,11 @@ def _boundary(
         if dest in (approved.listens if listen else approved.destinations):
             continue
         what = f"listened on {dest}" if listen else f"connected to {dest}"
-        ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.images[-1])}: {what}")]
+        ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
         out.append(
             _finding(
                 NEW_DEST,
-                f"{node.images[-1].command} (pid {node.pid}) {what}, which its card does not list",
+                f"{node.current.command} (pid {node.pid}) {what}, which its card does not list",
                 ev,
                 at,
                 f"dest\0{dest}",
@@ -189,17 +189,15 @@ def _boundary(
             out.append(
                 _finding(
                     NEW_CRED,
-                    f"{node.images[-1].command} (pid {node.pid}) held {name}, not in its card",
+                    f"{node.current.command} (pid {node.pid}) held {name}, not in its card",
                     [_node_ev(node)],
                     at,
                     f"cred\0{name}",
                 )
             )
     if seen.outlived and not approved.outlives:
-        ev = [Evidence(w, f"{evidence_line(n.images[-1])}: {t}") for n, w, t in seen.outlived[:5]]
-        names = ", ".join(
-            f"{n.images[-1].command} (pid {n.pid})" for n, _w, _t in seen.outlived[:5]
-        )
+        ev = [Evidence(w, f"{evidence_line(n.current)}: {t}") for n, w, t in seen.outlived[:5]]
+        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n, _w, _t in seen.outlived[:5])
         out.append(
             _finding(
                 OUTLIVED,

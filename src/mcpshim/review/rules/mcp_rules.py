@@ -164,15 +164,15 @@ def outlived_findings(att: Attribution, policy: Policy) -> list[Finding]:
         gone = [(by_id[i], att.outlived[i]) for i in gone_by_call.get(call.index, ())]
         if not gone:
             continue
-        names = ", ".join(f"{n.images[-1].command} (pid {n.pid})" for n, _ in gone[:5])
+        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n, _ in gone[:5])
         # The pointer names the process's own record; the record that shows it still
         # running (a response's family list, a sampler's) is named in the text.
         evidence = tuple(
             Evidence(
-                n.images[-1].where,
-                f"{evidence_line(n.images[-1])}: {text}"
-                + (f" ({where})" if where and where != n.images[-1].where else ""),
-                _data(n, n.images[-1], call),
+                n.current.where,
+                f"{evidence_line(n.current)}: {text}"
+                + (f" ({where})" if where and where != n.current.where else ""),
+                _data(n, n.current, call),
             )
             for n, (where, text) in gone
         )
