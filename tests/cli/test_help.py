@@ -135,7 +135,7 @@ SESSIONS_IMPORTS = [
     "mcpshim.base.frozen", "mcpshim.base.safewrite", "mcpshim.cli", "mcpshim.cli.options",
     "mcpshim.cli.sessions_cmd", "mcpshim.errors", "mcpshim.log", "mcpshim.log.boot",
     "mcpshim.log.events", "mcpshim.log.execlog", "mcpshim.log.framing", "mcpshim.log.ledger",
-    "mcpshim.log.marks",
+    "mcpshim.log.marks", "mcpshim.log.parentfield",
     "mcpshim.log.sessionindex", "mcpshim.log.sessions", "mcpshim.paths", "mcpshim.shim",
     "mcpshim.shim.manifest",
 ]  # fmt: skip

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcpshim.log.redact_sh import is_shim_helper
+
 __all__ = [
     "Event",
     "ExecFeed",
@@ -396,7 +398,9 @@ class ExecFeed:
             if not _EXEC_HEAD.match(line):
                 continue
             ev = parse_line(tid, line)
-            if ev is not None and ev.kind == "exec" and ev.result == "ok":
+            if ev is None or ev.kind != "exec" or ev.result != "ok":
+                continue
+            if ev.argv is None or not is_shim_helper(ev.argv):  # not mcpshim's own work
                 out.append(ev)
         return out
 

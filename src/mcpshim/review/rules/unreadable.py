@@ -42,7 +42,11 @@ UNREADABLE = define_rule(
 
 
 def is_unreadable(u: Mapping[str, Any]) -> bool:
-    """A relay record (att.unparsed) of a message not read completely."""
+    """A relay record (att.unparsed) of a message not read completely. A server's line
+    that is not JSON at all is not one: no client reads a message past a syntax error, so
+    the gate passes it on too (a server that logs to stdout, as mcp-server-commands does)."""
+    if u.get("unreadable") == "not-json" and u.get("direction") == "server->client":
+        return False
     return u.get("kind") == "mcp-unrecorded" or bool(u.get("unreadable"))
 
 
