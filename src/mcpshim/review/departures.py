@@ -16,7 +16,7 @@ now (contract.identity), once per path.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from mcpshim.base.display import escape
@@ -112,7 +112,21 @@ def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:
 def _boundary(
     seen: Seen, approved: Boundary, at: _Where, ids: Identities, unowned_high: bool = True
 ) -> list[Finding]:
-    out: list[Finding] = []
+    """Every departure of what one owner ran from its approved boundary, rule by rule."""
+    return [
+        *_exec_departures(seen, approved, at, ids, unowned_high),
+        *_cwd_departures(seen, approved, at),
+        *_dest_departures(seen, approved, at),
+        *_cred_departures(seen, approved, at),
+        *_outlived_departures(seen, approved, at),
+    ]
+
+
+def _exec_departures(
+    seen: Seen, approved: Boundary, at: _Where, ids: Identities, unowned_high: bool
+) -> Iterator[Finding]:
+    """NEW_EXEC, NEW_IDENTITY, NEW_SHAPE: an executable the card does not list, one whose
+    content changed, a subcommand shape it does not list."""
     found = ids.lookup(seen.uses)
     for path, use in sorted(seen.uses.items()):
         known = approved.executable(path)
@@ -122,51 +136,33 @@ def _boundary(
             via = sorted(r for r in use.reached if r.startswith("project file"))
             high = unowned_high and (not ident.owned or bool(via))
             how = f"; reached from {via[0]}" if via else ""
-            out.append(
-                _finding(
-                    NEW_EXEC,
-                    f"ran {path} ({ident.vouched}{how}), which its card does not list",
-                    ev,
-                    at,
-                    f"exec\0{path}",
-                    Severity.HIGH if high else None,
-                )
-            )
+            msg = f"ran {path} ({ident.vouched}{how}), which its card does not list"
+            yield _finding(NEW_EXEC, msg, ev, at, f"exec\0{path}", Severity.HIGH if high else None)
             continue
         now = found[path].sha256
         if known.sha256 and now and now != known.sha256:
-            out.append(
-                _finding(
-                    NEW_IDENTITY,
-                    f"{path} is no longer the file that was approved: {short(known.sha256)} "
-                    f"approved, {short(now)} now ({found[path].vouched})",
-                    ev,
-                    at,
-                    f"identity\0{path}",
-                )
+            msg = (
+                f"{path} is no longer the file that was approved: {short(known.sha256)} "
+                f"approved, {short(now)} now ({found[path].vouched})"
             )
+            yield _finding(NEW_IDENTITY, msg, ev, at, f"identity\0{path}")
         for sh, (node, _img) in sorted(use.shapes.items()):
             if sh not in known.shapes:
-                out.append(
-                    _finding(
-                        NEW_SHAPE,
-                        f"{path} {sh or '(no subcommand)'}: a shape its card does not list",
-                        [_node_ev(node)],
-                        at,
-                        f"shape\0{path}\0{sh}",
-                    )
-                )
+                msg = f"{path} {sh or '(no subcommand)'}: a shape its card does not list"
+                yield _finding(NEW_SHAPE, msg, [_node_ev(node)], at, f"shape\0{path}\0{sh}")
+
+
+def _cwd_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
+    """NEW_CWD: a working directory outside the approved roots."""
     for cwd, (node, _img) in sorted(seen.cwds.items()):
         if not any(under(cwd, r) for r in approved.cwd_roots):
-            out.append(
-                _finding(
-                    NEW_CWD,
-                    f"ran in {cwd}, outside its approved cwd roots",
-                    [_node_ev(node)],
-                    at,
-                    f"cwd\0{cwd}",
-                )
-            )
+            msg = f"ran in {cwd}, outside its approved cwd roots"
+            yield _finding(NEW_CWD, msg, [_node_ev(node)], at, f"cwd\0{cwd}")
+
+
+def _dest_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
+    """NEW_DEST: a destination reached or a port listened on that the card does not list
+    (high when it lists none: the tool was approved as local)."""
     local = not approved.destinations and not approved.listens
     for dest, (node, where) in sorted({**seen.destinations, **seen.listens}.items()):
         listen = dest in seen.listens
@@ -174,40 +170,26 @@ def _boundary(
             continue
         what = f"listened on {dest}" if listen else f"connected to {dest}"
         ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
-        out.append(
-            _finding(
-                NEW_DEST,
-                f"{node.current.command} (pid {node.pid}) {what}, which its card does not list",
-                ev,
-                at,
-                f"dest\0{dest}",
-                Severity.HIGH if local else None,
-            )
-        )
+        msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
+        yield _finding(NEW_DEST, msg, ev, at, f"dest\0{dest}", Severity.HIGH if local else None)
+
+
+def _cred_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
+    """NEW_CRED: a credential-like variable held that the card does not list."""
     for name, node in sorted(seen.creds.items()):
         if name not in approved.credential_env:
-            out.append(
-                _finding(
-                    NEW_CRED,
-                    f"{node.current.command} (pid {node.pid}) held {name}, not in its card",
-                    [_node_ev(node)],
-                    at,
-                    f"cred\0{name}",
-                )
-            )
-    if seen.outlived and not approved.outlives:
-        ev = [Evidence(w, f"{evidence_line(n.current)}: {t}") for n, w, t in seen.outlived[:5]]
-        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n, _w, _t in seen.outlived[:5])
-        out.append(
-            _finding(
-                OUTLIVED,
-                f"{len(seen.outlived)} process(es) outlived the call: {names}",
-                ev,
-                at,
-                "outlived",
-            )
-        )
-    return out
+            msg = f"{node.current.command} (pid {node.pid}) held {name}, not in its card"
+            yield _finding(NEW_CRED, msg, [_node_ev(node)], at, f"cred\0{name}")
+
+
+def _outlived_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
+    """OUTLIVED: processes that outlived the call where the card said none would."""
+    if not seen.outlived or approved.outlives:
+        return
+    ev = [Evidence(w, f"{evidence_line(n.current)}: {t}") for n, w, t in seen.outlived[:5]]
+    names = ", ".join(f"{n.current.command} (pid {n.pid})" for n, _w, _t in seen.outlived[:5])
+    msg = f"{len(seen.outlived)} process(es) outlived the call: {names}"
+    yield _finding(OUTLIVED, msg, ev, at, "outlived")
 
 
 _NO_SCHEMA = (
@@ -256,8 +238,19 @@ def listed_ev(where: str, name: str, desc: str) -> Evidence:
 
 
 def _contract(att: Attribution, ev: SessionEvidence, server: ServerApproval) -> list[Finding]:
-    out: list[Finding] = []
+    """The server's side of the approval, rule by rule: its tools, contract and listings."""
     at = _Where(f"session {att.session} server {server.name}", "")
+    return [
+        *_tool_departures(ev, server, at),
+        *_gone_tools(ev, server, at),
+        *_server_changed(ev, server, at),
+        *_listings_changed(ev, server, at),
+    ]
+
+
+def _tool_departures(ev: SessionEvidence, server: ServerApproval, at: _Where) -> Iterator[Finding]:
+    """NEW_TOOL and DRIFT: a listed tool the lock lacks, one whose definition changed (with
+    the calls the gate refused for it)."""
     refused: dict[str, list[Evidence]] = {}
     for d, where in ev.refused:
         text = f"refused tools/call {d.get('tool')} (id {d.get('id')}): {d.get('reason')}"
@@ -267,60 +260,57 @@ def _contract(att: Attribution, ev: SessionEvidence, server: ServerApproval) -> 
             sha = str(row.get("sha256", ""))
             approved = server.tools.get(name)
             shown = row.get("definition")
-            desc = str(shown.get("description", "")) if isinstance(shown, dict) else ""
             if approved is None:
-                out.append(
-                    _finding(
-                        NEW_TOOL,
-                        f"tool {name!r} is not in the lock ({short(sha)})",
-                        [listed_ev(where, name, desc), *refused.get(name, [])],
-                        at,
-                        f"new\0{name}",
-                    )
-                )
+                desc = str(shown.get("description", "")) if isinstance(shown, dict) else ""
+                ev_new = [listed_ev(where, name, desc), *refused.get(name, [])]
+                msg = f"tool {name!r} is not in the lock ({short(sha)})"
+                yield _finding(NEW_TOOL, msg, ev_new, at, f"new\0{name}")
             elif approved.sha256 != sha:
                 now = shown if isinstance(shown, dict) else {"name": name}
-                ev_refused = refused.get(name, [])
-                out.append(_drift(approved, row, now, where, ev_refused, at))
-    if ev.listings:
-        for name in sorted(set(server.tools) - set(ev.tools)):
-            out.append(
-                _finding(
-                    GONE_TOOL,
-                    f"approved tool {name!r} was not listed",
-                    [Evidence(ev.listing_where[-1], "the last tools/list of the session")],
-                    at,
-                    f"gone\0{name}",
-                )
-            )
+                yield _drift(approved, row, now, where, refused.get(name, []), at)
+
+
+def _gone_tools(ev: SessionEvidence, server: ServerApproval, at: _Where) -> Iterator[Finding]:
+    """GONE_TOOL: an approved tool the session's listings did not hold."""
+    if not ev.listings:
+        return
+    last = [Evidence(ev.listing_where[-1], "the last tools/list of the session")]
+    for name in sorted(set(server.tools) - set(ev.tools)):
+        yield _finding(
+            GONE_TOOL, f"approved tool {name!r} was not listed", last, at, f"gone\0{name}"
+        )
+
+
+def _server_changed(ev: SessionEvidence, server: ServerApproval, at: _Where) -> Iterator[Finding]:
+    """SERVER_CHANGED: version, protocol, instructions or capabilities not as approved
+    (high when the instructions' text changed)."""
     init = ev.initialize
-    if init is not None and server.server_sha256:
-        changed = [
-            f"{label} {old or '?'} -> {new or '?'}"
-            for label, old, new in (
-                ("version", server.server_version, str(init.get("server_version", ""))),
-                ("protocol", server.protocol_version, str(init.get("protocol_version", ""))),
-            )
-            if old != new
-        ]
-        text = str(init.get("instructions", ""))
-        if str(init.get("server_sha256", "")) != server.server_sha256:
-            what = "instructions" if text != server.instructions else "capabilities"
-            changed.append(what + " changed")
-        if changed:
-            diff = _diff(server.instructions, text)
-            sev = Severity.HIGH if diff else None
-            ev_text = "\n".join(diff) or "; ".join(changed)
-            out.append(
-                _finding(
-                    SERVER_CHANGED,
-                    f"server {server.name}: " + "; ".join(changed),
-                    [Evidence(ev.init_where, ev_text)],
-                    at,
-                    "server\0" + "\0".join(changed),
-                    sev,
-                )
-            )
+    if init is None or not server.server_sha256:
+        return
+    changed = [
+        f"{label} {old or '?'} -> {new or '?'}"
+        for label, old, new in (
+            ("version", server.server_version, str(init.get("server_version", ""))),
+            ("protocol", server.protocol_version, str(init.get("protocol_version", ""))),
+        )
+        if old != new
+    ]
+    text = str(init.get("instructions", ""))
+    if str(init.get("server_sha256", "")) != server.server_sha256:
+        changed.append(
+            ("instructions" if text != server.instructions else "capabilities") + " changed"
+        )
+    if not changed:
+        return
+    diff = _diff(server.instructions, text)
+    evidence = [Evidence(ev.init_where, "\n".join(diff) or "; ".join(changed))]
+    msg = f"server {server.name}: " + "; ".join(changed)
+    key = "server\0" + "\0".join(changed)
+    yield _finding(SERVER_CHANGED, msg, evidence, at, key, Severity.HIGH if diff else None)
+
+
+def _listings_changed(ev: SessionEvidence, server: ServerApproval, at: _Where) -> Iterator[Finding]:
+    """LISTING_CHANGED: a resource or prompt new or changed since it was approved."""
     for kind, now, was in (
         ("resource", ev.resources, server.resources),
         ("prompt", ev.prompts, server.prompts),
@@ -328,16 +318,8 @@ def _contract(att: Attribution, ev: SessionEvidence, server: ServerApproval) -> 
         for name, sha in sorted(now.items()):
             if was.get(name) != sha:
                 state = "new" if name not in was else "changed"
-                out.append(
-                    _finding(
-                        LISTING_CHANGED,
-                        f"{kind} {name!r} is {state} ({short(sha)})",
-                        [],
-                        at,
-                        f"{kind}\0{name}\0{sha}",
-                    )
-                )
-    return out
+                msg = f"{kind} {name!r} is {state} ({short(sha)})"
+                yield _finding(LISTING_CHANGED, msg, [], at, f"{kind}\0{name}\0{sha}")
 
 
 def _terminated(att: Attribution, ev: SessionEvidence) -> list[Finding]:
