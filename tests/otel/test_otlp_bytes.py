@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from mcpshim.cli import cli
 from mcpshim.otel import otlp, sdk
-from mcpshim.otel.model import INTERNAL, SERVER, SessionTrace, SpanData, SpanEvent
+from mcpshim.otel.model import INTERNAL, SERVER, SessionTrace, SpanData, SpanEvent, SpanLink
 from tests.fixtures.otelscenario import bench_traces
 from tests.fixtures.otlp_receiver import receiver
 from tests.fixtures.runhelp import poll
@@ -72,6 +72,17 @@ def test_every_value_and_span_shape_encodes_as_the_official_encoder_does(
         ),
         _span(3, {"k": "v"}, name="", start=datetime(1970, 1, 1, tzinfo=timezone.utc)),
         _span(4, shared, events=(SpanEvent("e", T0, shared),), error="JSON-RPC error -32601"),
+        # a call's links to the processes it may have started (issue 34), one bare
+        _span(
+            5,
+            {},
+            kind=SERVER,
+            links=(
+                SpanLink(3, {"mcpshim.link.relation": "candidate"}),
+                SpanLink(4),
+                SpanLink((1 << 64) - 1, values),
+            ),
+        ),
     ]
     trace = SessionTrace("s1", {"service.name": "srv", "host.name": "h"}, tuple(spans))
     with caplog.at_level(logging.CRITICAL):  # the official encoder logs each value it drops

@@ -116,6 +116,11 @@ def approve(
         click.echo(f"nothing new: {escape(str(path))} already approves all of it", err=True)
         return 0
     click.echo(f"\napproving server {escape(server_name)} adds to {escape(str(path))}:", err=True)
+    if att.overlaps:
+        groups = "; ".join(f"calls {g.label}" for g in att.overlaps)
+        click.echo(f"  (made from overlapping calls whose processes were not told apart: "
+                   f"{escape(groups)}; each is approved for every tool it may belong to)",
+                   err=True)  # fmt: skip
     for line in said:
         click.echo(f"  + {escape(line)}", err=True)
     question = f"Approve server {escape(server_name)} into {escape(str(path))}?"

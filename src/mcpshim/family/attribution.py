@@ -28,8 +28,10 @@ from typing import Any
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
 from mcpshim.family.calls import Call, parse_calls
+from mcpshim.family.evidence import Candidates
 from mcpshim.family.images import parse_time
 from mcpshim.family.model import Assembler
+from mcpshim.family.overlap import MayHaveRun, Overlap, Owner, may_have_run, overlaps
 from mcpshim.family.tree import Forest, Image, Node, build_forest
 from mcpshim.log import execlog
 from mcpshim.log.execlog import CLK_TCK, EventRecord, Record
@@ -52,7 +54,6 @@ _SLACK = 0.002  # clock anchoring jitter
 _LATE = 0.05  # a sampler's or reaper's time is when it wrote, a little after it looked
 _EVENTS = ("session-start", "session-end", "survivor", "reaped", "observed", "mcp-session")
 Anchor = Callable[[str], float | None]
-Owner = int | tuple[int, ...] | None  # a call index, the candidates of an ambiguous one, none
 
 
 def anchors_for(loc: Locations) -> Anchor:
@@ -81,6 +82,19 @@ class Attribution:
     start_of: dict[int, tuple[float, float] | None] = field(default_factory=dict)
     #: each listed tool's description, as the server last listed it (redacted)
     descriptions: dict[str, str] = field(default_factory=dict)
+    #: node id -> why evidence filed it under its call, among others in flight
+    reasons: dict[int, str] = field(default_factory=dict)
+    #: node id (the top of what evidence filed) -> the calls it was filed among
+    among: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: overlapping calls whose processes could not be told apart (family.overlap)
+    overlaps: list[Overlap] = field(default_factory=list)
+    _may: dict[int, list[MayHaveRun]] | None = None
+
+    def may_have_run(self, call: int) -> list[MayHaveRun]:
+        """What a call of an overlap group may have run (none for a call of no group)."""
+        if self._may is None:
+            self._may = may_have_run(self.overlaps, self.owner)
+        return self._may.get(call, [])
 
     def nodes(self) -> Iterator[Node]:
         for root in self.forest.roots:
@@ -317,8 +331,37 @@ def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
                 att.owner[node.id] = mine
             passes = node.known and node is not att.server and mine is not None
             stack.extend((c, mine, passes) for c in node.children)
+    cwd = str(start.get("cwd") or "") if start else ""
+    _by_evidence(att, Candidates([c.arguments for c in calls], cwd))
+    att.overlaps = overlaps(att.nodes(), att.owner)
     _outlived(att, _lifetimes(s.events))
     return att
+
+
+def _by_evidence(att: Attribution, cands: Candidates) -> None:
+    """A process the clock and the pid marks left to several calls goes to the one its
+    records (or its descendants') name, with why; named by several, it stays theirs."""
+    for top in list(att.nodes()):
+        owner = att.owner.get(top.id)
+        if not isinstance(owner, tuple):
+            continue
+        p = top.parent
+        if p is not None and att.owner.get(p.id) == owner:
+            continue  # not a top: it goes with the process that started it
+        mine = [n for n in top.walk() if n.known and att.owner.get(n.id) == owner]
+        found = cands.choose(owner, mine)
+        one = found.one
+        if one is not None:
+            call, why = one
+            head = f"pid {top.pid} ({top.images[0].command})"
+            att.among[top.id] = owner
+            for n in mine:
+                att.owner[n.id] = call
+                att.reasons[n.id] = why if n is top else f"started by {head}, for which {why}"
+        elif 1 < len(found.named) < len(owner):
+            narrowed = tuple(sorted(found.named))
+            for n in mine:
+                att.owner[n.id] = narrowed
 
 
 def _outlived(

@@ -3,10 +3,12 @@
 The shape: the session is the root span; each relayed call (tools/call, resources/read,
 prompts/get) is a SERVER span under it; each process a call started is a span under the
 call, its descendants under it; the server itself and what no call started hang under the
-session. Names and attributes follow the OpenTelemetry semantic conventions: GenAI tool
-execution (`execute_tool {gen_ai.tool.name}`), MCP (`mcp.method.name`, `mcp.session.id`,
-`mcp.protocol.version`, `jsonrpc.request.id`), process (`process.pid`, `process.command_args`
-redacted, ...); what no convention names is under `mcpshim.`.
+session, and so does a process overlapping calls could each have started: each of those
+calls' spans links to it (a link, not a parent: which one started it is not known). Names
+and attributes follow the OpenTelemetry semantic conventions: GenAI tool execution
+(`execute_tool {gen_ai.tool.name}`), MCP (`mcp.method.name`, `mcp.session.id`,
+`mcp.protocol.version`, `jsonrpc.request.id`), process (`process.pid`,
+`process.command_args` redacted, ...); what no convention names is under `mcpshim.`.
 
 Ids are hashes of identity, never random: the trace id of the session id, a call's span id
 of its direction, JSON-RPC id and request time, a process's of (boot id, pid, start ticks),
@@ -37,6 +39,7 @@ __all__ = [
     "SessionTrace",
     "SpanData",
     "SpanEvent",
+    "SpanLink",
     "call_span_id",
     "exec_span_at",
     "execs_of",
@@ -58,6 +61,14 @@ class SpanEvent:
 
 
 @dataclass(frozen=True)
+class SpanLink:
+    """A link to another span of the trace: a call's to each process it may have started."""
+
+    span_id: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SpanData:
     trace_id: int
     span_id: int
@@ -69,6 +80,7 @@ class SpanData:
     attributes: Mapping[str, Any]
     events: tuple[SpanEvent, ...] = ()
     error: str | None = None  # the status description when the span's status is ERROR
+    links: tuple[SpanLink, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +161,9 @@ def call_span(att: Attribution, call: Call, common: Attrs, end: datetime) -> Spa
         error = "the tool answered isError: true"
     if call.response is None:
         attrs["mcpshim.call.answered"] = False
+    may = att.may_have_run(call.index)
+    if may:  # it overlapped calls whose processes could not be told apart: links, below
+        attrs["mcpshim.call.may_have_run"] = [m.text() for m in may]
     return SpanData(
         trace_id_of(att.session),
         call_span_id(att.session, call),
@@ -279,7 +294,26 @@ def _process_span(
     owner = att.owner.get(node.id)
     if isinstance(owner, tuple):
         attrs["mcpshim.process.candidate_calls"] = [att.calls[i].label for i in owner]
+    if node.id in att.reasons:
+        attrs["mcpshim.process.call_evidence"] = att.reasons[node.id]
     return SpanData(0, 0, None, "", INTERNAL, first, max(last, first), _clean(attrs))
+
+
+#: what a call span's link to a process span says: the call may have started it
+_CANDIDATE = {"mcpshim.link.relation": "candidate_process"}
+
+
+def _candidate_links(att: Attribution) -> dict[int, tuple[SpanLink, ...]]:
+    """Per call of an overlap group, a link to each process it may have started (the
+    process's first span: what that process started hangs below it)."""
+    out: dict[int, list[SpanLink]] = {}
+    for g in att.overlaps:
+        for top in g.tops:
+            owner = att.owner.get(top.id)
+            link = SpanLink(process_span_id(att.session, top), _CANDIDATE)
+            for c in owner if isinstance(owner, tuple) else ():
+                out.setdefault(c, []).append(link)
+    return {c: tuple(links) for c, links in out.items()}
 
 
 def session_trace(
@@ -334,11 +368,14 @@ def session_trace(
         )
     )
     call_ids = {}
+    links = _candidate_links(att)
     for call in att.calls:
         span = call_span(att, call, common, end)
         call_ids[call.index] = span.span_id
         if span.span_id in filed:
             span = replace(span, events=filed[span.span_id])
+        if call.index in links:
+            span = replace(span, links=links[call.index])
         spans.append(span)
     ends = _ends(att, events)
     for node in nodes:

@@ -17,12 +17,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mcpshim import __version__
-from mcpshim.otel.model import SERVER, SessionTrace, SpanData, SpanEvent
+from mcpshim.otel.model import SERVER, SessionTrace, SpanData, SpanEvent, SpanLink
 
 __all__ = ["request_bodies"]
 
 _KIND = {SERVER: 2}  # SPAN_KIND_SERVER; anything else SPAN_KIND_INTERNAL (1)
 _FLAGS = b"\x85\x01" + struct.pack("<I", 0x100)  # field 16: SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE
+_LINK_FLAGS = b"\x35" + struct.pack("<I", 0x100)  # Link.flags (6): CONTEXT_HAS_IS_REMOTE
 _UNSET = b"\x7a\x00"  # status (15): an empty Status (code UNSET)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _INT64 = 1 << 63
@@ -119,6 +120,13 @@ class _Writer:
             _time(b"\x09", e.time) + _text(b"\x12", e.name) + self.attributes(b"\x1a", e.attributes)
         )
 
+    def link(self, trace_id: int, k: SpanLink) -> bytes:
+        """Span.Link: the trace and span ids, the attributes, the flags (a local context)."""
+        return (
+            b"\x0a\x10" + trace_id.to_bytes(16, "big") + b"\x12\x08" + k.span_id.to_bytes(8, "big")
+            + self.attributes(b"\x22", k.attributes) + _LINK_FLAGS
+        )  # fmt: skip
+
     def span(self, s: SpanData) -> bytes:
         parts = [
             b"\x0a\x10", s.trace_id.to_bytes(16, "big"),
@@ -134,6 +142,7 @@ class _Writer:
             self.attributes(b"\x4a", s.attributes),
         ]  # fmt: skip
         parts += [_ld(b"\x5a", self.event(e)) for e in s.events]
+        parts += [_ld(b"\x6a", self.link(s.trace_id, k)) for k in s.links]
         parts.append(_ld(b"\x7a", _text(b"\x12", s.error) + b"\x18\x02") if s.error else _UNSET)
         parts.append(_FLAGS)
         return b"".join(parts)

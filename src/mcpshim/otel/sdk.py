@@ -137,7 +137,7 @@ def to_readable(trace: SessionTrace, spans: Iterable[SpanData] | None = None) ->
     contexts, statuses and attribute maps spans share are made once."""
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
     resource = _resource(trace.resource)
     scope = InstrumentationScope("mcpshim", __version__)
@@ -159,6 +159,7 @@ def to_readable(trace: SessionTrace, spans: Iterable[SpanData] | None = None) ->
         parent = context(s.trace_id, s.parent_id) if s.parent_id is not None else None
         status = Status(StatusCode.ERROR, s.error) if s.error else unset
         events = [Event(e.name, e.attributes, _ns(e.time)) for e in s.events]
+        links = [Link(context(s.trace_id, k.span_id), k.attributes) for k in s.links]
         out.append(
             ReadableSpan(
                 name=s.name,
@@ -167,6 +168,7 @@ def to_readable(trace: SessionTrace, spans: Iterable[SpanData] | None = None) ->
                 resource=resource,
                 attributes=s.attributes,
                 events=events,
+                links=links,
                 kind=kinds.get(s.kind, SpanKind.INTERNAL),
                 status=status,
                 start_time=_ns(s.start),

@@ -14,12 +14,13 @@ from html import escape as _html
 from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
 from mcpshim.contract.lockfile import Boundary
+from mcpshim.family.overlap import calls_label
 from mcpshim.render.md import md_code, md_text
 from mcpshim.review.boundary import Seen
 from mcpshim.review.cards import ServerCard, ToolCard
 from mcpshim.sandbox.binfmt import interpreter_kind
 
-__all__ = ["card_lines", "cards_html", "cards_md", "cards_text", "summary"]
+__all__ = ["ambiguity_note", "card_lines", "cards_html", "cards_md", "cards_text", "summary"]
 
 _DESC_LINES = 4
 _LABEL = len("left running after the call: ")  # the longest label, and a space after it
@@ -88,6 +89,12 @@ def summary(name: str, b: Boundary, seen: Seen, called: bool) -> str:
         parts.append("it left processes running after it answered: " + _list(left))
     elif seen.processes:
         parts.append("it left nothing running after it answered")
+    if seen.shared:
+        parts.append(
+            f"{seen.shared} of these processes started while calls {calls_label(seen.shared_calls)}"
+            " overlapped and could be another call's: each is counted for every tool it may "
+            "belong to"
+        )
     return "; ".join(parts) + "."
 
 
@@ -120,7 +127,18 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
     left = [f"{n.current.command} (pid {n.pid}): {t}" for n, _w, t in card.seen.outlived]
     rows.append(("left running after the call", _list(left)))
+    if card.seen.shared:
+        rows.append(("attribution", ambiguity_note(card.seen)))
     return rows
+
+
+def ambiguity_note(seen: Seen) -> str:
+    """What an approval made from overlapping calls is made of."""
+    return (
+        f"ambiguous: {seen.shared} process(es) started while calls "
+        f"{calls_label(seen.shared_calls)} overlapped; no record told which call started "
+        "each, so each is approved for every tool it may belong to"
+    )
 
 
 def _outside(card: ServerCard) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from typing import Any
 from mcpshim import __version__
 from mcpshim.base.display import escape, safe
 from mcpshim.family.attribution import Attribution, Call
+from mcpshim.family.overlap import calls_label
 from mcpshim.family.tree import Node
 from mcpshim.render.md import (
     SessionReport,
@@ -25,6 +26,8 @@ from mcpshim.render.md import (
     args_label,
     call_status,
     image_line,
+    may_text,
+    overlap_title,
     response_text,
     server_rows,
 )
@@ -107,10 +110,16 @@ def _bar(att: Attribution, call: Call) -> str:
     )
 
 
+def _may(att: Attribution, call: Call) -> str:
+    may = may_text(att, call)
+    return f'<p class="amb">may have run: {hq(may)}</p>' if may else ""
+
+
 def _proc_items(att: Attribution, owner: Any) -> str:
     rows = _owned_tree(att, owner)
     if not rows:
-        return '<p class="muted">started no process</p>'
+        mine = isinstance(owner, int) and att.may_have_run(owner)
+        return f'<p class="muted">started no process{" of its own" if mine else ""}</p>'
     out = ['<ul class="procs">']
     for depth, node in rows:
         out.append(f'<li style="margin-left:{depth * 18}px">{_node_html(att, node, depth)}</li>')
@@ -150,12 +159,11 @@ def _timeline(att: Attribution) -> str:
                 f'<span class="{"error" if c.is_error else "ok"}">{h(status)}</span> '
                 f'<span class="muted">response {h(response_text(c))}</span></div>'
                 f"{_bar(att, c)}<details><summary>{h(args_label(c))}</summary>"
-                f"<pre>{hlines(args)}</pre></details>{_proc_items(att, owner)}</div>"
+                f"<pre>{hlines(args)}</pre></details>{_may(att, c)}{_proc_items(att, owner)}</div>"
             )
         else:
-            names = " or ".join(f"#{i + 1} {h(att.calls[i].name)}" for i in owner or ())
             out.append(
-                f'<div class="call amb"><div><b>Ambiguous</b>: started while {names} overlapped '
+                f'<div class="call amb"><div><b>Ambiguous</b>: {h(overlap_title(att, owner))} '
                 f"(not guessed)</div>{_proc_items(att, owner)}</div>"
             )
     out.append("</section>")
@@ -178,7 +186,7 @@ def _tag(att: Attribution, node: Node) -> str:
     if isinstance(owner, int):
         return f'<span class="tag">#{owner + 1} {h(att.calls[owner].name)}</span>'
     if isinstance(owner, tuple):
-        return '<span class="tag amb">ambiguous</span>'
+        return f'<span class="tag amb">ambiguous: calls {h(calls_label(owner))}</span>'
     return ""
 
 

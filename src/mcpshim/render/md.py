@@ -17,8 +17,9 @@ from typing import Any
 
 from mcpshim import __version__
 from mcpshim.base.display import escape, quote_argv, safe
-from mcpshim.family.attribution import Attribution, Call, Owner
+from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.coverage import SessionCoverage
+from mcpshim.family.overlap import Overlap, calls_label
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import argv_of
 from mcpshim.review.findings import Finding
@@ -28,6 +29,8 @@ __all__ = [
     "args_label",
     "call_status",
     "image_line",
+    "may_text",
+    "overlap_title",
     "render_calls_text",
     "render_md",
     "response_text",
@@ -105,16 +108,21 @@ def args_text(value: Any) -> str:
     return escape(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
-def _owned_tree(att: Attribution, owner: Owner) -> list[tuple[int, Node]]:
-    """(depth, node) for the processes of one owner, parents before children."""
+Section = int | Overlap  # a call's index, or a group of overlapping calls
+
+
+def _owned_tree(att: Attribution, owner: Section) -> list[tuple[int, Node]]:
+    """(depth, node) for the processes of a call or an overlap group, parents first."""
     out: list[tuple[int, Node]] = []
-    for top in att.processes(owner):
+    tops = att.processes(owner) if isinstance(owner, int) else list(owner.tops)
+    for top in tops:
+        mine = att.owner.get(top.id)
         stack = [(0, top)]
         while stack:
             depth, node = stack.pop()
             out.append((depth, node))
             stack.extend(
-                (depth + 1, c) for c in reversed(node.children) if att.owner.get(c.id) == owner
+                (depth + 1, c) for c in reversed(node.children) if att.owner.get(c.id) == mine
             )
     return out
 
@@ -123,16 +131,34 @@ def _node_note(att: Attribution, node: Node) -> str:
     notes = []
     if node.id in att.outlived:
         notes.append("outlived its call: " + att.outlived[node.id][1])
+    if node.id in att.reasons and (node.parent is None or node.parent.id not in att.reasons):
+        notes.append("filed by evidence: " + att.reasons[node.id])
+    owner = att.owner.get(node.id)
+    if isinstance(owner, tuple):
+        notes.append("could be any of calls " + calls_label(owner))
     if any(i.source == "observed" for i in node.images) and "shim" not in node.sources:
         notes.append("not shimmed (observed)")
     return "; ".join(notes)
 
 
-def _groups(att: Attribution) -> list[tuple[str, Owner]]:
-    out: list[tuple[str, Owner]] = [(f"#{c.index + 1}", c.index) for c in att.calls]
-    amb = sorted({o for o in att.owner.values() if isinstance(o, tuple)})
-    out += [("ambiguous", a) for a in amb]
+def _groups(att: Attribution) -> list[tuple[str, Section]]:
+    out: list[tuple[str, Section]] = [(f"#{c.index + 1}", c.index) for c in att.calls]
+    out += [("ambiguous", g) for g in att.overlaps]
     return out
+
+
+def overlap_title(att: Attribution, g: Overlap) -> str:
+    """A group of overlapping calls as a report heads it."""
+    names: dict[str, int] = {}
+    for i in g.calls:
+        names[att.calls[i].name] = names.get(att.calls[i].name, 0) + 1
+    tools = ", ".join(f"{n} {k}" for k, n in names.items())
+    return f"calls {g.label} overlapped ({tools}): {len(g.tops)} process(es) not told apart"
+
+
+def may_text(att: Attribution, call: Call) -> str:
+    """What a call of an overlap group may have run, in a line ('' for any other call)."""
+    return "; ".join(m.text() for m in att.may_have_run(call.index))
 
 
 def render_calls_text(att: Attribution) -> str:
@@ -144,9 +170,10 @@ def render_calls_text(att: Attribution) -> str:
                 f"{tag} {_time(c)} {escape(c.method)} {escape(c.name)} (id {escape(str(c.id))}) "
                 f"{args_text(c.arguments)}  {_duration(c)} {call_status(c)}"
             )
+            if may := may_text(att, c):
+                lines.append(f"    may have run: {safe(may)}")
         else:
-            names = " / ".join(f"#{i + 1} {escape(att.calls[i].name)}" for i in owner or ())
-            lines.append(f"ambiguous between {names}:")
+            lines.append(f"ambiguous between {escape(overlap_title(att, owner))}:")
         for depth, node in _owned_tree(att, owner):
             for k, img in enumerate(node.images):
                 head = f"{node.pid}" if k == 0 else " " * len(str(node.pid)) + " exec"
@@ -214,13 +241,17 @@ def render_md(
         )
     for tag, owner in _groups(att):
         procs = _owned_tree(att, owner)
+        may = ""
         if isinstance(owner, int):
             title = f"{tag} {md_text(att.calls[owner].label)}"
+            may = may_text(att, att.calls[owner])
         else:
-            title = "ambiguous: " + " or ".join(md_text(att.calls[i].label) for i in owner or ())
+            title = "ambiguous: " + md_text(overlap_title(att, owner))
         out += ["", f"### {title}", ""]
+        if may:
+            out += [f"may have run: {md_text(may)}", ""]
         if not procs:
-            out.append("(started no process)")
+            out.append("(started no process of its own)" if may else "(started no process)")
         for depth, node in procs:
             note = _node_note(att, node)
             for n, img in enumerate(node.images):

@@ -33,12 +33,26 @@ def _call_block(v: CallVerdict) -> list[str]:
     """The article's questions for one call, each answered in a line."""
     status = {True: "error", False: "ok", None: "no answer"}[v.is_error]
     lines = [f"   answered: {status}"]
-    ran = "; ".join(v.ran) if v.ran else "nothing"
+    if v.ran:
+        ran = "; ".join(v.ran)
+    elif v.may_have_run:  # never "nothing": it may have run what overlapping calls did
+        ran = "not known which (it overlapped other calls)"
+    else:
+        ran = "nothing"
     lines.append(f"   ran: {safe(ran)}")
+    lines += [f"   filed by evidence: {safe(why)}" for why in v.filed_by_evidence]
+    if v.may_have_run:
+        lines.append(f"   may have run: {safe('; '.join(v.may_have_run))}")
     if v.where:
         lines.append(f"   from: {escape(', '.join(v.where))}")
-    for _key, question, yes in v.answers:
-        answer = "no" if not yes else "YES: " + " | ".join(yes)
+    maybe = dict(v.maybe)
+    for key, question, yes in v.answers:
+        if yes:
+            answer = "YES: " + " | ".join(yes)
+        elif key in maybe:
+            answer = "maybe (if it ran one of them): " + " | ".join(maybe[key])
+        else:
+            answer = "no"
         lines.append(f"   {question}: {safe(answer)}")
     return lines
 

@@ -154,6 +154,10 @@ class Seen:
     project: dict[str, Node] = field(default_factory=dict)  # "file (runner)" -> process
     processes: int = 0
     server: Use | None = None  # the server's own program (owner None only)
+    #: processes counted here that overlapping calls could each have started, and those
+    #: calls (their indices): an approval made from them says so
+    shared: int = 0
+    shared_calls: set[int] = field(default_factory=set)
 
 
 def images_that_ran(node: Node) -> list[Image]:
@@ -317,7 +321,11 @@ def seen_by_tool(att: Attribution, ev: SessionEvidence) -> dict[str | None, Seen
     for node in att.nodes():
         owner = None if node is att.server else att.owner.get(node.id)
         for tool in tool_of(att, owner):
-            _add_node(out.setdefault(tool, Seen()), att, node, ev)
+            seen = out.setdefault(tool, Seen())
+            _add_node(seen, att, node, ev)
+            if isinstance(owner, tuple):
+                seen.shared += 1
+                seen.shared_calls.update(owner)
     return out
 
 

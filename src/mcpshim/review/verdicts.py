@@ -14,12 +14,12 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mcpshim.base.display import quote_argv
 from mcpshim.family.attribution import Attribution
-from mcpshim.family.tree import Image, Node
+from mcpshim.family.overlap import calls_label, ran_images, ran_line
+from mcpshim.family.tree import Node
 from mcpshim.review.findings import CallRef, Finding, Severity
 from mcpshim.review.rules.execpaths import script_of
-from mcpshim.review.rules.mcp_rules import call_group, call_ref
+from mcpshim.review.rules.mcp_rules import AMBIGUOUS, call_group, call_ref, overlap_group
 from mcpshim.review.shapes import canonical
 
 __all__ = ["QUESTIONS", "CallVerdict", "call_verdicts"]
@@ -46,6 +46,13 @@ class CallVerdict:
     answers: tuple[tuple[str, str, tuple[str, ...]], ...]  # (key, question, what says yes)
     severity: Severity | None  # the worst finding under the call, if any
     is_error: bool | None
+    #: what it may have run, shared with overlapping calls ("one of 8 `git --version`...")
+    may_have_run: tuple[str, ...] = ()
+    #: per question, findings about processes it may have run (key -> what says maybe)
+    maybe: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: what evidence filed under it among overlapping calls, and why
+    filed_by_evidence: tuple[str, ...] = ()
+    overlap: str = ""  # the heading of its group of overlapping calls, if any
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -56,20 +63,11 @@ class CallVerdict:
             "ran": list(self.ran),
             "from": list(self.where),
             **{key: list(yes) for key, _q, yes in self.answers},
+            "may_have_run": list(self.may_have_run),
+            "maybe": {key: list(why) for key, why in self.maybe},
+            "filed_by_evidence": list(self.filed_by_evidence),
+            "overlap_group": self.overlap or None,
         }
-
-
-def _line(img: Image) -> str:
-    argv = (
-        [img.command.encode(), *img.args]
-        if img.source.startswith(("shim", "trace"))
-        else [
-            os.path.basename(img.argv0) or img.command.encode(),
-            *img.args,
-        ]
-    )
-    text = quote_argv(argv)
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _owned(att: Attribution) -> dict[int, list[Node]]:
@@ -86,15 +84,10 @@ def _ran(nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     counts: dict[str, int] = {}
     dirs: dict[str, None] = {}
     for node in nodes:
-        prev: Image | None = None
-        for img in node.images:
+        for img in ran_images(node):  # each exec is one image (family.model)
+            line = ran_line(img)
+            counts[line] = counts.get(line, 0) + 1
             target = os.fsdecode(img.target)
-            if not target or not img.entry:
-                continue  # ran nothing; each exec is one image (family.model)
-            if prev is not None and img.args[:1] == (prev.target,):
-                continue  # `#!/usr/bin/env node` run as npm: one program, shown once
-            prev = img
-            counts[_line(img)] = counts.get(_line(img), 0) + 1
             if target.startswith("/"):
                 dirs[os.path.dirname(canonical(target))] = None
     lines = [f"{k} (x{n})" if n > 1 else k for k, n in counts.items()]
@@ -124,6 +117,40 @@ def _short(f: Finding) -> str:
     return f"{f.rule.id}: {f.message}"
 
 
+Ident = tuple[str, int, int | None]
+
+
+def _maybe(att: Attribution, findings: Sequence[Finding]) -> dict[int, dict[str, list[str]]]:
+    """Per call of an overlap group, per question, the findings about processes it may
+    have started (filed under the group by mcp_rules.regroup)."""
+    heads = {overlap_group(att, g) for g in att.overlaps}
+    if not heads:
+        return {}
+    cands: dict[Ident, tuple[int, ...]] = {}
+    for g in att.overlaps:
+        for top in g.tops:
+            owner = att.owner.get(top.id)
+            for n in top.walk():
+                if n.known and isinstance(owner, tuple):
+                    cands[(n.boot_id, n.pid, n.start)] = owner
+    out: dict[int, dict[str, list[str]]] = {}
+    for f in findings:
+        if f.group not in heads or f.rule.id == AMBIGUOUS.id:
+            continue
+        keys = [key for key, _q, rules in QUESTIONS if f.rule.id in rules]
+        if not keys:
+            continue
+        calls: set[int] = set()
+        for ev in f.evidence:
+            d = ev.data
+            start = d["start_ticks"] if "start_ticks" in d else d.get("start")
+            calls.update(cands.get((str(d.get("boot_id")), int(d.get("pid") or -1), start), ()))
+        for c in calls:
+            for key in keys:
+                out.setdefault(c, {}).setdefault(key, []).append(_short(f))
+    return out
+
+
 def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> list[CallVerdict]:
     """One verdict per recorded call of every relayed session, in the order made."""
     by_call: dict[tuple[str, object, str], list[Finding]] = {}
@@ -133,6 +160,10 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
     out = []
     for att in atts:
         owned = _owned(att)
+        maybe = _maybe(att, findings)
+        group_of = {
+            c: head for g in att.overlaps for head in [overlap_group(att, g)] for c in g.calls
+        }
         for call in att.calls:
             ref = call_ref(att, call)
             mine = by_call.get((ref.session, ref.id, ref.time), [])
@@ -145,6 +176,14 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
                 for key, question, rules in QUESTIONS
             )  # fmt: skip
             worst = max((f.level for f in mine), default=None)
+            filed = tuple(
+                f"{n.images[0].command} (pid {n.pid}): {att.reasons[n.id]} (among calls "
+                f"{calls_label(att.among[n.id])}, in flight when it started)"
+                for n in mine_nodes
+                if n.id in att.among
+            )
+            may = maybe.get(call.index, {})
+            maybes = tuple((k, tuple(dict.fromkeys(may[k]))) for k, _q, _r in QUESTIONS if k in may)
             out.append(
                 CallVerdict(
                     ref,
@@ -155,6 +194,10 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
                     answers,
                     worst,
                     call.is_error,
+                    tuple(m.text() for m in att.may_have_run(call.index)),
+                    maybes,
+                    filed,
+                    group_of.get(call.index, ""),
                 )
             )
     return out

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
+from mcpshim.family.overlap import Overlap, calls_label, ran_images, ran_line
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
@@ -29,6 +30,7 @@ __all__ = [
     "call_in_flight",
     "call_ref",
     "explained",
+    "overlap_group",
     "regroup",
     "session_findings",
 ]
@@ -217,23 +219,45 @@ def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
     return out
 
 
+def overlap_group(att: Attribution, g: Overlap) -> str:
+    """The heading of a group of overlapping calls: after the session's family, before
+    its calls (headings sort as text)."""
+    return f"session {att.session} overlapping tool calls {g.label}"
+
+
+def _counted(items: Iterable[str], most: int = 8) -> str:
+    counts: dict[str, int] = {}
+    for x in items:
+        counts[x] = counts.get(x, 0) + 1
+    parts = [f"{k} (x{n})" if n > 1 else k for k, n in counts.items()]
+    more = len(parts) - most
+    return ", ".join(parts[:most]) + (f" and {more} more" if more > 0 else "")
+
+
 def ambiguous_findings(att: Attribution, policy: Policy) -> list[Finding]:
-    """MCS503: a process that started while overlapping calls ran (the top one of each)."""
+    """MCS503: once per group of overlapping calls, every process (the top of each) that
+    could belong to several of them, with what ran, counted."""
     out = []
-    for node in att.nodes():
-        owner = att.owner.get(node.id)
-        parent = att.owner.get(node.parent.id) if node.parent is not None else None
-        if not isinstance(owner, tuple) or parent == owner:
-            continue
-        cands = [att.calls[i] for i in owner]
-        img = node.images[0]
-        message = (f"pid {node.pid} ({img.command}) started while "
-                   + " and ".join(c.label for c in cands)
-                   + " were running; it belongs to one of them, not said which")  # fmt: skip
-        evidence = (Evidence(img.where, evidence_line(img), _data(node, img, None)),)
-        key = "\0".join([img.command, *sorted(c.name for c in cands)])
-        group = f"session {att.session} overlapping tool calls"
-        out.append(Finding(AMBIGUOUS, message, evidence, group, key=key))
+    for g in att.overlaps:
+        tools = _counted(att.calls[i].name for i in g.calls)
+        lines = [f"`{ran_line(i)}`" for top in g.tops for n in top.walk() if n.known
+                 for i in ran_images(n)]  # fmt: skip
+        message = (f"{len(g.calls)} overlapping calls ({g.label}: {tools}) started processes "
+                   "that could each belong to several of them, not said which: "
+                   f"{_counted(lines) or 'no program'}")  # fmt: skip
+        evidence = []
+        for top in g.tops:
+            img = top.images[0]
+            cands = att.owner.get(top.id)
+            idx = cands if isinstance(cands, tuple) else ()
+            data = {**_data(top, img, None), "candidate_calls": [att.calls[i].id for i in idx]}
+            text = f"{evidence_line(img)}; could be any of calls {calls_label(idx)}"
+            evidence.append(Evidence(img.where, text, data))
+        names = sorted({att.calls[i].name for i in g.calls})
+        commands = sorted({top.images[0].command for top in g.tops})
+        key = "\0".join([*commands, "", *names])
+        out.append(Finding(AMBIGUOUS, message, tuple(evidence), overlap_group(att, g), key=key,
+                           count=len(evidence)))  # fmt: skip
     return out
 
 
@@ -278,6 +302,58 @@ def call_in_flight(att: Attribution, when: object) -> Call | None:
     return hit[0] if len(hit) == 1 else None
 
 
+Ident = tuple[str, int, int | None]  # (boot id, pid, start ticks)
+Place = tuple[str, CallRef | None]  # the heading evidence goes under, and its call
+
+
+@dataclass(frozen=True)
+class _Filing:
+    """Where each process's evidence goes: under its call (and why, where evidence chose
+    it among overlapping calls), under its overlap group, or by the moment (the server)."""
+
+    calls: dict[Ident, Place] = field(default_factory=dict)
+    why: dict[Ident, str] = field(default_factory=dict)
+    groups: dict[Ident, str] = field(default_factory=dict)
+    servers: dict[Ident, Attribution] = field(default_factory=dict)
+
+    def add(self, att: Attribution) -> None:
+        if att.server is not None:
+            self.servers[(att.server.boot_id, att.server.pid, att.server.start)] = att
+        heads: dict[int, Place] = {}  # per call, not per process
+        for node in att.nodes():
+            owner = att.owner.get(node.id)
+            if isinstance(owner, int):
+                head = heads.get(owner)
+                if head is None:
+                    call = att.calls[owner]
+                    head = heads[owner] = (call_group(att, call), call_ref(att, call))
+                self.calls[(node.boot_id, node.pid, node.start)] = head
+                if node.id in att.reasons:
+                    self.why[(node.boot_id, node.pid, node.start)] = att.reasons[node.id]
+        for g in att.overlaps:  # what could be several calls': under their group
+            heading = overlap_group(att, g)
+            for top in g.tops:
+                for node in top.walk():
+                    if node.known:
+                        self.groups[(node.boot_id, node.pid, node.start)] = heading
+
+    def place(self, ev: Evidence, default: str) -> tuple[Place, Evidence]:
+        d = ev.data
+        start = d["start_ticks"] if "start_ticks" in d else d.get("start")
+        ident = (str(d.get("boot_id")), int(d.get("pid") or -1), start)
+        found = self.calls.get(ident)
+        if found is None and "at" in d and (its := self.servers.get(ident)) is not None:
+            then = call_in_flight(its, d["at"])
+            found = (call_group(its, then), call_ref(its, then)) if then else None
+        if found is None:
+            return (self.groups.get(ident, default), None), ev
+        if ident in self.why:  # filed among overlapping calls: say why
+            reason = self.why[ident]
+            ev = replace(ev, text=f"{ev.text}; filed under this call: {reason}",
+                         data={**ev.data, "call_evidence": reason})  # fmt: skip
+        return found, ev
+
+
 def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
     """File each finding about a process under the tool call that started it.
 
@@ -286,39 +362,23 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
     tool call, and one for what no call started. A finding whose occurrences are not all in
     its evidence (a session not relayed) is not split: whose they are is never guessed.
     Evidence of a moment in the server's own process (`at`: a connect it made) goes under
-    the call in flight then, when exactly one was.
+    the call in flight then, when exactly one was; of a process several overlapping calls
+    could have started, under their group (said once, MCS503).
     """
-    index: dict[tuple[str, int, int | None], tuple[str, CallRef]] = {}
-    servers: dict[tuple[str, int, int | None], Attribution] = {}
+    filing = _Filing()
     for att in atts:
-        if att.server is not None:
-            servers[(att.server.boot_id, att.server.pid, att.server.start)] = att
-        heads: dict[int, tuple[str, CallRef]] = {}  # per call, not per process
-        for node in att.nodes():
-            owner = att.owner.get(node.id)
-            if isinstance(owner, int):
-                head = heads.get(owner)
-                if head is None:
-                    call = att.calls[owner]
-                    head = heads[owner] = (call_group(att, call), call_ref(att, call))
-                index[(node.boot_id, node.pid, node.start)] = head
-    if not index and not servers:
+        filing.add(att)
+    if not filing.calls and not filing.servers and not filing.groups:
         return list(findings)
     out = []
     for f in findings:
         if f.count > len(f.evidence) or f.call is not None or f.rule.id in SESSION_WIDE:
             out.append(f)  # occurrences not in evidence: whose they are is unknown
             continue
-        parts: dict[tuple[str, CallRef | None], list[Evidence]] = {}
+        parts: dict[Place, list[Evidence]] = {}
         for ev in f.evidence:
-            d = ev.data
-            start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-            ident = (str(d.get("boot_id")), int(d.get("pid") or -1), start)
-            found = index.get(ident)
-            if found is None and "at" in d and (its := servers.get(ident)) is not None:
-                then = call_in_flight(its, d["at"])
-                found = (call_group(its, then), call_ref(its, then)) if then else None
-            parts.setdefault(found or (f.group, None), []).append(ev)
+            where, said = filing.place(ev, f.group)
+            parts.setdefault(where, []).append(said)
         for (group, ref), evidence in parts.items():
             if ref is None:
                 part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
