@@ -38,7 +38,10 @@ def _which(name: str) -> bytes:
     return (shutil.which(name) or f"/usr/bin/{name}").encode()
 
 
-def _exec(pid: int, ppid: int, ticks: int, shim: str, args: list[bytes], cwd: bytes) -> bytes:
+def _exec(
+    pid: int, ppid: int, ticks: int, shim: str, args: list[bytes], cwd: bytes, session: str = ""
+) -> bytes:
+    """An exec record as the sh shim frames it (of this benchmark's session by default)."""
     n_extra = int(getattr(execlog, "_EXEC_FIELDS", 15)) - 15
     fields = [
         f"{BTIME:.6f}".encode(),
@@ -52,7 +55,7 @@ def _exec(pid: int, ppid: int, ticks: int, shim: str, args: list[bytes], cwd: by
         shim.encode(),
         _which(shim),
         b"/home/dev/.local/share/mcpshim/shims/" + shim.encode(),
-        SESSION.encode(),
+        (session or SESSION).encode(),
         b"/home/dev/.local/share/mcpshim/shims:/usr/bin:/bin",
         b"",
         *([b""] * n_extra),
@@ -68,37 +71,47 @@ def _iso(ticks: int) -> str:
     return datetime.fromtimestamp(BTIME + ticks / HZ, timezone.utc).isoformat()
 
 
-def generate(log_dir: Path, execs: int) -> None:
-    """A log of one relayed session with `execs` exec records in execs/5 tool calls."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / "boot").mkdir(exist_ok=True)
-    (log_dir / "boot" / BOOT).write_text(f"{BTIME:.6f}\n")
-    server, server_start = 4000, 1000
-    cwd = b"/home/dev/src/proj"
+def session_head(session: str, cwd: bytes, names: list[str], server: int = 4000) -> list[bytes]:
+    """The records a relayed session starts with: its start, the server seen by the
+    sampler (pid `server`, start ticks 1000), initialize and tools/list of `names`."""
     tools = [
         {"name": n, "sha256": f"{i:064x}", "definition": {"name": n, "description": f"{n}."}}
-        for i, n in enumerate(["run_test", "git_status", "search", "fmt", "echo"])
+        for i, n in enumerate(names)
     ]
-    out = [
-        encode_event("mcp-session", {"session": SESSION, "time": _iso(900)}),
+    return [
+        encode_event("mcp-session", {"session": session, "time": _iso(900)}),
         encode_event("session-start", {
-            "session": SESSION, "time": _iso(950), "name": "bench", "child_pid": server,
-            "child_start": server_start, "command": ["node", "server.js"], "user": "dev",
+            "session": session, "time": _iso(950), "name": "bench", "child_pid": server,
+            "child_start": 1000, "command": ["node", "server.js"], "user": "dev",
             "uid": 1000, "credential_env": [], "cwd": cwd.decode(), "boot_id": BOOT,
         }),
         encode_event("observed", {
-            "session": SESSION, "time": _iso(1001), "pid": server, "ppid": 3999,
-            "start": server_start, "parent_start": None, "exe": _which("node").decode(),
+            "session": session, "time": _iso(1001), "pid": server, "ppid": 3999,
+            "start": 1000, "parent_start": None, "exe": _which("node").decode(),
             "cmdline": ["node", "server.js"], "cwd": cwd.decode(), "uid": 1000,
             "credential_env": [], "boot_id": BOOT,
         }),
         encode_event("mcp-initialize", {
-            "session": SESSION, "time": _iso(1100), "server_name": "bench", "server_sha256": "0",
+            "session": session, "time": _iso(1100), "server_name": "bench", "server_sha256": "0",
             "server_version": "1", "protocol_version": "2025-06-18", "instructions": "",
         }),
-        encode_event("mcp-tools", {"session": SESSION, "time": _iso(1101), "tools": tools,
+        encode_event("mcp-tools", {"session": session, "time": _iso(1101), "tools": tools,
                                    "cursor": None}),
     ]  # fmt: skip
+
+
+def write_boot(log_dir: Path) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "boot").mkdir(exist_ok=True)
+    (log_dir / "boot" / BOOT).write_text(f"{BTIME:.6f}\n")
+
+
+def generate(log_dir: Path, execs: int) -> None:
+    """A log of one relayed session with `execs` exec records in execs/5 tool calls."""
+    write_boot(log_dir)
+    server, server_start = 4000, 1000
+    cwd = b"/home/dev/src/proj"
+    out = session_head(SESSION, cwd, ["run_test", "git_status", "search", "fmt", "echo"])
     pid, ticks = 5000, 1200
     for call in range(execs // 5):
         t0 = ticks
