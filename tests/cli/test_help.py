@@ -136,8 +136,8 @@ SESSIONS_IMPORTS = [
     "mcpshim.cli.sessions_cmd", "mcpshim.errors", "mcpshim.log", "mcpshim.log.boot",
     "mcpshim.log.events", "mcpshim.log.execlog", "mcpshim.log.framing", "mcpshim.log.ledger",
     "mcpshim.log.marks", "mcpshim.log.parentfield",
-    "mcpshim.log.sessionindex", "mcpshim.log.sessions", "mcpshim.paths", "mcpshim.shim",
-    "mcpshim.shim.manifest",
+    "mcpshim.log.sessionindex", "mcpshim.log.sessions", "mcpshim.log.shimhelper", "mcpshim.paths",
+    "mcpshim.shim", "mcpshim.shim.manifest",
 ]  # fmt: skip
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from mcpshim.family import tree
-from mcpshim.log import eventlog, execlog, rotation, sessionindex
+from mcpshim.log import eventlog, execlog, rotation, sessionindex, shimhelper
 from mcpshim.log.sessions import list_sessions
 from mcpshim.trace.probe import trace_unavailable
 from tests.fixtures.home import Home, dash_path, install
@@ -234,3 +234,24 @@ def test_a_log_whose_index_cannot_be_written_is_listed_all_the_same(three: Home)
     assert _listed(three) == before
     done = _cli(three, "log", "--session", "last", "--format", "json")
     assert done.returncode == 0 and "by-hand-1" in done.stdout
+
+
+def test_the_shim_helper_caught_by_the_sampler_is_no_exec(home: Home) -> None:
+    # The sampler may catch the shim library's argv helper alive (xargs, then its sh): that
+    # is mcpshim's work; `sessions` counted it where tree and review did not (8 against 6).
+    home.loc.log_dir.mkdir(parents=True)
+    sid, t = "S-helper", "2026-01-01T00:00:0"
+    start = {"session": sid, "time": t + "0Z", "trace": "off", "command": ["x"]}
+    eventlog.append_event(home.loc, "session-start", start)
+    head = ["/bin/sh", "-p", "-c", shimhelper.HELPER_SCRIPT, "sh"]
+    for pid, cmdline in ((50, ["/usr/bin/xargs", *shimhelper.HELPER_XARGS, *head]),
+                         (51, [*head, "sh", "-c", "git status"]),
+                         (52, ["/usr/bin/curl", "-s", "http://x"])):  # fmt: skip
+        eventlog.append_event(home.loc, "observed", {
+            "session": sid, "time": t + "1Z", "boot_id": BOOT, "pid": pid, "ppid": 1,
+            "start": pid, "exe": cmdline[0], "cmdline": cmdline, "cwd": "/"})  # fmt: skip
+    eventlog.append_event(home.loc, "session-end", {"session": sid, "time": t + "2Z"})
+    [s] = _listed(home)
+    argv = [*MCPSHIM, "tree", "--dir", str(home.loc.shim_dir), "--session", sid, "--format", "json"]
+    tree = subprocess.run(argv, env=home.env, capture_output=True, text=True, check=True)
+    assert s["execs"] == json.loads(tree.stdout)["summary"]["images"] == 1

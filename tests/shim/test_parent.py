@@ -88,7 +88,7 @@ def test_a_non_shell_parent_is_not_read(home: Home, interpreter: str) -> None:
 def test_the_helper_that_reads_the_argv_is_mcpshims_not_the_familys(home: Home) -> None:
     """The parent path's subprocess (xargs and the sh it starts) only prints the arguments
     back: traced, its execs are marked and no reader shows them (tree, review, coverage)."""
-    from mcpshim.log import redact_sh
+    from mcpshim.log import shimhelper
     from tests.fixtures.runhelp import events, needs_trace, only_session, run
 
     if needs_trace.args[0]:  # (skipif's condition)
@@ -107,5 +107,5 @@ def test_the_helper_that_reads_the_argv_is_mcpshims_not_the_familys(home: Home) 
         [sys.executable, "-m", "mcpshim", "tree", "--dir", str(home.loc.shim_dir), "--session",
          sid, "--format", "json"], env=home.env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert "xargs" not in tree and "printf" not in tree and redact_sh.HELPER_XARGS[3] not in tree
+    assert "xargs" not in tree and "printf" not in tree and shimhelper.HELPER_XARGS[3] not in tree
     assert argvs and "git" in tree

@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.ledger import SHELLS
-from mcpshim.log.redact_sh import is_shim_helper
+from mcpshim.log.shimhelper import is_shim_helper
 
 __all__ = [
     "Image",

@@ -28,7 +28,15 @@ from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.images import Image, image_of, invoked_name, parent_image
 from mcpshim.family.trace_merge import gap_image, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
-from mcpshim.log.ledger import ENTRY, HOLD, SHELLS, Ledger, ident_key, trace_is_exec
+from mcpshim.log.ledger import (
+    ENTRY,
+    HOLD,
+    SHELLS,
+    Ledger,
+    ident_key,
+    sample_is_helper,
+    trace_is_exec,
+)
 
 __all__ = ["Assembler", "entries"]
 
@@ -119,7 +127,7 @@ class Assembler:
         elif kind == "session-end":
             self.ledger.end(sid)
             out = self._released()
-        elif kind == "observed":
+        elif kind == "observed" and not sample_is_helper(d):
             key = ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start"))
             what, token = self.ledger.sample(sid, key)
             out = self._released()

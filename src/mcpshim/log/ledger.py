@@ -29,7 +29,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ENTRY", "HOLD", "NONE", "RECENT", "SHELLS", "Ledger", "ident_key", "trace_is_exec"]
+from mcpshim.log.shimhelper import is_shim_helper
+
+__all__ = [
+    "ENTRY",
+    "HOLD",
+    "NONE",
+    "RECENT",
+    "SHELLS",
+    "Ledger",
+    "ident_key",
+    "sample_is_helper",
+    "trace_is_exec",
+]
 
 #: the shells whose children keep their command line (the shims' parent evidence)
 SHELLS = frozenset({"sh", "dash", "bash", "zsh", "ksh", "mksh", "ash", "busybox"})
@@ -49,6 +61,15 @@ def trace_is_exec(d: Mapping[str, Any]) -> bool:
         and not d.get("via_shim")
         and not d.get("shim_helper")  # the shim library's own (reading a parent's argv)
     )
+
+
+def sample_is_helper(d: Mapping[str, Any]) -> bool:
+    """An observed record of the shim library's own helper (caught alive by the sampler):
+    mcpshim's work, no exec of the family's (its argv is ASCII: no `cmdline_b64`)."""
+    raw = d.get("cmdline")
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        return False
+    return is_shim_helper([c.encode("utf-8", "surrogateescape") for c in raw])
 
 
 @dataclass

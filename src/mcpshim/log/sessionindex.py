@@ -36,7 +36,7 @@ from mcpshim.base.fdio import open_regular
 from mcpshim.base.safewrite import make_private_dir, write_file
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import Anchors, segments
-from mcpshim.log.ledger import SHELLS, Ledger, ident_key, trace_is_exec
+from mcpshim.log.ledger import SHELLS, Ledger, ident_key, sample_is_helper, trace_is_exec
 from mcpshim.paths import Locations
 
 __all__ = ["Index", "index_path", "iso_epoch", "update"]
@@ -194,7 +194,7 @@ class _Scan:
             p["tool_calls"] += 1
         elif kind == "mcp-initialize":
             p["server"] = {"name": d.get("server_name"), "version": d.get("server_version")}
-        elif kind == "observed":
+        elif kind == "observed" and not sample_is_helper(d):
             led.sample(sid, ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start")))
         elif kind == "trace-gap":
             led.counted(sid, d.get("seen_as") != "trace")

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpshim.log.redact_sh import is_shim_helper
+from mcpshim.log.shimhelper import is_shim_helper
 
 __all__ = [
     "Event",

@@ -18,7 +18,7 @@ from typing import Any
 from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.redact import redact_argv
-from mcpshim.log.redact_sh import is_shim_helper
+from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
