@@ -3,8 +3,9 @@ what an event record may hold (events), boot time anchors (boot), the event writ
 supervisor and relay append with (eventlog), rename-based rotation and size-based retention,
 `log --follow` (follow), the session index and the sessions it lists (sessionindex,
 sessions), review marks, credential redaction shared by every writer (its one table in
-redact_rules, the Python side in redact, the shim's sh rendered by redact_sh), and the
-JSON/ECS/text views of a record (logview).
+redact_rules, the Python side in redact, the shim's sh rendered by redact_sh), the
+tracer's socket-call records as typed values (netrecords), and the JSON/ECS/text views of
+a record (logview).
 
 Everything that reads or writes `exec.log` goes through here; nothing here knows about
 families, rules or the command line.

@@ -60,6 +60,17 @@ def _listed(v: Any) -> bool:
     )
 
 
+def _queries(v: Any) -> bool:
+    """trace-net's DNS questions: [{"name": text, "type": text, "name_b64"?: text}, ...]."""
+    return isinstance(v, list) and all(
+        isinstance(q, dict)
+        and _str(q.get("name"))
+        and _str(q.get("type"))
+        and _OPT_STR(q.get("name_b64"))
+        for q in v
+    )
+
+
 def _b64(v: Any) -> bool:
     """A field's exact bytes: base64 text, or for a list {index: base64}."""
     return _str(v) or (isinstance(v, dict) and all(_str(x) for x in v.values()))
@@ -78,7 +89,7 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     **dict.fromkeys(
         ("ppid", "start", "parent_start", "child_pid", "child_start", "uid", "exit_status",
          "error_code", "size", "survivors", "execs", "failed", "gaps", "processes",
-         "last_pid"),
+         "last_pid", "port", "local_port", "count", "net", "socket"),
         (_OPT_INT, "an integer or null"),
     ),
     **dict.fromkeys(
@@ -92,12 +103,13 @@ _FIELDS: dict[str, tuple[Check, str]] = {
          "transport", "user", "platform", "cursor", "next_cursor", "server_name",
          "server_version", "protocol_version", "client_name", "client_version",
          "instructions", "sha256", "server_sha256", "approved_sha256", "listed_sha256",
-         "lock", "server", "what", "source", "where", "blocked"),
+         "lock", "server", "what", "source", "where", "blocked", "call", "family",
+         "address", "local_address", "outcome", "errno", "settled", "last_time", "purpose"),
         (_OPT_STR, "text or null"),
     ),
     **dict.fromkeys(
         ("is_error", "terminated", "subreaper", "complete", "search", "shim_script",
-         "shim_helper", "late", "ended"),
+         "shim_helper", "late", "ended", "abstract", "nonblocking"),
         (_OPT_BOOL, "true, false or null"),
     ),
     "duration_s": (_OPT_NUMBER, "a number or null"),
@@ -105,6 +117,7 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     "signal": (_opt(_either(_int, _str)), "a signal name, number or null"),
     "alive": (_alive, "a list of [pid, start] pairs"),
     **dict.fromkeys(("tools", "resources", "prompts"), (_listed, "a list of named items")),
+    "queries": (_queries, "a list of DNS questions"),
     "capabilities": (_opt(lambda v: isinstance(v, dict)), "an object or null"),
 }  # fmt: skip
 

@@ -20,6 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpshim.log.shimhelper import is_shim_helper
+from mcpshim.trace.netparse import (
+    NET_CALLS,
+    DnsSockets,
+    NetCall,
+    call_only,
+    parse_net,
+    shrink_send,
+)
 
 __all__ = [
     "Event",
@@ -38,8 +46,8 @@ class Event:
 
     time: float
     tid: int
-    kind: str  # exec | spawn | chdir | exit | superseded | connect
-    filename: bytes = b""  # connect: the address (inet or inet6), as text
+    kind: str  # exec | spawn | chdir | exit | superseded | net
+    filename: bytes = b""
     argv: tuple[bytes, ...] | None = None  # None: strace could not read the array
     truncated: bool = False
     result: str = ""  # "ok", an errno name, or "?" when the call never returned
@@ -54,7 +62,7 @@ class Event:
     #: the environment held no PATH or was not printed (then `env_known` is False)
     env_path: bytes | None = None
     env_known: bool = False
-    port: int = 0  # connect: the TCP/UDP port
+    net: NetCall | None = None  # net: a socket call (trace.netparse)
 
 
 _TS = re.compile(rb"(\d+\.\d+) ")
@@ -65,10 +73,6 @@ _EXITED = re.compile(rb"\+\+\+ exited with (\d+) \+\+\+$")
 _KILLED = re.compile(rb"\+\+\+ killed by (SIG[A-Z0-9+-]+)")
 _SUPERSEDED = re.compile(rb"\+\+\+ superseded by execve in pid (\d+) \+\+\+$")
 _FLAGS = re.compile(rb"flags=([A-Z0-9_|]+)")
-_INET = re.compile(
-    rb"\{sa_family=AF_INET6?, sin6?_port=htons\((\d+)\), .*?"
-    rb"(?:inet_addr\(|inet_pton\(AF_INET6, )\"((?:\\x[0-9a-f]{2})*)\""
-)
 
 
 def _unhex(s: bytes) -> bytes:
@@ -185,12 +189,6 @@ def parse_line(tid: int, line: bytes) -> Event | None:
         flags = set(fm.group(1).split(b"|")) if fm else set()
         return Event(t, tid, "spawn", child=child, thread=b"CLONE_THREAD" in flags,
                      same_parent=b"CLONE_PARENT" in flags)  # fmt: skip
-    if rest.startswith(b"connect("):
-        inet = _INET.search(rest)  # only inet destinations: Unix sockets are files
-        if inet is None:
-            return None
-        addr = _unhex(inet.group(2))
-        return Event(t, tid, "connect", addr, result=_result(rest), port=int(inet.group(1)))
     if rest.startswith((b"chdir(", b"fchdir(")):
         if _result(rest) != "ok":
             return None
@@ -201,6 +199,9 @@ def parse_line(tid: int, line: bytes) -> Event | None:
         fd = _FD.match(rest, pos)
         path = _unhex(fd.group(2)) if fd and fd.group(2) is not None else None
         return Event(t, tid, "chdir", path=path)
+    if rest.startswith(NET_CALLS):
+        net = parse_net(rest)
+        return Event(t, tid, "net", net=net) if net is not None else None
     if rest.startswith(b"+++ "):
         if e := _EXITED.search(rest):
             return Event(t, tid, "exit", status=int(e.group(1)))
@@ -238,14 +239,15 @@ def _skip_arg(line: bytes, pos: int) -> int:
     return -1 if m is None else m.end()
 
 
-def sanitize(line: bytes) -> bytes:
+def sanitize(line: bytes, dns: DnsSockets | None = None) -> bytes:
     """One raw line of strace's output with the environment of an exec cut down to its
-    PATH strings. Lines that are not exec calls are returned as they are. An exec line whose
-    shape is not understood loses everything after its filename but its result: never is
-    a value of the environment passed on."""
+    PATH strings and a send's bytes left out (netparse.shrink_send; `dns`: the sockets
+    connected to port 53 so far, whose sends keep a query's first bytes). Other lines are
+    returned as they are. An exec line whose shape is not understood loses everything after
+    its filename but its result: never is a value of the environment passed on."""
     m = _EXEC_CALL.match(line)
     if m is None:
-        return line
+        return shrink_send(line, dns)
     pos = m.end()
     n_before = 1 if m.group(1) == b"execve" else 2  # execveat: dirfd, path
     envp = -1
@@ -275,12 +277,10 @@ def sanitize(line: bytes) -> bytes:
         end = _skip_arg(line, envp)  # an address or NULL: no values were printed
         if end >= 0:
             return line
-    # Not understood: keep the call's name and its result only.
-    tail = b" <unfinished ...>" if line.endswith(b"<unfinished ...>") else b""
-    r = line.rfind(b") = ")
-    if r >= 0 and not tail:
-        tail = line[r:]
-    return line[: m.end()] + b"?" + (tail if tail.startswith(b")") else b")" + tail)
+    return call_only(line, m.end())  # not understood: the call's name and its result only
+
+
+_CUT = re.compile(rb"exec| send")
 
 
 class LinePump:
@@ -288,26 +288,40 @@ class LinePump:
 
     def __init__(self) -> None:
         self._carry = b""
+        self._parts: list[bytes] = []  # of a line longer than one read (a send's buffer)
+        self._dns = DnsSockets()
 
     def feed(self, data: bytes) -> bytes:
-        data = self._carry + data
+        if data.find(b"\n") < 0:  # joined once the line ends, not copied at every read
+            self._parts.append(data)
+            return b""
+        if self._parts:
+            data = b"".join([self._carry, *self._parts, data])
+            self._carry, self._parts = b"", []
+        elif self._carry:
+            data = self._carry + data
         end = data.rfind(b"\n") + 1
         self._carry = data[end:]
-        if not end:
-            return b""
-        if b"exec" not in data[:end]:
-            return data[:end]
-        lines = data[: end - 1].split(b"\n")
-        return b"".join((sanitize(ln) if b"exec" in ln[:48] else ln) + b"\n" for ln in lines)
+        # Line by line, by the call's name: a whole-chunk search would scan every buffer
+        # and environment strace printed (hex, 4 bytes a byte) once more per word sought.
+        return b"".join(self._line(ln) + b"\n" for ln in data[: end - 1].split(b"\n"))
+
+    def _line(self, line: bytes) -> bytes:
+        head = line[:48]
+        if b" connect(" in head:
+            self._dns.note(line)  # to port 53: its socket's sends keep a query's first bytes
+            return line
+        return sanitize(line, self._dns) if _CUT.search(head) else line
 
     def flush(self) -> bytes:
         """The last line, once strace is gone (it ends a line only when it starts the next)."""
-        rest, self._carry = self._carry, b""
-        return sanitize(rest) if rest else b""
+        rest = self.take_carry()
+        return sanitize(rest, self._dns) if rest else b""
 
     def take_carry(self) -> bytes:
         """The raw partial line waiting here, for whoever reads the rest of it."""
-        rest, self._carry = self._carry, b""
+        rest = b"".join([self._carry, *self._parts])
+        self._carry, self._parts = b"", []
         return rest
 
 

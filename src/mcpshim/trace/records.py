@@ -1,11 +1,13 @@
 """The log records of a traced session, built from the parsed trace and the session's log.
 
 One `trace-exec` record per exec attempt (failed ones too), `trace-fork` for processes that
-never exec'd, and `trace-gap` for family members no record explains. Identity follows the
+never exec'd, `trace-net` per socket call that crossed a boundary (trace.net), and
+`trace-gap` for family members no record explains. Identity follows the
 shims: (boot id, pid, start ticks). A start read from /proc while the process lived is
 exact; otherwise it is derived from the fork's timestamp and snapped to an exact start the
-log holds for that pid (shim record, sampler) within one tick. argv is redacted here, before
-anything reaches the log; of the environment only PATH was ever kept (parse.sanitize).
+log holds for that pid (shim record, sampler) within one tick. argv, Unix socket paths and
+DNS names are redacted here, before anything reaches the log; of the environment only PATH
+was ever kept, of what a process sent only a DNS query's first bytes (parse.sanitize).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 
 from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
-from mcpshim.log.redact import redact_argv
+from mcpshim.log.redact import redact_argv, redact_text
 from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
+from mcpshim.trace.net import NetAttempt
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
 
 __all__ = [
@@ -31,8 +34,11 @@ __all__ = [
     "exec_payloads",
     "find_gaps",
     "iso_time",
+    "net_payload",
+    "process_starts",
     "shim_helper_pids",
     "shim_paths",
+    "trace_payloads",
 ]
 
 #: why a contained session's ruleset refused an exec (filename, cwd, result), or None
@@ -49,6 +55,36 @@ def _bytes_field(name: str, value: bytes | None) -> dict[str, Any]:
     if value is None:
         return {name: None}
     return {name: json_text(value), **b64_fields({name: value})}
+
+
+def process_starts(trace: Trace, exact: Mapping[int, Sequence[int]]) -> dict[int, int | None]:
+    """Each traced process's start ticks, the half of its identity the pid lacks."""
+    starts = {pid: _snap(p, exact.get(pid, ())) for pid, p in trace.processes.items()}
+    for pid, st in exact.items():
+        if pid not in starts and len(st) == 1:
+            starts[pid] = st[0]
+    return starts
+
+
+def trace_payloads(
+    trace: Trace,
+    session: str,
+    boot_id: str,
+    exact: Mapping[int, Sequence[int]],
+    shim_dirs: Sequence[bytes] = (),
+    refused: ExecRefused | None = None,
+    port_refused: PortRefused | None = None,
+    shim_paths: Mapping[int, Iterable[bytes]] | None = None,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every record of one trace: its execs and forks, its socket calls, and in a contained
+    session (`refused`, `port_refused`) the connects its ruleset refused."""
+    yield from exec_payloads(trace, session, boot_id, exact, shim_dirs, refused, shim_paths)
+    starts = process_starts(trace, exact)
+    for a in trace.net:
+        yield "trace-net", net_payload(a, session, boot_id, starts)
+    if port_refused is not None:
+        for payload in connect_payloads(trace, session, boot_id, exact, port_refused):
+            yield "trace-connect", payload
 
 
 def exec_payloads(
@@ -69,7 +105,7 @@ def exec_payloads(
     between, the interpreter sourcing it (`_native_hop`): a shim hop too. In a contained
     session (`refused`), an attempt its ruleset refused says why (`blocked`)."""
     paths = {pid: set(p) for pid, p in (shim_paths or {}).items()}
-    starts = _starts(trace, exact)
+    starts = process_starts(trace, exact)
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
     prev_script: dict[int, bytes] = {}
     for e in trace.execs:
@@ -111,14 +147,6 @@ def exec_payloads(
             )
 
 
-def _starts(trace: Trace, exact: Mapping[int, Sequence[int]]) -> dict[int, int | None]:
-    starts = {pid: _snap(p, exact.get(pid, ())) for pid, p in trace.processes.items()}
-    for pid, st in exact.items():
-        if pid not in starts and len(st) == 1:
-            starts[pid] = st[0]
-    return starts
-
-
 def connect_payloads(
     trace: Trace,
     session: str,
@@ -127,7 +155,7 @@ def connect_payloads(
     refused: PortRefused,
 ) -> Iterator[dict[str, Any]]:
     """`trace-connect` records: the TCP connects a contained session's ruleset refused."""
-    starts = _starts(trace, exact)
+    starts = process_starts(trace, exact)
     for c in trace.connects:
         why = refused(c.port, c.result)
         if not why:
@@ -172,6 +200,61 @@ def shim_helper_pids(trace: Trace) -> set[int]:
     forks = {p.ppid for p in trace.processes.values() if p.pid in execs and p.ppid is not None}
     idle = {p.pid for p in trace.processes.values() if p.exec_count == 0}
     return execs | (forks & idle)
+
+
+def net_payload(
+    a: NetAttempt, session: str, boot_id: str, starts: Mapping[int, int | None]
+) -> dict[str, Any]:
+    """A `trace-net` record (docs/log-format.md). A Unix socket path and a DNS name may hold
+    anything, a token too: both go through the one redaction, then the JSON escape."""
+    out: dict[str, Any] = {
+        "session": session,
+        "time": iso_time(a.time),
+        "boot_id": boot_id,
+        "pid": a.pid,
+        "start": starts.get(a.pid),
+        "call": a.call,
+        "family": a.family,
+        "transport": a.transport,
+        **_redacted_field("address", a.address),
+        "port": a.port,
+        "outcome": a.outcome,
+        "socket": a.socket,
+    }
+    if a.errno:
+        out["errno"] = a.errno
+    if a.tid != a.pid:
+        out["tid"] = a.tid
+    if a.abstract:
+        out["abstract"] = True
+    if a.call == "accept":
+        out.update(_redacted_field("local_address", a.local_address), local_port=a.local_port)
+    if a.nonblocking:
+        out["nonblocking"] = True
+        out["settled"] = iso_time(a.settled) if a.settled is not None else None
+    if a.purpose:
+        out["purpose"] = a.purpose
+    if a.queries:
+        hits: list[str] = []
+        names = [redact_text(name, hits) for name, _ in a.queries]
+        out["queries"] = [
+            {"name": json_text(n), **b64_fields({"name": n}), "type": qtype}
+            for n, (_, qtype) in zip(names, a.queries, strict=True)
+        ]
+        if hits:
+            out["queries_redacted"] = sorted(set(hits))
+    if a.count > 1:
+        out["count"] = a.count
+        out["last_time"] = iso_time(a.last_time or a.time)
+    return out
+
+
+def _redacted_field(name: str, value: bytes | None) -> dict[str, Any]:
+    hits: list[str] = []
+    out = _bytes_field(name, redact_text(value, hits) if value is not None else None)
+    if hits:
+        out[f"{name}_redacted"] = sorted(set(hits))
+    return out
 
 
 def _snap(p: Process, exact: Sequence[int]) -> int | None:

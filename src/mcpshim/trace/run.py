@@ -2,13 +2,15 @@
 
 Whether strace can trace here at all is `trace.probe`'s question, asked before the server
 starts. At the end of the session the trace is parsed and written to the log
-(`trace_records` builds the `trace-exec`, `trace-fork` and `trace-gap` records), followed
-by a `trace-summary`. Exact starts are read from /proc as processes appear in the trace.
+(`trace.records` builds the `trace-exec`, `trace-fork`, `trace-net` and `trace-gap`
+records), followed by a `trace-summary`. Exact starts are read from /proc as processes
+appear in the trace.
 
 strace prints the whole environment of every exec (-v), secrets included, so its output
 never goes to a file: strace writes into a FIFO (in a 0700 directory, unlinked as soon as
 strace holds it) that the supervisor's loop drains (`pump`), cutting each exec's
-environment down to PATH (parse.sanitize) before anything is written. The sanitized lines
+environment down to PATH and every send's bytes out (parse.sanitize) before anything is
+written. The sanitized lines
 still hold every argument as the command got it, so they go to a file that has no name
 (O_TMPFILE, or unlinked at once): it is read back through its descriptor and goes with the
 last process that holds it. A session killed outright (SIGKILL, the OOM killer) leaves no
@@ -153,14 +155,13 @@ class TraceRun:
 
     def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
-        say so, and with `port_refused` connects are traced too, and those it refused are
-        recorded (`trace-connect`). Before `wrap`."""
+        say so, and with `port_refused` the connects it refused are recorded
+        (`trace-connect`, besides their `trace-net` record, outcome denied)."""
         self._exec_refused, self._port_refused = exec_refused, port_refused
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
-        extra = CONNECT if self._port_refused is not None else ()
-        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra)
+        argv = strace_argv(self.strace, str(self.fifo), command)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -383,6 +384,7 @@ class TraceRun:
                 "execs": sum(e.result == "ok" for e in execs),
                 "failed": sum(e.result != "ok" for e in execs),
                 "gaps": gaps,
+                "net": len(trace.net),  # the trace-net records written
                 "complete": complete,
             }
             if self.lost:

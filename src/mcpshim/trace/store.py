@@ -8,7 +8,8 @@ with the last process holding it, however that process ends. Each session's dire
 at the next traced start, removes every directory no live session locks: what a session
 killed outright left (an empty directory, a FIFO) and the named output older versions kept.
 
-`write_trace` turns the output into `trace-exec`, `trace-fork` and `trace-gap` records:
+`write_trace` turns the output into `trace-exec`, `trace-fork`, `trace-net` and
+`trace-gap` records:
 the supervisor's at the end of the session, and the drain's (trace.drain), once the
 survivors it kept tracing are gone, for the execs the session did not record (`late`).
 """
@@ -34,12 +35,11 @@ from mcpshim.paths import Locations
 from mcpshim.trace.records import (
     ExecRefused,
     PortRefused,
-    connect_payloads,
     exact_starts,
-    exec_payloads,
     find_gaps,
     iso_time,
     shim_paths,
+    trace_payloads,
 )
 from mcpshim.trace.strace import Trace, build_trace, read_output
 
@@ -156,7 +156,7 @@ def _written(records: Iterable[Record]) -> set[tuple[str, Any, Any]]:
     return {
         (r.kind, r.data.get("pid"), r.data.get("time"))
         for r in records
-        if isinstance(r, EventRecord) and r.kind in ("trace-exec", "trace-fork")
+        if isinstance(r, EventRecord) and r.kind in ("trace-exec", "trace-fork", "trace-net")
     }
 
 
@@ -183,18 +183,14 @@ def write_trace(
     exact = exact_starts(records, live)
     skip = _written(records) if late else set()
     exec_refused, port_refused = refused
-    found = exec_payloads(
-        trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused, shim_paths(records)
-    )
+    found = trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused,
+                           port_refused, shim_paths(records))  # fmt: skip
     for kind, payload in found:
         if late:
             if (kind, payload.get("pid"), payload.get("time")) in skip:
                 continue
             payload["late"] = True  # recorded after the session, by the drain
         eventlog.append_event(loc, kind, payload)
-    if port_refused is not None and not late:
-        for payload in connect_payloads(trace, p.session, p.boot_id, exact, port_refused):
-            eventlog.append_event(loc, "trace-connect", payload)
     if late:
         return trace, 0
     gaps = list(find_gaps(trace, records, exact, {p.tracer_pid}))

@@ -1,8 +1,8 @@
 """strace as the exec event engine of `mcpshim run --trace`: its command line and a parser.
 
 Everything here is pure: it builds strace's argv and turns the events strace wrote (parsed
-by trace.parse) into processes and exec attempts. Running strace, probing for it and
-writing the log live in `trace.run`.
+by trace.parse) into processes, exec attempts and socket calls (trace.net). Running
+strace, probing for it and writing the log live in `trace.run`.
 
 Why this command line. `-DD` keeps the traced command the supervisor's own child (same pid,
 same exit status, signals reach it directly; the tracer runs as a detached grandchild).
@@ -13,15 +13,22 @@ every new thread) and `sigaltstack` (Go makes it early in every thread of its ow
 6.1 resumes a new tracee with PTRACE_SYSCALL, a stop at every syscall, until its first
 seccomp stop, so a thread that never execs (an MCP server's worker threads) stopped twice per
 syscall for its whole life: 22 us a syscall instead of 0.3, 0.3 to 0.5 ms per tool call of
-the SDK server. The parser skips their lines. One output file
+the SDK server. The parser skips their lines. The socket calls that cross a boundary
+(NET_SYSCALLS: socket, connect, bind, listen, accept, the sends that can carry an address,
+getsockopt for a non-blocking connect's outcome, getsockname/getpeername for the ports
+and peers no other call names) are on the list too (trace.net): each
+stops its caller, so a process that sends a lot over sockets (send() is sendto in glibc)
+pays a stop per send (docs/performance.md). One output file
 (`-o FILE`, each line prefixed by the thread id) and not one per thread (`-ff`): creating a
 file per process cost about 1 ms per exec on ext4 here; the `<unfinished ...>` /
 `<... resumed>` halves a single file has are joined back by the parser. `-xx` prints
 every byte of every string as `\\xHH` (newlines, invalid UTF-8 and quotes round-trip
 exactly and nothing needs unquoting); `-s 131072` is Linux's MAX_ARG_STRLEN, the largest
-string execve accepts, so no argument is cut; `-y` shows the path behind the fd of
-fchdir/execveat; `-ttt` stamps each line with UTC seconds and microseconds; `-v` prints the
-environment each exec passes, whose PATH says why a command missed its shim (the line is
+string execve accepts, so no argument is cut (a send's buffer too: parse.sanitize empties
+it before it is stored); `-y` shows the path behind the fd of fchdir/execveat and the
+inode of a socket's (`socket:[INODE]`, not -yy: trace.netparse says why); `-ttt`
+stamps each line with UTC seconds and microseconds; `-v` prints the environment each exec
+passes, whose PATH says why a command missed its shim (the line is
 cut down to its PATH strings before it is written anywhere: parse.sanitize). Signal lines
 stay on (`-e signal=none` would also hide `+++ killed by SIG... +++`, the only record of a
 process's death by a signal); the parser skips them.
@@ -42,11 +49,13 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mcpshim.trace.net import NetAttempt, follow
 from mcpshim.trace.parse import Event, parse_line, parse_output, read_output
 
 __all__ = [
     "CONNECT",
     "MAX_ARG_STRLEN",
+    "NET_SYSCALLS",
     "SYSCALLS",
     "ConnectAttempt",
     "Event",
@@ -76,8 +85,26 @@ SYSCALLS = (
     "set_robust_list",  # wake-ups: see the module's docstring
     "sigaltstack",
 )
-#: traced too when a contained session restricts connections: the refusals are evidence
+#: traced by `run` before issue 29 only for a contained session: connects are always on
+#: the list now (NET_SYSCALLS); kept for the callers that name it
 CONNECT = ("connect",)
+#: the socket calls that cross a boundary (trace.net), and those that complete what they
+#: say: socket (family, type), getsockopt (a non-blocking connect's outcome),
+#: getsockname / getpeername (a port or peer no other call named)
+NET_SYSCALLS = (
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "sendto",
+    "sendmsg",
+    "sendmmsg",
+    "getsockopt",
+    "getsockname",
+    "getpeername",
+)
 
 
 def strace_argv(
@@ -85,13 +112,14 @@ def strace_argv(
     output: str,
     command: Sequence[str],
     env: bool = True,
+    net: bool = True,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The full command line: strace with its options, then COMMAND exactly as given.
 
-    `env`: print each exec's environment (-v); its output must then go through
-    parse.sanitize before it is stored (trace.run reads it from a pipe). `extra`: more
-    system calls to trace (CONNECT)."""
+    `env`: print each exec's environment (-v); `net`: trace the socket calls too. With
+    either, the output must go through parse.sanitize before it is stored (trace.run reads
+    it from a pipe). `extra`: more system calls to trace."""
     return [
         strace,
         "-DD",  # the tracer: a grandchild in its own process group (no terminal signals)
@@ -107,7 +135,7 @@ def strace_argv(
         "-s",
         str(MAX_ARG_STRLEN),
         "-e",
-        "trace=" + ",".join((*SYSCALLS, *extra)),
+        "trace=" + ",".join(dict.fromkeys((*SYSCALLS, *(NET_SYSCALLS if net else ()), *extra))),
         "--",
         *command,
     ]
@@ -166,7 +194,17 @@ class ConnectAttempt:
 class Trace:
     processes: dict[int, Process]
     execs: list[ExecAttempt]
-    connects: list[ConnectAttempt] = field(default_factory=list)
+    net: list[NetAttempt] = field(default_factory=list)
+
+    @property
+    def connects(self) -> list[ConnectAttempt]:
+        """The inet connects, as a contained session's refusals are told (trace-connect):
+        the result is the connect's errno (EACCES: refused by the ruleset), else "ok"."""
+        return [
+            ConnectAttempt(a.time, a.pid, a.address or b"", a.port, a.errno or "ok")
+            for a in self.net
+            if a.call == "connect" and a.family in ("inet", "inet6") and a.port is not None
+        ]
 
     def last_exec(self, pid: int) -> ExecAttempt | None:
         ok = [e for e in self.execs if e.pid == pid and e.result == "ok"]
@@ -201,7 +239,7 @@ def build_trace(
     tgid: dict[int, int] = {root_pid: root_pid}
     procs: dict[int, Process] = {}
     execs: list[ExecAttempt] = []
-    connects: list[ConnectAttempt] = []
+    net: list[tuple[int, Event]] = []
     for ev in _merged(files):
         pid = tgid.get(ev.tid)
         if pid is None:  # a thread or process whose creation we did not see
@@ -251,9 +289,9 @@ def build_trace(
                                      ev.env_known))  # fmt: skip
             if ev.result == "ok":
                 proc.exec_count += 1
-        elif ev.kind == "connect":
-            connects.append(ConnectAttempt(ev.time, pid, ev.filename, ev.port, ev.result))
-    return Trace(procs, _mark_search_steps(execs), connects)
+        elif ev.kind == "net":
+            net.append((pid, ev))
+    return Trace(procs, _mark_search_steps(execs), follow(net))
 
 
 def _mark_search_steps(execs: list[ExecAttempt]) -> list[ExecAttempt]:
