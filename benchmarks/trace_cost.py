@@ -10,6 +10,9 @@ several rounds, in a new random order each round:
   traced            the session's tracing now: strace -v into a FIFO that `TraceRun.pump`
                     drains here, cutting every exec's environment down to PATH before it
                     writes the lines to its file (what the supervisor's loop does)
+  traced (no net)   the same without the socket calls on strace's list (and -y, not -yy):
+                    the tracing before issue 29, whose per-exec cost the socket calls must
+                    not raise by more than 0.05 ms
   traced + shimmed  both
   run --no-trace    the whole `mcpshim run` (in this process), untraced
   run               the whole `mcpshim run`, traced as by default (the trace parsed and
@@ -89,11 +92,14 @@ def run_plain(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
-def run_session(loc: Locations, strace: str, cmd: list[str], env: dict[str, str]) -> float:
-    """As `mcpshim run` traces: the FIFO drained by TraceRun.pump while the command runs."""
+def run_session(
+    loc: Locations, strace: str, cmd: list[str], env: dict[str, str], net: bool = True
+) -> float:
+    """As `mcpshim run` traces: the FIFO drained by TraceRun.pump while the command runs
+    (`net`: the socket calls on strace's list, as run has them since issue 29)."""
     tr = TraceRun(loc, strace)
     t0 = time.perf_counter()
-    argv = tr.wrap(cmd)
+    argv = tr.wrap(cmd) if net else strace_argv(strace, str(tr.fifo), cmd, net=False)
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
     tr.tracer_pid = wait_tracer(proc.pid)
     tr.started()
@@ -169,6 +175,7 @@ def main() -> int:
             "bare strace": lambda: run_plain([*bare, "--", *cmd], plain),
             "traced (file)": lambda: run_plain(old, plain),
             "traced": lambda: run_session(loc, strace, cmd, plain),
+            "traced (no net)": lambda: run_session(loc, strace, cmd, plain, net=False),
             "traced + shimmed": lambda: run_session(loc, strace, cmd, shimmed),
             "run --no-trace": lambda: run_supervised(loc, None, cmd, plain),
             "run": lambda: run_supervised(loc, strace, cmd, plain),
@@ -230,6 +237,13 @@ def main() -> int:
     over_bare = (med["traced"] - med["bare strace"]) * 1e3
     cpu_over_bare = (mcpu["traced"] - mcpu["bare strace"]) * 1e3
     print(f"tracing over bare strace: {over_bare:.3f} ms wall, {cpu_over_bare:.3f} ms CPU per exec")
+    net_wall = (med["traced"] - med["traced (no net)"]) * 1e3
+    net_cpu = (mcpu["traced"] - mcpu["traced (no net)"]) * 1e3
+    net_verdict = "within" if net_wall <= 0.05 else "ABOVE"
+    print(
+        f"the socket calls on strace's list: {net_wall:+.3f} ms wall ({net_verdict} the 0.05 ms "
+        f"bound), {net_cpu:+.3f} ms CPU per exec"
+    )
     print(f"parsing the trace into {n_records} records: {parse * 1e3:.3f} ms per exec")
     return 0
 

@@ -280,9 +280,6 @@ def sanitize(line: bytes, dns: DnsSockets | None = None) -> bytes:
     return call_only(line, m.end())  # not understood: the call's name and its result only
 
 
-_CUT = re.compile(rb"exec| send")
-
-
 class LinePump:
     """Bytes from strace's pipe in, whole sanitized lines out (a partial line waits)."""
 
@@ -307,11 +304,11 @@ class LinePump:
         return b"".join(self._line(ln) + b"\n" for ln in data[: end - 1].split(b"\n"))
 
     def _line(self, line: bytes) -> bytes:
-        head = line[:48]
-        if b" connect(" in head:
+        if line.find(b"exec", 0, 48) >= 0 or line.find(b" send", 0, 48) >= 0:
+            return sanitize(line, self._dns)
+        if line.find(b" connect(", 0, 48) >= 0:
             self._dns.note(line)  # to port 53: its socket's sends keep a query's first bytes
-            return line
-        return sanitize(line, self._dns) if _CUT.search(head) else line
+        return line
 
     def flush(self) -> bytes:
         """The last line, once strace is gone (it ends a line only when it starts the next)."""
