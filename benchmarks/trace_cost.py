@@ -46,6 +46,7 @@ from pathlib import Path
 
 from mcpshim.log import execlog
 from mcpshim.paths import Locations
+from mcpshim.proc.procinfo import read_stat
 from mcpshim.shim import install, targets
 from mcpshim.supervise.supervisor import (
     TRACE_BATCH_S,
@@ -60,9 +61,16 @@ from throwaway import throwaway_home
 
 
 def wait_tracer(pid: int) -> int:
+    """The tracer's pid once it has attached. A command over before we looked (a zombie
+    shows no TracerPid) left its tracer to us, the subreaper: our child named strace."""
     tracer = 0
-    while not tracer and os.path.exists(f"/proc/{pid}"):
+    while not tracer and not is_gone(pid):
         tracer = tracer_of(pid) or 0
+    if not tracer:
+        for entry in os.listdir("/proc"):
+            st = read_stat(int(entry)) if entry.isdigit() else None
+            if st and st.pid != pid and st.ppid == os.getpid() and st.comm == b"strace":
+                return st.pid
     return tracer
 
 
