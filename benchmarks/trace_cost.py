@@ -41,8 +41,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from mcpshim.log import execlog
 from mcpshim.paths import Locations
@@ -146,6 +147,36 @@ def run_supervised(
     return time.perf_counter() - t0
 
 
+K = TypeVar("K", bound=Hashable)
+
+
+def measure(
+    variants: Mapping[K, Callable[[], float]],
+    rounds: int,
+    output: Path,
+    rnd: random.Random,
+    per: int = 1,
+) -> tuple[dict[K, list[float]], dict[K, list[float]]]:
+    """Each variant once (warm caches), then `rounds` rounds in a new random order each:
+    the wall and CPU seconds of every run, divided by `per`. `output` (a bare strace's
+    file) is removed before each run."""
+    times: dict[K, list[float]] = {k: [] for k in variants}
+    cpus: dict[K, list[float]] = {k: [] for k in variants}
+    for fn in variants.values():
+        fn()
+        reap_all()
+    for _ in range(rounds):
+        order = list(variants)
+        rnd.shuffle(order)
+        for key in order:
+            output.unlink(missing_ok=True)
+            c0 = cpu()
+            times[key].append(variants[key]() / per)
+            reap_all()
+            cpus[key].append((cpu() - c0) / per)
+    return times, cpus
+
+
 def padded(env: dict[str, str], size: int) -> dict[str, str]:
     out = dict(env)
     i = 0
@@ -189,21 +220,7 @@ def main() -> int:
             "run": lambda: run_supervised(loc, strace, cmd, plain),
         }
         set_child_subreaper()
-        times: dict[str, list[float]] = {k: [] for k in variants}
-        cpus: dict[str, list[float]] = {k: [] for k in variants}
-        for fn in variants.values():  # warm caches
-            fn()
-            reap_all()
-        rnd = random.Random(1)
-        for _ in range(opts.rounds):
-            order = list(variants)
-            rnd.shuffle(order)
-            for key in order:
-                output.unlink(missing_ok=True)
-                c0 = cpu()
-                times[key].append(variants[key]() / opts.n)
-                reap_all()
-                cpus[key].append((cpu() - c0) / opts.n)
+        times, cpus = measure(variants, opts.rounds, output, random.Random(1), opts.n)
         # Parse cost, on the trace of one traced loop (without -v: parsing reads argv).
         run_plain(old, plain)
         t0 = time.perf_counter()

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from mcpshim.paths import Locations
 from mcpshim.supervise.supervisor import set_child_subreaper
-from trace_cost import cpu, reap_all, run_plain, run_session, run_supervised
+from trace_cost import measure, run_plain, run_session, run_supervised
 
 LISTENER = textwrap.dedent(
     """
@@ -118,22 +118,7 @@ def main() -> int:
                         )
                         variants[(op, "run", k)] = partial(run_supervised, loc, strace, cmd, env)
             set_child_subreaper()
-            for fn in variants.values():  # warm caches
-                fn()
-                reap_all()
-            times: dict[tuple[str, str, int], list[float]] = {k: [] for k in variants}
-            cpus: dict[tuple[str, str, int], list[float]] = {k: [] for k in variants}
-            rnd = random.Random(29)
-            for _ in range(opts.rounds):
-                order = list(variants)
-                rnd.shuffle(order)
-                for key in order:
-                    output.unlink(missing_ok=True)
-                    c0 = cpu()
-                    times[key].append(variants[key]())
-                    reap_all()
-                    cpus[key].append(cpu() - c0)
-                shutil.rmtree(loc.log_dir, ignore_errors=True)  # run's records, each round
+            times, cpus = measure(variants, opts.rounds, output, random.Random(29))
     finally:
         listener.kill()
         listener.wait()

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from mcpshim.log.netrecords import net_by_process, net_record
 from tests.fixtures.home import Home
+from tests.fixtures.nethelp import free_port, listening
 from tests.fixtures.runhelp import MCPSHIM, events, needs_trace, only_session, run
 
 pytestmark = needs_trace
@@ -30,34 +30,8 @@ PY = sys.executable
 
 @pytest.fixture
 def listener() -> Iterator[int]:
-    """A TCP listener outside the family, accepting and closing: its port."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            c.close()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    yield srv.getsockname()[1]
-    stop.set()
-    srv.close()
-
-
-def closed_port() -> int:
-    """A port nothing listens on (it was free a moment ago)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port: int = s.getsockname()[1]
-    s.close()
-    return port
+    with listening() as port:
+        yield port
 
 
 def traced(home: Home, argv: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -101,7 +75,7 @@ def test_a_short_lived_connection_is_on_its_process(home: Home, listener: int) -
 @pytest.mark.skipif(CURL is None, reason="needs curl")
 def test_curl_against_a_closed_port_is_refused(home: Home) -> None:
     assert CURL is not None
-    port = closed_port()
+    port = free_port()
     done = run(home, [CURL, "-sS", f"http://127.0.0.1:{port}/"], "--trace", capture_output=True)
     assert done.returncode == 7, done.stderr  # curl: could not connect
     sid = only_session(home)
@@ -119,7 +93,7 @@ def test_curl_against_a_closed_port_is_refused(home: Home) -> None:
 
 
 def test_nonblocking_connects_take_their_outcome_from_getsockopt(home: Home, listener: int) -> None:
-    port = closed_port()
+    port = free_port()
     code = f"""
         import socket
         socket.create_connection(("127.0.0.1", {listener}), timeout=5).close()
@@ -185,7 +159,7 @@ def test_a_listening_socket_opened_and_closed(home: Home) -> None:
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         u.bind(("127.0.0.1", int(input())))
     """
-    free = closed_port()
+    free = free_port()
     argv = [*MCPSHIM, "run", "--dir", str(home.loc.shim_dir), "--trace", "--", *python(code)]
     done = subprocess.run(argv, input=f"{free}\n".encode(), capture_output=True, env=home.env,
                           timeout=120, check=False)  # fmt: skip

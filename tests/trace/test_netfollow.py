@@ -20,6 +20,7 @@ from mcpshim.log import execlog
 from mcpshim.trace.net import NetAttempt
 from mcpshim.trace.parse import LinePump, parse_output
 from mcpshim.trace.strace import build_trace
+from tests.fixtures.nethelp import free_port, listening
 from tests.trace.test_parse import traced
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
@@ -27,30 +28,9 @@ NODE = shutil.which("node")
 
 
 @pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-
-    def loop() -> None:
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            c.close()
-
-    threading.Thread(target=loop, daemon=True).start()
-    yield srv
-    srv.close()
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port: int = s.getsockname()[1]
-    s.close()
-    return port
+def listener() -> Iterator[int]:
+    with listening() as port:
+        yield port
 
 
 def attempts(tmp_path: Path, code: str) -> tuple[list[NetAttempt], int]:
@@ -75,10 +55,8 @@ PENDING = """
 """
 
 
-def test_a_reused_fd_does_not_settle_the_old_connect(
-    tmp_path: Path, listener: socket.socket
-) -> None:
-    closed, port = free_port(), listener.getsockname()[1]
+def test_a_reused_fd_does_not_settle_the_old_connect(tmp_path: Path, listener: int) -> None:
+    closed, port = free_port(), listener
     code = (
         PENDING
         + f"""
@@ -98,10 +76,8 @@ def test_a_reused_fd_does_not_settle_the_old_connect(
     ]
 
 
-def test_a_dup_a_fork_and_an_exec_find_their_connect(
-    tmp_path: Path, listener: socket.socket
-) -> None:
-    closed, port = free_port(), listener.getsockname()[1]
+def test_a_dup_a_fork_and_an_exec_find_their_connect(tmp_path: Path, listener: int) -> None:
+    closed, port = free_port(), listener
     code = (
         PENDING
         + f"""
@@ -132,8 +108,8 @@ def test_a_dup_a_fork_and_an_exec_find_their_connect(
     ]
 
 
-def test_a_thread_connects_for_its_process(tmp_path: Path, listener: socket.socket) -> None:
-    port = listener.getsockname()[1]
+def test_a_thread_connects_for_its_process(tmp_path: Path, listener: int) -> None:
+    port = listener
     code = f"""
     import socket, threading
     t = threading.Thread(target=lambda: socket.create_connection(("127.0.0.1", {port})))
