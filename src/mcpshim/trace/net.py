@@ -17,9 +17,11 @@ second connect on a pending socket settles it (EISCONN: connected).
 
 Sends are recorded when they name an address (sendto, sendmsg's msg_name: UDP, which is how
 DNS lookups leave) or go out on a connected datagram socket; consecutive sends of one
-process on one fd to one destination within SEND_MERGE_S of the last become one attempt
-with a count. A send to port 53 is a DNS lookup: its question's name is read from the bytes
-strace printed (the first DNS_KEEP bytes of each message were kept for that).
+process on one socket to one destination within SEND_MERGE_S of the last become one
+attempt with a count. A send to port 53 is a DNS lookup: its question's name is read from
+the bytes strace printed (the first DNS_KEEP bytes of each message were kept for that).
+A listener bound to port 0 gets its port, and an accept that wrote back no address its
+peer, from the program's own getsockname / getpeername, when it makes one.
 """
 
 from __future__ import annotations
