@@ -109,7 +109,10 @@ def test_terminated_survivor_is_low(home: Home) -> None:
     assert surv.level.label == "low" and "terminated" in surv.message
 
 
-def test_listening_outbound_and_credentials(home: Home, tmp_path: Path) -> None:
+@pytest.mark.parametrize("traced", [False, True], ids=["sampled", "traced"])
+def test_listening_outbound_and_credentials(home: Home, tmp_path: Path, traced: bool) -> None:
+    """Untraced, the sampler's sockets are the evidence (MCS303, MCS304); traced, the
+    kernel's socket calls are (MCS303, MCS306) and the samples say nothing twice."""
     peer = own_address()
     script = tmp_path / "sockets.py"
     script.write_text(SOCKETS)
@@ -117,7 +120,7 @@ def test_listening_outbound_and_credentials(home: Home, tmp_path: Path) -> None:
     home.loc.log_dir.mkdir(parents=True, exist_ok=True)
     home.loc.log_file.touch()
     res = run(home, [sys.executable, str(script), "0.0.0.0", peer, str(home.loc.log_file)],
-              env=env)  # fmt: skip
+              *(() if traced else ("--no-trace",)), env=env)  # fmt: skip
     assert res.returncode == 0
     socks = events(home, "socket")
     statuses = {(s["status"], s["raddr"] is None) for s in socks}
@@ -128,14 +131,20 @@ def test_listening_outbound_and_credentials(home: Home, tmp_path: Path) -> None:
     rules = {f.rule.id: f for f in findings}
     assert rules["MCS303"].level.label == "medium"
     assert "0.0.0.0:" in rules["MCS303"].message
-    assert peer in rules["MCS304"].message
+    outbound = "MCS306" if traced else "MCS304"
+    assert peer in rules[outbound].message
+    assert ("MCS304" in rules) is not traced and ("MCS306" in rules) is traced
+    assert rules[outbound].level.label == "medium"  # not loopback: remote's grade
+    if traced:
+        assert f"connected to {peer}:" in rules["MCS306"].message
+        assert sum(f.rule.id == "MCS303" for f in findings) == 1  # the trace's, not a sample's
     assert "DEPLOY_TOKEN" in rules["MCS305"].message
     assert b"not-a-real-token-value" not in home.loc.log_file.read_bytes()
     # A destination the policy lists is not a finding.
     from dataclasses import replace
 
     allowing = replace(default_policy(), destinations=(peer,))
-    assert "MCS304" not in {f.rule.id for f in session_findings(home.records(), allowing)}
+    assert outbound not in {f.rule.id for f in session_findings(home.records(), allowing)}
 
 
 def test_loopback_listener_is_low(home: Home, tmp_path: Path) -> None:

@@ -363,20 +363,35 @@ def test_shadowed_git_from_node_modules_bin(lab: Lab, home: Home, tmp_path: Path
     assert f.level.label == "high" and str(shadow) in f.message and f.count == 1
 
 
-def test_loopback_service_outside_the_family_is_outbound(home: Home) -> None:
+@pytest.mark.parametrize("traced", [False, True], ids=["sampled", "traced"])
+def test_loopback_service_outside_the_family_is_outbound(
+    home: Home, tmp_path: Path, traced: bool
+) -> None:
+    """A local service outside the family is a network peer: sampled, MCS304 (medium);
+    traced, the kernel's connect is MCS306, graded by the policy (loopback: low by
+    default, what [network] loopback says otherwise)."""
     import socket
 
     srv = socket.create_server(("127.0.0.1", 0))
     port = srv.getsockname()[1]
     code = f"import socket,time;s=socket.create_connection(('127.0.0.1',{port}));time.sleep(1.2)"
     try:
-        assert run(home, [sys.executable, "-c", code]).returncode == 0
+        opts = () if traced else ("--no-trace",)
+        assert run(home, [sys.executable, "-c", code], *opts).returncode == 0
     finally:
         srv.close()
     sid = only_session(home)
     doc = _json(home, "--session", sid)
-    [out] = [f for f in doc["findings"] if f["rule"] == "MCS304"]
-    assert f"127.0.0.1:{port}" in out["message"] and out["severity"] == "medium"
+    [out] = [f for f in doc["findings"] if f["rule"] == ("MCS306" if traced else "MCS304")]
+    assert f"127.0.0.1:{port}" in out["message"]
+    assert out["severity"] == ("low" if traced else "medium")
+    if traced:
+        assert not [f for f in doc["findings"] if f["rule"] == "MCS304"]
+        policy = tmp_path / "p.toml"
+        policy.write_text('[network]\nloopback = "medium"\n')
+        graded = _json(home, "--session", sid, "--policy", str(policy))
+        [out] = [f for f in graded["findings"] if f["rule"] == "MCS306"]
+        assert out["severity"] == "medium"
 
 
 def test_tool_name_hint_is_low_policy_entry_is_medium(home: Home) -> None:

@@ -13,10 +13,9 @@ import pytest
 
 from mcpshim.log import execlog
 from mcpshim.trace.probe import trace_unavailable
-from mcpshim.trace.records import connect_payloads, exec_payloads
+from mcpshim.trace.records import exec_payloads, trace_payloads
 from mcpshim.trace.run import is_gone, tracer_of
 from mcpshim.trace.strace import (
-    CONNECT,
     MAX_ARG_STRLEN,
     ExecAttempt,
     Trace,
@@ -132,9 +131,9 @@ def test_failed_exec_for_good(tmp_path: Path) -> None:
 
 
 def test_connects_traced_for_a_contained_session(tmp_path: Path) -> None:
-    """Each inet connect is parsed with its address, port and result (Unix sockets are not
-    among them: trace.net has those); only the ones the refusal function of a contained
-    session claims become trace-connect records, with why."""
+    """Each connect is one trace-net record, a contained session's or not; the ones the
+    refusal function of a contained session claims say why on that record (`blocked`):
+    no second record kind for the same connect. Unix sockets are no port the ruleset has."""
     code = (
         "import socket\n"
         "for fam, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):\n"
@@ -143,17 +142,25 @@ def test_connects_traced_for_a_contained_session(tmp_path: Path) -> None:
         "try: socket.socket(socket.AF_UNIX).connect('/nonexistent')\n"
         "except OSError: pass\n"
     )
-    trace, root, status = traced(tmp_path, [sys.executable, "-c", code], extra=CONNECT)
+    trace, root, status = traced(tmp_path, [sys.executable, "-c", code])
     assert status == 0
-    got = [(c.addr, c.port, c.result) for c in trace.connects]
-    assert got == [(b"127.0.0.1", 9, "ECONNREFUSED"), (b"::1", 9, "ECONNREFUSED")]
-    assert all(c.pid == root for c in trace.connects)
-    claimed = list(connect_payloads(trace, "S", "B", {}, lambda port, r: f"port {port}"))
-    assert [p["raddr"] for p in claimed] == ["127.0.0.1:9", "[::1]:9"]
-    assert claimed[0]["blocked"] == "port 9" and claimed[0]["exe"] == sys.executable
-    assert list(connect_payloads(trace, "S", "B", {}, lambda port, r: None)) == []
-    plain, _, _ = traced(tmp_path, [sys.executable, "-c", code])
-    assert [(c.addr, c.port, c.result) for c in plain.connects] == got  # always, since #29
+
+    def nets(refused: object) -> list[dict[str, object]]:
+        found = trace_payloads(trace, "S", "B", {}, port_refused=refused)  # type: ignore[arg-type]
+        return [p for k, p in found if k == "trace-net"]
+
+    claimed = nets(lambda port, r: f"port {port} ({r})")
+    got = [(p["address"], p["port"], p["outcome"], p.get("blocked")) for p in claimed]
+    assert got == [
+        ("127.0.0.1", 9, "refused", "port 9 (ECONNREFUSED)"),
+        ("::1", 9, "refused", "port 9 (ECONNREFUSED)"),
+        ("/nonexistent", None, "absent", None),
+    ]
+    assert all(p["pid"] == root for p in claimed)
+    assert not any("blocked" in p for p in nets(lambda port, r: None))
+    assert not any("blocked" in p for p in nets(None))
+    kinds = {k for k, _p in trace_payloads(trace, "S", "B", {}, port_refused=lambda p, r: "x")}
+    assert "trace-connect" not in kinds
 
 
 def test_an_exec_from_a_memfd_is_recorded(tmp_path: Path) -> None:

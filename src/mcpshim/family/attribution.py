@@ -31,6 +31,7 @@ from mcpshim.family.calls import Call, parse_calls
 from mcpshim.family.evidence import Candidates
 from mcpshim.family.images import parse_time
 from mcpshim.family.model import Assembler
+from mcpshim.family.netfacts import NetFacts
 from mcpshim.family.overlap import MayHaveRun, Overlap, Owner, may_have_run, overlaps
 from mcpshim.family.tree import Forest, Image, Node, build_forest
 from mcpshim.log import execlog
@@ -95,6 +96,8 @@ class Attribution:
         if self._may is None:
             self._may = may_have_run(self.overlaps, self.owner)
         return self._may.get(call, [])
+    #: the processes' socket calls, as the model keeps them (family.netfacts)
+    net: NetFacts = field(default_factory=NetFacts)
 
     def nodes(self) -> Iterator[Node]:
         for root in self.forest.roots:
@@ -161,7 +164,10 @@ class Collector:
         still held goes in), False for a live view that reads on."""
         if final:
             self._keep(self.model.finish())
-        return [_attribute(sid, s, anchor) for sid, s in self.sessions.items()]
+        out = [_attribute(sid, s, anchor) for sid, s in self.sessions.items()]
+        for att in out:
+            att.net = self.model.net
+        return out
 
 
 def attribute(records: Iterable[Record], session: str, anchor: Anchor) -> Attribution | None:

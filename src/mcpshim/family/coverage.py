@@ -59,6 +59,15 @@ class SessionCoverage:
     zdotdir: bool = False
     #: run --contain: the session-start record's `contain` object (None: not asked for)
     contain: Mapping[str, Any] | None = None
+    #: traced: the tracer recorded the family's socket calls (`net` of them); sampled: only
+    #: the sockets open at a sample are evidence (untraced, or a trace before issue 29)
+    network: str = "sampled"
+    net: int = 0
+
+    def network_text(self) -> str:
+        if self.network == "traced":
+            return f"traced ({self.net} socket call record(s))"
+        return "sampled (only sockets open when the sampler looked; short connections unseen)"
 
     def causes(self) -> dict[str, int]:
         return dict(Counter(b.cause.kind for b in self.bypassed).most_common())
@@ -92,7 +101,8 @@ class SessionCoverage:
         bypassed = f"{len(self.bypassed)} bypassed" + (f" ({why})" if why else "")
         return (
             f"{self.execs} execs: {self.through} through shims, {bypassed}, {self.no_shim} "
-            f"with no shim; trace: {self.trace_text()}; {self.contain_text()}"
+            f"with no shim; trace: {self.trace_text()}; network: {self.network_text()}; "
+            f"{self.contain_text()}"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -109,6 +119,7 @@ class SessionCoverage:
             "sources": dict(self.sources),
             "trace": {"status": self.trace, "text": self.trace_text()},
             "zdotdir": self.zdotdir,
+            "network": {"status": self.network, "records": self.net, "text": self.network_text()},
             "contain": {
                 "status": (self.contain or {}).get("state", "off"),
                 "abi": (self.contain or {}).get("abi"),
@@ -336,8 +347,11 @@ def _account(
         "sampler": len(s.sampled),
         "parent": s.parent_seen,
     }
+    net = (s.summary or {}).get("net")
     return SessionCoverage(
         sid, through + len(bypassed) + no_shim, through, tuple(bypassed), no_shim, commands,
         sources, state, note, zdotdir,
         contain if isinstance(contain := start.get("contain"), dict) else None,
+        "traced" if isinstance(net, int) and not isinstance(net, bool) else "sampled",
+        net if isinstance(net, int) else 0,
     )  # fmt: skip

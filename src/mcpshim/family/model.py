@@ -14,8 +14,10 @@ tracer's gap with execs of its own) comes out too, as an image whose `entry` is 
 
 Tree, review, attribution (report, approve, export) and the coverage line all take their
 images from here, so a process is one node, each exec one entry, and every count agrees.
-A future source (a connection record, evidence that places a process under a call) adds
-a conversion here, not a reader-specific assembly.
+A future source (evidence that places a process under a call) adds a conversion here, not
+a reader-specific assembly. The tracer's socket calls (`trace-net`) are such a source: they
+come after the execs they belong to, so they are kept by process identity (`net`, a
+family.netfacts.NetFacts) for readers to place on each node's execs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.images import Image, image_of, invoked_name, parent_image
+from mcpshim.family.netfacts import NetFacts
 from mcpshim.family.trace_merge import gap_image, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
 from mcpshim.log.ledger import (
@@ -37,11 +40,12 @@ from mcpshim.log.ledger import (
     sample_is_helper,
     trace_is_exec,
 )
+from mcpshim.log.netrecords import net_record
 
 __all__ = ["Assembler", "entries"]
 
 _EVENTS = frozenset({"session-start", "session-end", "trace-summary", "trace-exec", "trace-gap",
-                     "observed", "trace-fallback", "trace-fork"})  # fmt: skip
+                     "observed", "trace-fallback", "trace-fork", "trace-net"})  # fmt: skip
 
 
 def _int(v: Any) -> int | None:
@@ -69,6 +73,7 @@ class Assembler:
         self.coverage = coverage if coverage is not None else CoverageCollector(only)
         self._held: dict[int, tuple[str, Record]] = {}  # token -> (what, record)
         self._attempts: dict[tuple[str, int], list[tuple[EventRecord, Image]]] = {}
+        self.net = NetFacts()  # the sessions' socket calls, by process (trace-net)
 
     # ---- shim records ------------------------------------------------------------------
 
@@ -123,7 +128,13 @@ class Assembler:
             self.ledger.start(sid, d.get("trace"))
         elif kind == "trace-summary":
             self.ledger.summary(sid)
+            if "net" in d and self._mine_sid(sid):  # the socket calls were traced
+                self.net.traced.add(sid)
             out = self._released()
+        elif kind == "trace-net":
+            n = net_record(rec)
+            if n is not None and self._mine_sid(sid):
+                self.net.add(n)
         elif kind == "session-end":
             self.ledger.end(sid)
             out = self._released()
@@ -170,6 +181,9 @@ class Assembler:
 
     def _mine(self, img: Image) -> bool:
         return self.only is None or img.session == self.only
+
+    def _mine_sid(self, sid: str) -> bool:
+        return self.only is None or sid == self.only
 
     def _released(self) -> list[Image]:
         out: list[Image] = []

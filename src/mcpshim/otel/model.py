@@ -8,7 +8,9 @@ calls' spans links to it (a link, not a parent: which one started it is not know
 and attributes follow the OpenTelemetry semantic conventions: GenAI tool execution
 (`execute_tool {gen_ai.tool.name}`), MCP (`mcp.method.name`, `mcp.session.id`,
 `mcp.protocol.version`, `jsonrpc.request.id`), process (`process.pid`,
-`process.command_args` redacted, ...); what no convention names is under `mcpshim.`.
+`process.command_args` redacted, ...), network (`network.peer.address`,
+`network.transport`, ... on each exec's span and its `mcpshim.network` events:
+otel.netattrs); what no convention names is under `mcpshim.`.
 
 Ids are hashes of identity, never random: the trace id of the session id, a call's span id
 of its direction, JSON-RPC id and request time, a process's of (boot id, pid, start ticks),
@@ -29,11 +31,13 @@ from typing import Any
 from mcpshim.base.display import json_text
 from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
+from mcpshim.family.netfacts import kind_of
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import argv_of
 from mcpshim.log.execlog import EventRecord
 from mcpshim.log.logview import entity_id
 from mcpshim.log.redact import redact_argv
+from mcpshim.otel.netattrs import net_attributes, net_event_attributes
 
 __all__ = [
     "SessionTrace",
@@ -248,6 +252,9 @@ def _process_spans(
     trace = trace_id_of(att.session)
     execs = execs_of(node)
     whole = _process_span(att, node, ends, span)
+    nets: dict[int, list[Any]] = {}
+    for _node, made, n in att.net.facts([node]):
+        nets.setdefault(id(made), []).append(n)
     up = parent
     for k, img in enumerate(execs):
         sid = process_span_id(att.session, node, k)
@@ -259,9 +266,13 @@ def _process_spans(
             attrs.pop("process.exit.code", None)
         elif "process.exit.code" in whole.attributes:
             attrs["process.exit.code"] = whole.attributes["process.exit.code"]
+        facts = nets.get(id(img), [])
+        attrs |= _clean(dict(net_attributes(facts)))
+        net_events = tuple(SpanEvent("mcpshim.network", n.time, _clean(net_event_attributes(n)))
+                           for n in facts if kind_of(n) not in ("plumbing", "other"))  # fmt: skip
         out.append(replace(whole, trace_id=trace, span_id=sid, parent_id=up,
                            name=img.command or "?", start=first, end=last,
-                           attributes=attrs, events=filed.get(sid, ())))  # fmt: skip
+                           attributes=attrs, events=filed.get(sid, ()) + net_events))  # fmt: skip
         up = sid
     return out
 

@@ -82,6 +82,8 @@ def summary(name: str, b: Boundary, seen: Seen, called: bool) -> str:
         parts.append("it reached the network: " + _list(net))
     else:
         parts.append("it did not reach the network (no socket was seen)")
+    if seen.tried:
+        parts.append("it tried " + _list(list(seen.tried)) + ", and reached nothing there")
     if b.credential_env:
         parts.append("its processes held " + _list(list(b.credential_env)))
     if b.outlives:
@@ -124,6 +126,8 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
     rows.append(("working directories", _list(list(b.cwd_roots))))
     rows.append(("runs as", _list(list(b.users), "-")))
     rows.append(("network", _list([*b.destinations, *(f"listens on {x}" for x in b.listens)])))
+    if card.seen.tried:
+        rows.append(("tried, not reached", _list(list(card.seen.tried))))
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
     left = [f"{n.current.command} (pid {n.pid}): {t}" for n, _w, t in card.seen.outlived]
     rows.append(("left running after the call", _list(left)))

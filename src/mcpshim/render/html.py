@@ -129,12 +129,14 @@ def _proc_items(att: Attribution, owner: Any) -> str:
 
 def _node_html(att: Attribution, node: Node, depth: int = 0) -> str:
     parts = []
+    said = att.net.said(node)
     for k, img in enumerate(node.images):
         lead = ("└─ " if depth and k == 0 else "") + ("" if k == 0 else "exec ")
         parts.append(
             f'{lead}<span class="pid">{node.pid}</span><span class="src {h(img.source)}">'
             f'{h(img.source)}</span> <span class="argv">{_html(image_line(img))}</span>'
         )
+        parts += [f'<span class="muted">network: {h(t)}</span>' for t in said.get(id(img), ())]
     note = _node_note(att, node)
     if note:
         parts[0] += f' <span class="tag late">{h(note)}</span>'

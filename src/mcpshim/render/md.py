@@ -175,6 +175,7 @@ def render_calls_text(att: Attribution) -> str:
         else:
             lines.append(f"ambiguous between {escape(overlap_title(att, owner))}:")
         for depth, node in _owned_tree(att, owner):
+            said = att.net.said(node)
             for k, img in enumerate(node.images):
                 head = f"{node.pid}" if k == 0 else " " * len(str(node.pid)) + " exec"
                 note = _node_note(att, node) if k == 0 else ""
@@ -185,6 +186,8 @@ def render_calls_text(att: Attribution) -> str:
                     + f"{head} {image_line(img)}"
                     + (f"  [{escape(note)}]" if note else "")
                 )
+                pad = "    " + "   " * depth + " " * (len(str(node.pid)) + 4)
+                lines += [f"{pad}net: {escape(t)}" for t in said.get(id(img), ())]
     return "\n".join(lines) + "\n"
 
 
@@ -254,10 +257,12 @@ def render_md(
             out.append("(started no process of its own)" if may else "(started no process)")
         for depth, node in procs:
             note = _node_note(att, node)
+            said = att.net.said(node)
             for n, img in enumerate(node.images):
                 lead = "  " * depth + "- " + ("" if n == 0 else "exec ")
                 tail = f" — {md_text(note)}" if note and n == 0 else ""
                 out.append(f"{lead}pid {node.pid} {md_code(image_line(img), escaped=True)}{tail}")
+                out += [f"{'  ' * depth}  - network: {md_text(t)}" for t in said.get(id(img), ())]
     if cards:
         out += ["", cards.rstrip("\n")]
     out += ["", f"## Findings ({len(rep.findings)})", ""]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim.family.attribution import Anchor, Attribution, Collector, Owner
+from mcpshim.family.netfacts import destination, kind_of
 from mcpshim.family.tree import Image, Node
 from mcpshim.log.execlog import EventRecord, Record
 from mcpshim.review.rules import network, runners
@@ -45,7 +46,7 @@ __all__ = [
 Ident = tuple[int, int | None]
 _KINDS = frozenset(
     {"mcp-initialize", "mcp-tools", "mcp-resources", "mcp-prompts", "mcp-refused", "socket",
-     "observed", "survivor", "terminated", "departure", "session-start", "trace-connect"}
+     "observed", "survivor", "terminated", "departure", "session-start", "trace-net"}
 )  # fmt: skip
 
 
@@ -66,7 +67,7 @@ class SessionEvidence:
     uids: dict[Ident, int] = field(default_factory=dict)
     refused: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
     departures: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
-    blocked: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)  # connects
+    blocked: list[EventRecord] = field(default_factory=list)  # refused connects (trace-net)
     server_creds: tuple[str, ...] = ()
     user: str = ""
     uid: int | None = None
@@ -100,8 +101,9 @@ class SessionEvidence:
             self.refused.append((d, rec.where))
         elif k == "departure":
             self.departures.append((d, rec.where))
-        elif k == "trace-connect":  # a connect a contained session's ruleset refused
-            self.blocked.append((d, rec.where))
+        elif k == "trace-net":
+            if d.get("blocked"):  # a connect a contained session's ruleset refused
+                self.blocked.append(rec)
         elif k == "session-start":
             self.server_creds = tuple(d.get("credential_env", ()))
             self.user, uid = str(d.get("user", "")), d.get("uid")
@@ -148,6 +150,8 @@ class Seen:
     cwds: dict[str, tuple[Node, Image]] = field(default_factory=dict)
     destinations: dict[str, tuple[Node, str]] = field(default_factory=dict)  # where, text
     listens: dict[str, tuple[Node, str]] = field(default_factory=dict)
+    #: traced sessions: what was tried and not reached ("127.0.0.1:9: refused")
+    tried: dict[str, tuple[Node, str]] = field(default_factory=dict)
     creds: dict[str, Node] = field(default_factory=dict)
     users: set[str] = field(default_factory=set)
     outlived: list[tuple[Node, str, str]] = field(default_factory=list)  # node, where, text
@@ -249,8 +253,22 @@ def _user(uid: int | None, ev: SessionEvidence) -> str:
         return f"uid {uid}"
 
 
+def _add_net(seen: Seen, att: Attribution, node: Node) -> None:
+    for n in att.net.of(node):
+        kind, dest = kind_of(n), destination(n)
+        udp = " (udp)" if n.transport == "udp" else ""
+        if kind == "reached" and n.call != "accept":
+            seen.destinations.setdefault(dest + udp, (node, n.where))
+        elif kind == "listened":
+            seen.listens.setdefault(dest.rsplit(":", 1)[0] + udp if n.port is not None
+                                    else dest, (node, n.where))  # fmt: skip
+        elif kind == "tried":
+            seen.tried.setdefault(f"{dest}{udp}: {n.outcome}", (node, n.where))
+
+
 def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> None:
     seen.processes += 1
+    traced = att.net.is_traced(att.session)
     ident = (node.pid, node.start)
     via = _project_file(node)
     imgs = images_that_ran(node)
@@ -274,7 +292,7 @@ def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> 
         runner = _runs_project_scripts(img)
         if runner is not None:
             seen.project.setdefault(runner, node)
-        for d in network.destinations(img) or ():
+        for d in (network.destinations(img) or ()) if not traced else ():
             seen.destinations.setdefault(d, (node, img.where))
     seen.users.add(_user(ev.uids.get(ident), ev))
     names = set(ev.creds.get(ident, ()))
@@ -282,7 +300,9 @@ def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> 
         names |= set(ev.server_creds)
     for n in sorted(names):
         seen.creds.setdefault(n, node)
-    for sock, where in ev.sockets.get(ident, ()):
+    if traced:  # the kernel's facts, not a helper's arguments nor a sample's sockets
+        _add_net(seen, att, node)
+    for sock, where in ev.sockets.get(ident, ()) if not traced else ():
         laddr, raddr = str(sock.get("laddr", "")), sock.get("raddr")
         udp = " (udp)" if str(sock.get("proto", "")).startswith("udp") else ""
         if sock.get("status") == "LISTEN":

@@ -36,6 +36,7 @@ CHECK_MODULES = (
 MODULES = (
     *CHECK_MODULES,
     "mcpshim.review.rules.session_rules",
+    "mcpshim.review.rules.connections",
     "mcpshim.review.rules.coverage_rules",
     "mcpshim.review.rules.mcp_rules",
     "mcpshim.review.rules.unreadable",

@@ -28,7 +28,7 @@ from mcpshim.review.baseline import Baseline
 from mcpshim.review.boundary import SessionEvidence, relayed_sessions
 from mcpshim.review.departures import departures
 from mcpshim.review.engine import Progress, ReviewResult, review
-from mcpshim.review.findings import Finding
+from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.mcp_rules import regroup, session_findings
 from mcpshim.review.rules.unreadable import unreadable_findings
@@ -70,9 +70,25 @@ def with_calls(
     if not atts:
         return Reviewed(result)
     extra = [f for att in atts for f in session_findings(att, policy)]
-    findings = regroup(result.findings, atts) + apply_policy(extra, policy)
+    findings = _hints(regroup(result.findings, atts), atts) + apply_policy(extra, policy)
     done = dataclasses.replace(result, findings=findings)
     return Reviewed(done, atts, call_verdicts(atts, findings) if verdicts else [])
+
+
+#: findings from a helper's arguments: where it may connect, a guess
+_ARGUMENT_RULES = frozenset({"MCS108", "MCS109"})
+
+
+def _hints(findings: list[Finding], atts: list[Attribution]) -> list[Finding]:
+    """In a session whose socket calls were traced, what a helper's arguments name is a hint
+    beside the kernel's facts (MCS306/307 say the contact or the attempt): info."""
+    traced = {att.session for att in atts if att.net.is_traced(att.session)}
+    return [
+        f.with_severity(Severity.INFO)
+        if f.rule.id in _ARGUMENT_RULES and f.call is not None and f.call.session in traced
+        else f
+        for f in findings
+    ]
 
 
 def review_log(

@@ -81,6 +81,12 @@ class CommandPolicy:
     destinations: tuple[str, ...] = ()  # network destinations (host, host:port, globs)
 
 
+#: the default grades of observed destinations the policy does not list ([network])
+NETWORK_GRADES: Mapping[str, Severity] = {
+    "loopback": Severity.LOW, "unix": Severity.LOW, "remote": Severity.MEDIUM,
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Policy:
     trusted_dirs: tuple[str, ...]
@@ -94,6 +100,13 @@ class Policy:
     strict_commands: bool = False  # a command without a [commands.X] table is a finding
     tools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # MCP tool -> commands
     source: str = ""  # the file it came from ("" for defaults)
+    #: how an observed connection to an unlisted destination is graded, by where it goes
+    grades: Mapping[str, Severity] = field(default_factory=lambda: dict(NETWORK_GRADES))
+
+    def grade(self, scope: str | None) -> Severity:
+        """The severity of an unlisted destination: loopback, unix, remote (any other)."""
+        key = scope if scope in ("loopback", "unix") else "remote"
+        return self.grades.get(key, NETWORK_GRADES[key])
 
     def command(self, name: str) -> CommandPolicy | None:
         return self.commands.get(name)
@@ -236,7 +249,14 @@ def parse_policy(text: str, path: Path, known_rules: Collection[str] | None = No
         for name, v in _table(ctx, data.get("commands", {}), "commands").items()
     }
     network = _table(ctx, data.get("network", {}), "network")
-    ctx.no_unknown(network, ("destinations",), "network.")
+    ctx.no_unknown(network, ("destinations", *NETWORK_GRADES), "network.")
+    grades = dict(NETWORK_GRADES)
+    for scope in NETWORK_GRADES:
+        if scope in network:
+            level = network[scope]
+            if not isinstance(level, str) or level.upper() not in Severity.__members__:
+                raise ctx.fail(f"network.{scope}", "expected one of info, low, medium, high")
+            grades[scope] = Severity[level.upper()]
     tools = {
         name: _strs(ctx, v, f"tools.{name}")
         for name, v in _table(ctx, data.get("tools", {}), "tools").items()
@@ -262,6 +282,7 @@ def parse_policy(text: str, path: Path, known_rules: Collection[str] | None = No
         strict_commands=strict,
         tools=tools,
         source=str(path),
+        grades=grades,
     )
 
 
@@ -305,7 +326,7 @@ def starter_dict() -> dict[str, Any]:
         "cwd_roots": [],
         "strict_commands": False,
         "severity": {},
-        "network": {"destinations": []},
+        "network": {"destinations": [], **{k: v.label for k, v in NETWORK_GRADES.items()}},
         "commands": {},
         "ignore": [],
     }
@@ -333,8 +354,9 @@ _STARTER_NOTES = {
     'there on purpose"',
     "severity": "Severity overrides by rule id (`mcpshim rules` lists them): info, low, medium, "
     'high, or off (drops the rule\'s findings). Example:\nMCS106 = "info"',
-    "network": "Network destinations any network-capable helper may contact (host or "
-    "host:port globs); one that matches none is MCS108 (medium).",
+    "network": "Network destinations any process may contact (host or host:port globs, a "
+    "Unix socket's path); one that matches none is MCS108 (from a helper's arguments) or, "
+    "observed by the tracer, MCS306, graded by where it goes: loopback, unix, remote.",
     "commands": "One table per command (shim name or executable base name); every key is "
     "optional, an empty or missing list means anything:\n  targets      absolute paths "
     "(globs) it may resolve to, else MCS112\n  subcommands  allowed first operands, else "

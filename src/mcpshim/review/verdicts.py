@@ -6,6 +6,12 @@ call by call, so that "nothing" is an answer too. `call_verdicts` reads each cal
 processes from the attribution and its findings (already filed under it by
 `mcp_rules.regroup`) and answers each question in a few words. Routine events (a pinned
 git through PATH, a plain `sh -c` of one command) answer "no" and stay info findings.
+
+"reached the network" is what was observed, never a guess: in a session whose socket calls
+were traced, the kernel's facts (family.netfacts: a connection made, a datagram sent, a
+socket listened on), whatever the policy lists; an attempt that failed is "tried" instead.
+Untraced, the sampler's sockets (MCS303, MCS304). A destination a helper's arguments name
+(MCS108, MCS109) is a hint, said as one.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mcpshim.family.attribution import Attribution
+from mcpshim.family.netfacts import fact_json, kind_of, phrase
 from mcpshim.family.overlap import calls_label, ran_images, ran_line
 from mcpshim.family.tree import Node
 from mcpshim.review.findings import CallRef, Finding, Severity
@@ -28,8 +35,10 @@ __all__ = ["QUESTIONS", "CallVerdict", "call_verdicts"]
 QUESTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("new", "new executable path", frozenset({"MCS102", "MCS103", "MCS111", "MCS112",
                                               "MCS115", "MCS119", "MCS120", "MCS402"})),
-    ("network", "reached the network", frozenset({"MCS108", "MCS109", "MCS303", "MCS304",
-                                                  "MCS305"})),
+    ("network", "reached the network", frozenset({"MCS303", "MCS304", "MCS306"})),
+    ("tried", "tried the network without reaching it", frozenset({"MCS307"})),
+    ("hint", "named a network destination in its arguments",
+     frozenset({"MCS108", "MCS109", "MCS305"})),
     ("editable", "command from an editable file", frozenset({"MCS107"})),  # + hooks, scripts
     ("outlived", "outlived the call", frozenset({"MCS301", "MCS501"})),
 )  # fmt: skip
@@ -53,6 +62,9 @@ class CallVerdict:
     #: what evidence filed under it among overlapping calls, and why
     filed_by_evidence: tuple[str, ...] = ()
     overlap: str = ""  # the heading of its group of overlapping calls, if any
+    #: traced sessions: each socket call of the call's processes (family.netfacts.fact_json)
+    net: tuple[dict[str, object], ...] = ()
+    net_traced: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -67,6 +79,8 @@ class CallVerdict:
             "maybe": {key: list(why) for key, why in self.maybe},
             "filed_by_evidence": list(self.filed_by_evidence),
             "overlap_group": self.overlap or None,
+            "network_evidence": "traced" if self.net_traced else "sampled",
+            "net": list(self.net),
         }
 
 
@@ -111,6 +125,22 @@ def _editable(nodes: list[Node]) -> list[str]:
             elif script and os.access(os.path.dirname(script), os.W_OK):
                 out[f"{img.command} ran {script}, in a directory the agent can write"] = None
     return list(out)
+
+
+def _net(
+    att: Attribution, nodes: list[Node]
+) -> tuple[dict[str, list[str]], list[dict[str, object]]]:
+    """A traced session's answers from the kernel's facts, and the facts as JSON."""
+    said: dict[str, dict[str, None]] = {"network": {}, "tried": {}}
+    facts = []
+    for node, img, n in att.net.facts(nodes):
+        facts.append(fact_json(n, img))
+        kind = kind_of(n)
+        key = "network" if kind in ("reached", "listened") else "tried" if kind == "tried" else ""
+        if key:
+            name = img.command if img is not None else "?"
+            said[key][f"{name} (pid {node.pid}) {phrase(n)}"] = None
+    return {k: list(v) for k, v in said.items()}, facts
 
 
 def _short(f: Finding) -> str:
@@ -170,8 +200,14 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
             mine_nodes = owned.get(call.index, [])
             ran, where = _ran(mine_nodes)
             extra = {"editable": _editable(mine_nodes)}
+            traced = att.net.is_traced(att.session)
+            facts: list[dict[str, object]] = []
+            if traced:  # the kernel's facts answer the network questions, not findings
+                observed, facts = _net(att, mine_nodes)
+                extra.update(observed)
             answers = tuple(
-                (key, question, (*(_short(f) for f in mine if f.rule.id in rules),
+                (key, question, (*(_short(f) for f in mine if f.rule.id in rules
+                                   and not (traced and key in ("network", "tried"))),
                                  *extra.get(key, ())))
                 for key, question, rules in QUESTIONS
             )  # fmt: skip
@@ -198,6 +234,8 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
                     maybes,
                     filed,
                     group_of.get(call.index, ""),
+                    tuple(facts),
+                    traced,
                 )
             )
     return out

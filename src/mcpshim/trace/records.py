@@ -29,7 +29,6 @@ from mcpshim.trace.strace import ExecAttempt, Process, Trace
 __all__ = [
     "ExecRefused",
     "PortRefused",
-    "connect_payloads",
     "exact_starts",
     "exec_payloads",
     "find_gaps",
@@ -76,15 +75,21 @@ def trace_payloads(
     port_refused: PortRefused | None = None,
     shim_paths: Mapping[int, Iterable[bytes]] | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every record of one trace: its execs and forks, its socket calls, and in a contained
-    session (`refused`, `port_refused`) the connects its ruleset refused."""
+    """Every record of one trace: its execs and forks, and its socket calls. In a contained
+    session (`refused`, `port_refused`) an exec or a connect the ruleset refused says why
+    (`blocked`) on its own record: one record per fact."""
     yield from exec_payloads(trace, session, boot_id, exact, shim_dirs, refused, shim_paths)
     starts = process_starts(trace, exact)
     for a in trace.net:
-        yield "trace-net", net_payload(a, session, boot_id, starts)
-    if port_refused is not None:
-        for payload in connect_payloads(trace, session, boot_id, exact, port_refused):
-            yield "trace-connect", payload
+        payload = net_payload(a, session, boot_id, starts)
+        inet = a.call == "connect" and a.port is not None and a.family in ("inet", "inet6")
+        if (
+            port_refused is not None
+            and inet
+            and (why := port_refused(a.port or 0, a.errno or "ok"))
+        ):
+            payload["blocked"] = why
+        yield "trace-net", payload
 
 
 def exec_payloads(
@@ -145,39 +150,6 @@ def exec_payloads(
                     "signal": p.signal or None,
                 },
             )
-
-
-def connect_payloads(
-    trace: Trace,
-    session: str,
-    boot_id: str,
-    exact: Mapping[int, Sequence[int]],
-    refused: PortRefused,
-) -> Iterator[dict[str, Any]]:
-    """`trace-connect` records: the TCP connects a contained session's ruleset refused."""
-    starts = process_starts(trace, exact)
-    for c in trace.connects:
-        why = refused(c.port, c.result)
-        if not why:
-            continue
-        p = trace.processes.get(c.pid)
-        ppid = p.ppid if p is not None else None
-        addr = c.addr.decode("ascii", "replace")
-        ran = [e for e in trace.execs if e.pid == c.pid and e.result == "ok" and e.time <= c.time]
-        yield {
-            "session": session,
-            "time": iso_time(c.time),
-            "boot_id": boot_id,
-            "pid": c.pid,
-            "ppid": ppid,
-            "start": starts.get(c.pid),
-            "parent_start": starts.get(ppid) if ppid is not None else None,
-            "raddr": f"[{addr}]:{c.port}" if ":" in addr else f"{addr}:{c.port}",
-            "result": c.result,
-            "blocked": why,
-            # the program the process was running (null: a fork that had not exec'd)
-            **_bytes_field("exe", ran[-1].filename if ran else None),
-        }
 
 
 _HOP = FALLBACK_MARK.encode() + b"\n"

@@ -55,7 +55,7 @@ from mcpshim.trace.store import (
     sweep,
     write_trace,
 )
-from mcpshim.trace.strace import CONNECT, read_output, strace_argv
+from mcpshim.trace.strace import read_output, strace_argv
 
 __all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
@@ -155,8 +155,8 @@ class TraceRun:
 
     def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
-        say so, and with `port_refused` the connects it refused are recorded
-        (`trace-connect`, besides their `trace-net` record, outcome denied)."""
+        say so, and with `port_refused` so do the connects it refused (their `trace-net`
+        record, outcome denied, says why: `blocked`)."""
         self._exec_refused, self._port_refused = exec_refused, port_refused
 
     def wrap(self, command: Sequence[str]) -> list[str]:

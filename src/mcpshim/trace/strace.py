@@ -53,11 +53,9 @@ from mcpshim.trace.net import NetAttempt, follow
 from mcpshim.trace.parse import Event, parse_line, parse_output, read_output
 
 __all__ = [
-    "CONNECT",
     "MAX_ARG_STRLEN",
     "NET_SYSCALLS",
     "SYSCALLS",
-    "ConnectAttempt",
     "Event",
     "ExecAttempt",
     "Process",
@@ -85,9 +83,6 @@ SYSCALLS = (
     "set_robust_list",  # wake-ups: see the module's docstring
     "sigaltstack",
 )
-#: traced by `run` before issue 29 only for a contained session: connects are always on
-#: the list now (NET_SYSCALLS); kept for the callers that name it
-CONNECT = ("connect",)
 #: the socket calls that cross a boundary (trace.net), and those that complete what they
 #: say: socket (family, type), getsockopt (a non-blocking connect's outcome),
 #: getsockname / getpeername (a port or peer no other call named)
@@ -181,30 +176,11 @@ class ExecAttempt:
     env_known: bool = False  # its environment was printed
 
 
-@dataclass(frozen=True)
-class ConnectAttempt:
-    time: float
-    pid: int
-    addr: bytes  # the inet or inet6 address, as text
-    port: int
-    result: str
-
-
 @dataclass
 class Trace:
     processes: dict[int, Process]
     execs: list[ExecAttempt]
     net: list[NetAttempt] = field(default_factory=list)
-
-    @property
-    def connects(self) -> list[ConnectAttempt]:
-        """The inet connects, as a contained session's refusals are told (trace-connect):
-        the result is the connect's errno (EACCES: refused by the ruleset), else "ok"."""
-        return [
-            ConnectAttempt(a.time, a.pid, a.address or b"", a.port, a.errno or "ok")
-            for a in self.net
-            if a.call == "connect" and a.family in ("inet", "inet6") and a.port is not None
-        ]
 
     def last_exec(self, pid: int) -> ExecAttempt | None:
         ok = [e for e in self.execs if e.pid == pid and e.result == "ok"]

@@ -3,9 +3,10 @@ around a ruleset that checks paths.
 
 Under `run --contain` the kernel refuses (EACCES) an exec of a program the lock did not
 approve and a TCP connect to a port it does not list; the tracer marks each refusal it
-recorded (`blocked` on the `trace-exec` record, whose image is `trace-blocked/ERRNO`; a
-`trace-connect` record). Each is a departure that did not happen: MCS410, filed like any
-finding under the tool call whose process tried.
+recorded (`blocked` on the `trace-exec` record, whose image is `trace-blocked/ERRNO`, and
+on the connect's `trace-net` record). Each is a departure that did not happen: MCS410,
+filed like any finding under the tool call whose process tried (session_rules reads the
+trace-net records and asks `blocked_connect` here).
 
 Landlock checks the file an exec names. The ELF loader, which every dynamic program needs,
 run as a program loads whatever file it is given, and a program written into a memfd is
@@ -16,16 +17,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 from mcpshim.family.attribution import Attribution, Owner
+from mcpshim.family.netfacts import destination
 from mcpshim.family.tree import Image
 from mcpshim.log.execlog import EventRecord
+from mcpshim.log.netrecords import net_record
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.rules.mcp_rules import call_in_flight
 from mcpshim.review.rules.registry import Context, Hit, check
-from mcpshim.review.rules.session_rules import session_event
 
 __all__ = [
     "BLOCKED",
@@ -105,34 +106,34 @@ def blocked_exec(ctx: Context, img: Image) -> Iterator[Hit]:
     )
 
 
-def _connect(sid: str, d: Mapping[str, Any], where: str, group: str, key: str) -> Finding | None:
-    raddr, why = d.get("raddr"), d.get("blocked")
-    if not isinstance(raddr, str) or not why:
+def _connect(sid: str, rec: EventRecord, name: str, group: str, key: str) -> Finding | None:
+    """MCS410 for a `trace-net` connect whose record says the ruleset refused it."""
+    d, n = rec.data, net_record(rec)
+    why = d.get("blocked")
+    if n is None or not why or n.call != "connect":
         return None
-    exe = str(d.get("exe") or "")
-    who = f"{os.path.basename(exe) or '?'} (pid {d.get('pid')})"
-    text = f"[trace-connect] {d.get('time', '?')} pid {d.get('pid')}: connect {raddr} = "
-    text += f"{d.get('result')}: {why}"
-    data = {k: d.get(k) for k in ("pid", "ppid", "start", "boot_id") if k in d}
-    data.update(command=os.path.basename(exe), path=exe, raddr=raddr, blocked="connect")
+    raddr = destination(n)
+    who = f"{name} (pid {n.pid})"
+    text = f"[trace-net] {d.get('time', '?')} pid {n.pid}: connect {raddr} = {n.errno}: {why}"
+    data = {k: d.get(k) for k in ("pid", "start", "boot_id") if k in d}
+    data.update(command=name, path="", raddr=raddr, blocked="connect")
     data["at"] = d.get("time")  # the server's own connect: under the call in flight then
-    msg = f"blocked by the lock: {who} connect to {raddr} refused ({d.get('result')})"
-    port = raddr.rsplit(":", 1)[-1]
-    ev = Evidence(where, text, data)
+    msg = f"blocked by the lock: {who} connect to {raddr} refused ({n.errno})"
+    ev = Evidence(rec.where, text, data)
     return Finding(
-        BLOCKED, msg, (ev,), group=group or f"session {sid}", key=f"{key}connect\0{port}"
+        BLOCKED, msg, (ev,), group=group or f"session {sid}", key=f"{key}connect\0{n.port}"
     )
 
 
-@session_event("trace-connect")
-def blocked_connect(sid: str, rec: EventRecord) -> Iterable[Finding]:
-    found = _connect(sid, rec.data, rec.where, "", "")
-    return [found] if found is not None else []
+def blocked_connect(sid: str, rec: EventRecord, name: str) -> Finding | None:
+    """A refused connect of a contained session, filed under its session (review moves
+    it under the call whose process tried)."""
+    return _connect(sid, rec, name, "", "")
 
 
 def blocked_departures(
     att: Attribution,
-    connects: Iterable[tuple[Mapping[str, Any], str]],
+    connects: Iterable[EventRecord],
     place: Callable[[Owner], tuple[str, str]],
 ) -> list[Finding]:
     """`review --lock`: what the session's ruleset refused, under the owner that tried
@@ -149,7 +150,8 @@ def blocked_departures(
                 text = f"[{img.source}] pid {img.pid}: {_text(img.argv0)}"
                 out.append(Finding(BLOCKED, _exec_message(img), (Evidence(img.where, text, data),),
                                    group, key=f"{tool}\0exec\0{_text(img.argv0)}"))  # fmt: skip
-    for d, where in connects:
+    for rec in connects:
+        d = rec.data
         pid, start = d.get("pid"), d.get("start")
         owner = att.owner_of(str(d.get("boot_id")), pid, start) if isinstance(pid, int) else None
         server = att.server
@@ -157,7 +159,10 @@ def blocked_departures(
             call = call_in_flight(att, d.get("time"))
             owner = call.index if call is not None else None
         group, tool = place(owner)
-        found = _connect(att.session, d, where, group, f"{tool}\0")
+        ident = (d.get("boot_id"), pid, start)
+        name = next((n.images[-1].command for n in att.nodes()
+                     if n.images and (n.boot_id, n.pid, n.start) == ident), "?")  # fmt: skip
+        found = _connect(att.session, rec, name, group, f"{tool}\0")
         if found is not None:
             out.append(found)
     return out

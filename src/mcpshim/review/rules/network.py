@@ -1,4 +1,10 @@
-"""Network-capable helpers: extract where they connect and check it against the policy."""
+"""Network-capable helpers: the destinations their arguments name, checked against the policy.
+
+An argument is a hint, not a contact: curl given a URL may never connect (a closed port,
+a failed lookup). The contact is what the tracer saw (review.rules.connections); in a
+traced session these findings are hints beside it (info, review.pipeline), and no call's
+"reached the network" rests on them.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,8 @@ UNEXPECTED = define_rule(
     "MCS108",
     "network-destination",
     Severity.MEDIUM,
-    "A network-capable helper contacted a destination the policy does not list.",
+    "A network-capable helper was given a destination the policy does not list (in its "
+    "arguments: a hint of where it connects, not an observed contact).",
     "If the destination is expected, add it to [network].destinations (or the command's "
     "destinations) in the policy; otherwise find out which tool call asked for it.",
     cwe=["CWE-200"],
@@ -145,7 +152,7 @@ def network_helper(ctx: Context, img: Image) -> Iterator[Hit]:
             continue
         yield Hit(
             UNEXPECTED,
-            f"{name} contacted {d}, which the policy does not list",
+            f"{name}'s arguments name {d}, which the policy does not list",
             f"{name}\0{d}",
             target,
             {"command": name, "path": target, "destination": d},

@@ -1,9 +1,13 @@
 """Session rules (MCS3xx): what `mcpshim run` saw that no exec record shows.
 
-These read the supervisor's events (session-start, observed, socket, survivor), not single
+These read the supervisor's events (session-start, observed, socket, survivor) and the
+tracer's socket calls (trace-net: judged by review.rules.connections), not single
 program images, so they are not per-image checks: `SessionEvidence` is fed every event
 record while review streams the log and turns what it gathered into findings at the end.
-Its memory is bounded by the number of sessions and of processes they observed.
+Its memory is bounded by the number of sessions and of processes they observed. A session
+whose socket calls were traced is judged by them: the sampler's sockets (a sample of what
+was open) are no evidence of their own there, and "can reach the network" is a connection
+the kernel made, not a helper's name.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from mcpshim.family.images import invoked_name
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
+from mcpshim.review.rules.connections import net_finding
+from mcpshim.review.rules.contain_rules import blocked_connect
 from mcpshim.review.rules.network import HELPERS, allowed
 
 __all__ = [
@@ -114,6 +120,9 @@ class _Session:
     findings: list[Finding] = field(default_factory=list)
     outbound: set[tuple[int, int | None]] = field(default_factory=set)
     established: list[tuple[EventRecord, str]] = field(default_factory=list)
+    net_traced: bool = False  # the tracer recorded the socket calls (trace-net, its summary)
+    reached: set[tuple[int, int | None]] = field(default_factory=set)  # observed contact
+    sampled_listens: list[Finding] = field(default_factory=list)  # said when not net_traced
 
 
 class SessionEvidence:
@@ -153,7 +162,8 @@ class SessionEvidence:
         out: list[Finding] = []
         for sid, s in self._sessions.items():
             out += s.findings
-            out += self._outbound(sid, s)
+            if not s.net_traced:
+                out += s.sampled_listens + self._outbound(sid, s)
             out += self._credential_findings(sid, s)
         return out
 
@@ -205,7 +215,7 @@ class SessionEvidence:
             sev = Severity.LOW if loop or proto.startswith("udp") else None
             where = "on loopback " if loop else ""
             msg = f"{who} listened {where}on {proto} {laddr}"
-            s.findings.append(_finding(LISTENING, msg, sid, rec, f"{proto}\0{laddr}", sev))
+            s.sampled_listens.append(_finding(LISTENING, msg, sid, rec, f"{proto}\0{laddr}", sev))
             return
         if status != "ESTABLISHED" or not isinstance(raddr, str):
             return
@@ -249,15 +259,41 @@ class SessionEvidence:
         for ident, p in s.observed.items():
             names = p.data.get("credential_env") or []
             name = _name(p.data)
-            if not names or not (name in HELPERS or ident in s.outbound):
+            can = ident in s.reached if s.net_traced else name in HELPERS or ident in s.outbound
+            if not names or not can:
                 continue
             rec = EventRecord("observed", p.data, p.where)
             msg = f"{name} can reach the network and inherited {', '.join(map(str, names))}"
             out.append(_finding(CREDENTIAL_NETWORK, msg, sid, rec, f"{name}\0{sorted(names)}"))
         return out
 
+    def _summary(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        s.net_traced = s.net_traced or "net" in rec.data
+
+    def _trace_exec(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        d = rec.data
+        if d.get("result") == "ok" and not d.get("shim_script") and isinstance(d.get("pid"), int):
+            name = d.get("via_shim") or os.path.basename(str(d.get("filename") or "")) or "?"
+            self.feed_exec(sid, d["pid"], d.get("start"), str(name))
+
+    def _net(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        d = rec.data
+        s.net_traced = True
+        ident = (d.get("pid"), d.get("start"))
+        name = self._names.get(ident) or "?"  # type: ignore[arg-type]
+        found = net_finding(self.policy, LISTENING, sid, rec, name)
+        if d.get("blocked"):  # a contained session's ruleset refused it: MCS410
+            found = blocked_connect(sid, rec, name)
+        if found is not None:
+            s.findings.append(found)
+        if d.get("outcome") in ("connected", "sent") and isinstance(ident[0], int):
+            s.reached.add(ident)  # type: ignore[arg-type]
+
 
 _HANDLERS = {
+    "trace-summary": SessionEvidence._summary,
+    "trace-exec": SessionEvidence._trace_exec,
+    "trace-net": SessionEvidence._net,
     "session-start": SessionEvidence._start,
     "observed": SessionEvidence._observed,
     "socket": SessionEvidence._socket,
