@@ -9,7 +9,10 @@ findings are compared with
 what a careful reviewer says is true of it (the scenario's expected findings, by rule id,
 severity and tool call). Printed per scenario and in total, at >= medium: true positives,
 false positives, false negatives; below medium, statements nobody expected; for attacks,
-whether each finding sits under the tool call that did it.
+whether each finding sits under the tool call that did it. Traced, every network statement
+must be one the kernel showed (harness.network_problems: a call's "reached the network"
+from observed connections, no guess from names at >= medium, an attack's connection to the
+listener found by its observed connect).
 
     python benchmarks/findings_quality.py [--only NAME] [--no-trace] [--verbose]
 """
@@ -23,7 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.corpus.harness import SEVERITIES, Outcome, UnavailableError, run_scenario, score
+from tests.corpus.harness import (
+    SEVERITIES,
+    Outcome,
+    UnavailableError,
+    network_problems,
+    run_scenario,
+    score,
+)
 from tests.corpus.scenarios import ALL
 
 from throwaway import throwaway_home
@@ -68,7 +78,8 @@ def main() -> int:
             total["placed"] += placed
             total["attacks"] += len(s.placed)
             under = f"{placed}/{len(s.placed)}" if s.placed else "-"
-            ok = "ok" if not (s.fp or s.fn or s.false_low or out.problems) else "WRONG"
+            net = network_problems(out)  # traced: a network statement the kernel did not show
+            ok = "ok" if not (s.fp or s.fn or s.false_low or out.problems or net) else "WRONG"
             rows.append([label, sc.kind, str(s.tp), str(s.fp), str(s.fn),
                          str(len(s.false_low)), under, f"{out.seconds:.1f}s {ok}"])  # fmt: skip
             for e in s.missed:
@@ -76,6 +87,8 @@ def main() -> int:
             for g in s.extra + s.false_low:
                 details.append(f"{label}: unexpected {g.rule} {g.severity} under {g.tool}: "
                                f"{g.message[:140]}")  # fmt: skip
+            for p in net:
+                details.append(f"{label}: network said without the kernel: {p}")
             for p in out.problems + out.call_errors:
                 details.append(f"{label}: scenario problem: {p}")
     head = ["scenario", "kind", "TP", "FP", "FN", "false<med", "under call", "time"]

@@ -123,9 +123,24 @@ class Scenario:
     proof: Callable[[Workspace], list[str]] = lambda w: []
 
     def expect(self, trace: bool) -> tuple[Expect, ...]:
-        if trace and self.traced_expected is not None:
-            return self.traced_expected
+        if trace:
+            return observed(self.traced_expected or self.expected)
         return self.expected
+
+
+def observed(expected: tuple[Expect, ...]) -> tuple[Expect, ...]:
+    """What a traced session says of the network (issue 29): the kernel's connection
+    (MCS306), always seen, where the sampler's socket (MCS304) was a matter of luck and a
+    helper's arguments (MCS108) a guess; that guess stays, as the info hint it is then."""
+    out: dict[tuple[str, str, str], Expect] = {}
+    for e in expected:
+        if e.rule == "MCS304" or (e.rule == "MCS108" and e.rank >= 2):
+            out.setdefault(("MCS306", e.severity, e.tool), Expect("MCS306", e.severity, e.tool))
+            if e.rule == "MCS108":
+                out[("MCS108", "info", e.tool)] = Expect("MCS108", "info", e.tool, optional=True)
+            continue
+        out.setdefault((e.rule, e.severity, e.tool), e)
+    return tuple(out.values())
 
 
 @dataclass
@@ -139,6 +154,7 @@ class Outcome:
     call_errors: list[str]
     problems: list[str] = field(default_factory=list)  # the scenario did not happen as meant
     counts: dict[str, int] = field(default_factory=dict)  # execs, by reader (exec_counts)
+    port: int = 0  # the listener standing in for a remote host (CORPUS_PORT)
 
     @property
     def label(self) -> str:
@@ -164,20 +180,22 @@ def _checkout_in_temp() -> bool:
 
 
 def review_policy(w: Workspace) -> tuple[str, ...]:
-    """A checkout in a temp dir runs its servers (and the venv's python) from there, and its
-    scenario worlds' cwds are there, which review rightly calls MCS102 and MCS104: the policy
-    a user would write for such a CI checkout says the checkout is meant to be there, so the
-    scenario's own findings are what is judged."""
-    if not _checkout_in_temp():
-        return ()
-    policy = w.root / "checkout-policy.toml"
-    policy.write_text(
-        "".join(
-            f'[[ignore]]\nrule = "{rule}"\npath = "{REPO}/*"\n'
+    """The corpus's listener stands in for a remote host (CORPUS_PORT): its policy grades a
+    loopback destination as a remote one ([network] loopback = "medium"), so an observed
+    connection to it is judged as the exfiltration it stands for. A checkout in a temp dir
+    runs its servers (and the venv's python) from there, and its scenario worlds' cwds are
+    there, which review rightly calls MCS102 and MCS104: the policy a user would write for
+    such a CI checkout says the checkout is meant to be there, so the scenario's own
+    findings are what is judged."""
+    policy = w.root / "corpus-policy.toml"
+    text = '[network]\nloopback = "medium"\n'
+    if _checkout_in_temp():
+        text += "".join(
+            f'\n[[ignore]]\nrule = "{rule}"\npath = "{REPO}/*"\n'
             'reason = "the test checkout (and its .corpus-work) lives in a temp dir"\n'
             for rule in ("MCS102", "MCS104")
         )
-    )
+    policy.write_text(text)
     return ("--policy", str(policy))
 
 
@@ -426,6 +444,7 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
         _kill_session(session)
     out = Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
     out.counts = counts
+    out.port = w.port if sc.listener else 0
     return out
 
 
@@ -493,6 +512,32 @@ class Score:
     missed: list[Expect] = field(default_factory=list)
     extra: list[Got] = field(default_factory=list)
     placed: list[tuple[Expect, bool]] = field(default_factory=list)  # attack: under its call?
+
+
+def network_problems(out: Outcome) -> list[str]:
+    """What a traced session's review says of the network that the kernel did not show:
+    a call that "reached the network" with no observed connection, send or listener under
+    it, a name-based guess (MCS108, MCS109) or a sampled socket (MCS304) at >= medium; and
+    an attack whose helper reached the listener that no observed connection names."""
+    if not out.trace:
+        return []
+    bad = []
+    for c in out.raw.get("calls", []):
+        seen = [f for f in c.get("net", []) if f["kind"] in ("reached", "listened")]
+        if c.get("network_evidence") != "traced":
+            bad.append(f"{c['name']} (id {c['id']}): network evidence {c.get('network_evidence')}")
+        if bool(c.get("network")) != bool(seen):
+            bad.append(f"{c['name']} (id {c['id']}): network {c.get('network')} from {seen}")
+    for g in out.got:
+        if g.rule in ("MCS108", "MCS109", "MCS304") and SEVERITIES.index(g.severity) >= 2:
+            bad.append(f"{g.rule} {g.severity} under {g.tool}: a guess said as a contact")
+    if out.port:
+        dest = f"127.0.0.1:{out.port}"
+        reached = [f for c in out.raw.get("calls", []) for f in c.get("net", [])
+                   if f["destination"] == dest and f["reached"]]  # fmt: skip
+        if not reached and not out.problems:
+            bad.append(f"the listener {dest} heard the attack; no observed connection names it")
+    return bad
 
 
 def score(out: Outcome, threshold: int = 2) -> Score:

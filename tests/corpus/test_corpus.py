@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.corpus.harness import Outcome, Scenario, UnavailableError, run_scenario, score
+from tests.corpus.harness import (
+    Outcome,
+    Scenario,
+    UnavailableError,
+    network_problems,
+    run_scenario,
+    score,
+)
 from tests.corpus.scenarios import ALL
 
 # Cases review is known to get wrong, and why (none today).
@@ -43,3 +50,5 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     extra = [f"{g.rule} {g.severity} under {g.tool}: {g.message[:160]}"
              for g in s.extra + s.false_low]  # fmt: skip
     assert not missed and not extra, f"missed {missed}\nunexpected {extra}\n{_explain(out)}"
+    # traced: every network statement is one the kernel showed (issue 29)
+    assert network_problems(out) == [], _explain(out)

@@ -31,6 +31,13 @@ from tests.fixtures.otelscenario import traces_of
 from tests.fixtures.runhelp import needs_trace
 
 SERVER = [sys.executable, str(FIXTURES / "mcp_contain_server.py")]
+#: a DNS query for mcpshim-test.invalid (A), sent to a resolver on 127.0.0.1:53
+DNS_QUERY = (
+    "import socket,struct\n"
+    "q = struct.pack('>HHHHHH', 0x1234, 0x100, 1, 0, 0, 0)\n"
+    "q += bytes([12]) + b'mcpshim-test' + bytes([7]) + b'invalid' + bytes([0])\n"
+    "socket.socket(2, 2).sendto(q + struct.pack('>HH', 1, 1), ('127.0.0.1', 53))\n"
+)
 CURL = shutil.which("curl")
 pytestmark = needs_trace
 
@@ -101,6 +108,7 @@ def net(home: Home, unix_listener: str) -> Iterator[Net]:
             _py(f"import socket;socket.socket(2,2).sendto(b'ping',('127.0.0.1',{udp}))"),
             _py(f"import socket;s=socket.socket();s.bind(('127.0.0.1',{lport}));s.listen()"),
             _py(f"import socket;socket.socket(socket.AF_UNIX).connect({unix_listener!r})"),
+            _py(DNS_QUERY),
         ]
         sid, out = run_mcp(home, SERVER, _script(calls), "--name", "net")
     yield Net(home, sid, port, closed, udp, lport, unix_listener, out)
@@ -117,7 +125,7 @@ def test_each_call_says_what_the_kernel_showed(net: Net) -> None:
     doc = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
     ids = [c["id"] for c in doc["calls"]]
     calls = {c["id"]: c for c in doc["calls"]}
-    connect, curl, udp, listen, unix = (calls[i] for i in ids)
+    connect, curl, udp, listen, unix, dns = (calls[i] for i in ids)
     for c in calls.values():
         assert c["network_evidence"] == "traced"
 
@@ -150,6 +158,11 @@ def test_each_call_says_what_the_kernel_showed(net: Net) -> None:
     assert (sock["destination"], sock["outcome"]) == (net.unix, "connected")
     assert any(f"connected to {net.unix} (unix stream)" in a for a in unix["network"])
 
+    [query] = [f for f in dns["net"] if f.get("purpose") == "dns"]
+    assert query["queries"] == [{"name": "mcpshim-test.invalid", "type": "A"}]
+    lookup = "looked up mcpshim-test.invalid (A) via the resolver 127.0.0.1:53"
+    assert any(lookup in a for a in dns["network"]), dns["network"]
+
     # the policy lists none of these: each observed contact is a finding under its call
     observed = {(f["call"]["id"], f["rule"]) for f in doc["findings"] if f.get("call")}
     assert {(ids[0], "MCS306"), (ids[2], "MCS306"), (ids[4], "MCS306")} <= observed
@@ -168,6 +181,7 @@ def test_each_call_says_what_the_kernel_showed(net: Net) -> None:
     assert f"sent a datagram to 127.0.0.1:{net.udp} (udp)" in _block(text, ids[2])
     assert f"listened on 127.0.0.1:{net.lport} (tcp)" in _block(text, ids[3])
     assert f"connected to {net.unix} (unix stream)" in _block(text, ids[4])
+    assert lookup in _block(text, ids[5])
     assert "network: traced" in text
 
     report = mcpshim(home, "report", "--session", sid, "--format", "md").stdout
@@ -224,3 +238,15 @@ def test_the_approval_card_lists_observed_destinations(net: Net, tmp_path: Path)
     assert review.returncode == 1, review.stderr
     said = f"connected to 127.0.0.1:{other}, which its card does not list"
     assert said in review.stdout and "MCS534 departure-new-destination" in review.stdout
+
+
+def test_an_untraced_session_says_its_network_evidence_is_sampled(home: Home) -> None:
+    from tests.fixtures.runhelp import only_session, run
+
+    assert run(home, _py("pass"), "--no-trace").returncode == 0
+    sid = only_session(home)
+    doc = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
+    [coverage] = doc["coverage"]
+    assert coverage["network"]["status"] == "sampled"
+    text = mcpshim(home, "review", "--session", sid).stdout
+    assert "network: sampled (only sockets open when the sampler looked" in text
