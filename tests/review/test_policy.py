@@ -61,6 +61,17 @@ def test_the_starter_flags_nothing_the_default_review_does_not(home: Home, tmp_p
     assert shown(policy.load_policy(f)) == default
 
 
+def test_unlisted_destinations_are_graded_by_where_they_go(tmp_path: Path) -> None:
+    base = policy.default_policy()
+    assert [base.grade(s).label for s in ("loopback", "unix", "remote", None, "any")] == [
+        "low", "low", "medium", "medium", "medium",
+    ]  # fmt: skip
+    f = tmp_path / "p.toml"
+    f.write_text("[network]\nloopback = 'medium'\nremote = 'HIGH'\n")
+    p = policy.load_policy(f)
+    assert [p.grade(s).label for s in ("loopback", "unix", "remote")] == ["medium", "low", "high"]
+
+
 @pytest.mark.parametrize(
     ("text", "line", "key"),
     [
@@ -71,6 +82,8 @@ def test_the_starter_flags_nothing_the_default_review_does_not(home: Home, tmp_p
         ("[severity]\nMCS101 = 'urgent'\n", 2, "severity.MCS101"),
         ("[[ignore]]\nreason = 'x'\n", 1, "ignore"),
         ("[network]\ndestinations = 'github.com'\n", 2, "network.destinations"),
+        ("[network]\nloopback = 'urgent'\n", 2, "network.loopback"),
+        ("[network]\nunix = 1\n", 2, "network.unix"),
     ],
 )
 def test_malformed_policy_names_file_line_and_key(

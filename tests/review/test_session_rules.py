@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -158,3 +159,22 @@ def test_loopback_listener_is_low(home: Home, tmp_path: Path) -> None:
     listening = [f for f in findings if f.rule.id == "MCS303"]
     assert listening and all(f.level.label == "low" for f in listening)
     assert "MCS304" not in {f.rule.id for f in findings}  # loopback is not outbound
+
+
+def test_repeated_connections_are_one_finding_with_each_process(home: Home) -> None:
+    """A loop of connects to one unlisted destination is one MCS306 finding, whose evidence
+    names each process that made them once (review files each under its own call)."""
+    from tests.fixtures.nethelp import listening
+
+    with listening() as port:
+        one = f"import socket\nfor _ in range(5): socket.create_connection(('127.0.0.1', {port}))"
+        again = f"subprocess.run([sys.executable, '-c', {one!r}])"
+        code = f"import subprocess,sys\nexec({one!r})\n{again}"
+        assert run(home, [sys.executable, "-c", code]).returncode == 0
+    found = [f for f in session_findings(home.records(), default_policy()) if f.rule.id == "MCS306"]
+    assert len(found) == 1, [f.message for f in found]
+    [f] = found
+    assert f.count == 2 and len({ev.data["pid"] for ev in f.evidence}) == 2
+    name = os.path.basename(sys.executable)
+    said = f"{name} connected to 127.0.0.1:{port} (tcp), which the policy does not list"
+    assert f.message == said

@@ -135,7 +135,8 @@ class Collector:
     def __init__(self, session: str | None = None) -> None:
         self.only = session
         self.sessions: dict[str, _Session] = {}
-        self.model = Assembler(session)  # its images: the process model's (family.model)
+        # its images: the process model's (family.model); network facts of relayed sessions
+        self.model = Assembler(session, keep_net=self.sessions.__contains__)
 
     def feed(self, rec: Record) -> None:
         if isinstance(rec, EventRecord):

@@ -60,15 +60,18 @@ def _observed_name(img: Image) -> Image:
 class Assembler:
     """Records in, images out (see the module docstring). `only`: images of one session
     (the ledger still sees every record, so the model of a session never depends on what
-    else was read)."""
+    else was read). `keep_net`: the sessions whose socket calls `net` keeps (none by
+    default: a whole-log review holds no record per connection)."""
 
     def __init__(
         self,
         only: str | None = None,
         coverage: CoverageCollector | None = None,
         ledger: Ledger | None = None,
+        keep_net: Callable[[str], bool] | None = None,
     ) -> None:
         self.only = only
+        self.keep_net = keep_net
         self.ledger = ledger if ledger is not None else Ledger()
         self.coverage = coverage if coverage is not None else CoverageCollector(only)
         self._held: dict[int, tuple[str, Record]] = {}  # token -> (what, record)
@@ -128,12 +131,12 @@ class Assembler:
             self.ledger.start(sid, d.get("trace"))
         elif kind == "trace-summary":
             self.ledger.summary(sid)
-            if "net" in d and self._mine_sid(sid):  # the socket calls were traced
+            if "net" in d and self._keeps_net(sid):  # the socket calls were traced
                 self.net.traced.add(sid)
             out = self._released()
         elif kind == "trace-net":
             n = net_record(rec)
-            if n is not None and self._mine_sid(sid):
+            if n is not None and self._keeps_net(sid):
                 self.net.add(n)
         elif kind == "session-end":
             self.ledger.end(sid)
@@ -182,8 +185,9 @@ class Assembler:
     def _mine(self, img: Image) -> bool:
         return self.only is None or img.session == self.only
 
-    def _mine_sid(self, sid: str) -> bool:
-        return self.only is None or sid == self.only
+    def _keeps_net(self, sid: str) -> bool:
+        keep = self.keep_net is not None and self.keep_net(sid)
+        return keep and (self.only is None or sid == self.only)
 
     def _released(self) -> list[Image]:
         out: list[Image] = []

@@ -56,7 +56,7 @@ def net_finding(
     if kind in ("plumbing", "other") or n.call == "accept":
         return None  # an accept is its listener's (MCS303); an association sends nothing
     dest, scope = destination(n), n.scope
-    who = f"{name} (pid {n.pid})"
+    who = name  # the pid is in the evidence: one finding folds every process of its kind
     d = rec.data
     text = f"[trace-net] {d.get('time', '?')} pid {n.pid}: {n.call} {dest} = {n.outcome}"
     text += f" ({n.errno})" if n.errno else ""

@@ -16,7 +16,7 @@ import ipaddress
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mcpshim.base.display import quote_argv
@@ -123,6 +123,8 @@ class _Session:
     net_traced: bool = False  # the tracer recorded the socket calls (trace-net, its summary)
     reached: set[tuple[int, int | None]] = field(default_factory=set)  # observed contact
     sampled_listens: list[Finding] = field(default_factory=list)  # said when not net_traced
+    #: the trace's findings by (rule, key): a process's repeats of one fact are one evidence
+    net: dict[tuple[str, str], tuple[Finding, set[Any]]] = field(default_factory=dict)
 
 
 class SessionEvidence:
@@ -161,7 +163,7 @@ class SessionEvidence:
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
         for sid, s in self._sessions.items():
-            out += s.findings
+            out += s.findings + [f for f, _idents in s.net.values()]
             if not s.net_traced:
                 out += s.sampled_listens + self._outbound(sid, s)
             out += self._credential_findings(sid, s)
@@ -285,7 +287,15 @@ class SessionEvidence:
         if d.get("blocked"):  # a contained session's ruleset refused it: MCS410
             found = blocked_connect(sid, rec, name)
         if found is not None:
-            s.findings.append(found)
+            key, who = (found.rule.id, found.key or found.message), (d.get("boot_id"), *ident)
+            had = s.net.get(key)
+            if had is None:
+                s.net[key] = (found, {who})
+            elif who not in had[1]:  # another process: its own evidence (review splits by call)
+                had[1].add(who)
+                f = had[0]
+                s.net[key] = (replace(f, evidence=f.evidence + found.evidence, count=f.count + 1),
+                              had[1])  # fmt: skip
         if d.get("outcome") in ("connected", "sent") and isinstance(ident[0], int):
             s.reached.add(ident)  # type: ignore[arg-type]
 
