@@ -190,6 +190,9 @@ def test_each_call_says_what_the_kernel_showed(net: Net) -> None:
                  f"sent a datagram to 127.0.0.1:{net.udp}", "listened on 127.0.0.1:",
                  f"connected to {net.unix}"):  # fmt: skip
         assert said in report, said
+    page = mcpshim(home, "report", "--session", sid, "--format", "html", "-o", "-").stdout
+    assert f"network: connected to 127.0.0.1:{net.listener} (tcp)" in page
+    assert f"network: tried 127.0.0.1:{net.closed} (tcp): refused" in page
 
     [trace] = traces_of(home, sid)
     by_peer = {
