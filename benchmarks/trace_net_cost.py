@@ -37,6 +37,7 @@ from pathlib import Path
 
 from mcpshim.paths import Locations
 from mcpshim.supervise.supervisor import set_child_subreaper
+from throwaway import throwaway_home
 from trace_cost import measure, run_plain, run_session, run_supervised
 
 LISTENER = textwrap.dedent(
@@ -147,4 +148,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())
