@@ -89,6 +89,8 @@ class Attribution:
     among: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: overlapping calls whose processes could not be told apart (family.overlap)
     overlaps: list[Overlap] = field(default_factory=list)
+    #: the processes' socket calls, as the model keeps them (family.netfacts)
+    net: NetFacts = field(default_factory=NetFacts)
     _may: dict[int, list[MayHaveRun]] | None = None
 
     def may_have_run(self, call: int) -> list[MayHaveRun]:
@@ -96,8 +98,6 @@ class Attribution:
         if self._may is None:
             self._may = may_have_run(self.overlaps, self.owner)
         return self._may.get(call, [])
-    #: the processes' socket calls, as the model keeps them (family.netfacts)
-    net: NetFacts = field(default_factory=NetFacts)
 
     def nodes(self) -> Iterator[Node]:
         for root in self.forest.roots:
