@@ -155,6 +155,8 @@ class Outcome:
     problems: list[str] = field(default_factory=list)  # the scenario did not happen as meant
     counts: dict[str, int] = field(default_factory=dict)  # execs, by reader (exec_counts)
     port: int = 0  # the listener standing in for a remote host (CORPUS_PORT)
+    #: what a read of the session's part of the log said unlike the whole log's (log.scope)
+    scope_diff: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -441,9 +443,10 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
         got = [_got(f) for f in raw["findings"]]
         problems = sc.proof(w)
         counts = exec_counts(w, session, raw)
+        diff = scope_diff(w, session)
         _kill_session(session)
     out = Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
-    out.counts = counts
+    out.counts, out.scope_diff = counts, diff
     out.port = w.port if sc.listener else 0
     return out
 
@@ -472,6 +475,21 @@ def exec_counts(w: Workspace, session: str, review: dict[str, Any]) -> dict[str,
         "ecs": sum(1 for line in ecs if json.loads(line)["event"]["dataset"] == "mcpshim.exec"),
         "otlp": sum(1 for sp in trace.spans if "process.pid" in sp.attributes),
     }
+
+
+def scope_diff(w: Workspace, session: str) -> list[str]:
+    """The commands whose answer for `session` differs between reading its part of the log
+    (log.scope) and reading the whole log (run in this process, in the workspace's HOME)."""
+    from unittest import mock
+
+    from mcpshim.paths import Locations
+    from tests.fixtures.scopecheck import both
+
+    home = {k: v for k, v in w.env.items() if k == "HOME" or k.startswith("XDG_")}
+    with mock.patch.dict(os.environ, home):
+        scoped, whole = both(Locations(w.shim_dir, w.log_dir), session, w.root / "scope")
+    return [f"{a[0]}: {str(a)[:400]} != {str(b)[:400]}"  # type: ignore[index]
+            for a, b in zip(scoped, whole, strict=True) if a != b]  # fmt: skip
 
 
 def _got(f: dict[str, Any]) -> Got:

@@ -45,6 +45,8 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     assert out.problems == [], out.problems
     # one process model: every reader counts the same execs
     assert len(set(out.counts.values())) == 1, out.counts
+    # the session's part of the log (log.scope) says what the whole log says
+    assert out.scope_diff == [], out.scope_diff
     s = score(out)
     missed = [f"{e.rule} {e.severity} under {e.tool}" for e in s.missed]
     extra = [f"{g.rule} {g.severity} under {g.tool}: {g.message[:160]}"

@@ -20,8 +20,7 @@ from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, save_lock, select_server
 from mcpshim.contract.lockmerge import drifted, merge
 from mcpshim.errors import EXIT_FINDINGS, InputError
-from mcpshim.family import attribution
-from mcpshim.log import execlog
+from mcpshim.log import execlog, scope
 from mcpshim.render.cards import cards_md, cards_text
 from mcpshim.review.cards import default_name, server_card, with_drift
 from mcpshim.review.pipeline import session_evidence
@@ -85,7 +84,7 @@ def approve(
     session = resolve(loc, session, relayed=True)
     problems: list[execlog.LogProblem] = []
     if session is None:
-        session = attribution.latest_session(execlog.iter_records(loc, problems))
+        session = scope.latest_relayed(loc, problems)
         if session is None:
             raise InputError(f"no session run with --mcp in the log at {loc.log_dir}")
     att, ev = session_evidence(loc, session, problems)[0]

@@ -17,7 +17,7 @@ from mcpshim.cli.common import load_policy, location_options, locations, session
 from mcpshim.cli.common import session as resolve
 from mcpshim.errors import InputError, McpshimError, UsageError
 from mcpshim.family import attribution
-from mcpshim.log import execlog
+from mcpshim.log import execlog, scope
 from mcpshim.log.follow import Mark, mark
 from mcpshim.log.logview import parse_since
 from mcpshim.otel import sdk
@@ -106,11 +106,11 @@ def _export(
 ) -> int:
     problems: list[execlog.LogProblem] = []
     if session is None and after is None:
-        session = attribution.latest_session(execlog.iter_records(loc, problems))
+        session = scope.latest_relayed(loc, problems)
         if session is None:
             raise InputError(f"no session run with --mcp in the log at {loc.log_dir}")
     traces = collect_traces(
-        execlog.iter_records(loc, problems),
+        scope.records(loc, session, problems),
         policy=load_policy(policy_file),
         anchor=attribution.anchors_for(loc),
         host=socket.gethostname(),

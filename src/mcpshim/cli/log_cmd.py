@@ -27,7 +27,7 @@ from mcpshim.errors import UsageError
 from mcpshim.family.attribution import anchors_for
 from mcpshim.family.images import Image
 from mcpshim.family.model import Assembler
-from mcpshim.log import execlog, logview, retention, rotation, sessionindex
+from mcpshim.log import execlog, logview, retention, rotation, scope, sessionindex
 from mcpshim.log.follow import Follower
 from mcpshim.paths import Locations
 from mcpshim.render.ecs import ecs_doc
@@ -86,7 +86,7 @@ def log(
         _follow(Follower(loc, problems), flt, show, fmt, history=since is not None)
         done()
         return
-    records = execlog.iter_records(loc, problems)
+    records = scope.records(loc, flt.session, problems)
     if fmt == "text":
         click.echo(logview.TEXT_HEADER)
     for rec in records if fmt == "ecs" else logview.select(records, flt):

@@ -29,7 +29,7 @@ from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, load_lock, select_server
 from mcpshim.errors import InputError, UsageError
 from mcpshim.family import attribution
-from mcpshim.log import execlog, marks
+from mcpshim.log import execlog, marks, scope
 from mcpshim.log.sessions import list_sessions
 from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
@@ -57,7 +57,7 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
     problems: list[execlog.LogProblem] = []
     refs = marks.segment_refs(loc)
     done, _collector = pipeline.review_records(
-        execlog.iter_records(loc, problems),
+        scope.records(loc, session, problems),
         policy=pol,
         anchor=attribution.anchors_for(loc),
         session=session,
@@ -83,7 +83,7 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
         click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)
     if problems:
         subject["damaged records skipped"] = str(len(problems))
-    sealed = seal_note(loc)
+    sealed = seal_note(loc, session)
     subject["sealed"] = sealed.line
     start = att.start or {}
     lock = load_lock(lock_path) if lock_path is not None else Lock()
@@ -240,7 +240,7 @@ def report(
         return 0
     sid = resolve(loc, session, relayed=True)
     if sid is None:
-        sid = attribution.latest_session(execlog.iter_records(loc, []))
+        sid = scope.latest_relayed(loc, [])
         if sid is None:
             raise InputError(f"no session run with --mcp in the log at {loc.log_dir}")
     if output is None and fmt == "html":

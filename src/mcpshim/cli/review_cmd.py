@@ -77,9 +77,13 @@ def _echo(text: str) -> None:
 
 
 @contextlib.contextmanager
-def _records(loc: Locations) -> Iterator[tuple[Iterator[execlog.Record], list[execlog.LogProblem]]]:
+def _records(
+    loc: Locations, session: str | None
+) -> Iterator[tuple[Iterator[execlog.Record], list[execlog.LogProblem]]]:
+    from mcpshim.log import scope
+
     problems: list[execlog.LogProblem] = []
-    yield execlog.iter_records(loc, problems), problems
+    yield scope.records(loc, session, problems), problems
     _problems_to_stderr(problems)
 
 
@@ -107,10 +111,11 @@ def tree_(
     through their shim and how many bypassed it (and why).
     """
     from mcpshim.cli.sealnote import seal_note
-    from mcpshim.family.attribution import attribute_log
+    from mcpshim.family.attribution import anchors_for, attribute_log, scoped_collector
     from mcpshim.family.coverage import CoverageCollector
     from mcpshim.family.forestread import read_compact_forest
     from mcpshim.family.view import session_parents
+    from mcpshim.log import scope
     from mcpshim.log.rows import ExecRows
     from mcpshim.render.md import render_calls_text
     from mcpshim.render.report import coverage_lines
@@ -129,7 +134,11 @@ def tree_(
 
     problems: list[execlog.LogProblem] = []
     rows = ExecRows()
-    forest, seen = read_compact_forest(rows.iter_log(loc, problems), rows, session, cov, note)
+    items = scope.rows(loc, session, rows, problems)
+    collector = scoped_collector(loc, session) if fmt == "text" and root_pid is None else None
+    if collector is not None:  # the calls' part below, from this one read
+        items = collector.tee_rows(items, rows)
+    forest, seen = read_compact_forest(items, rows, session, cov, note)
     _problems_to_stderr(problems)
     if not seen and session is not None:
         raise execlog.missing_session(loc, session)
@@ -138,7 +147,7 @@ def tree_(
     subject = {"log": str(loc.log_file), "session": session or "(all)"}
     if root_pid is not None:
         subject["root"] = str(root_pid)
-    sealed = seal_note(loc)
+    sealed = seal_note(loc, session)
     subject["sealed"] = sealed.line
     # Every shim directory mcpshim installed counts, as in review (engine.make_context).
     known = {str(loc.shim_dir): load_manifest(loc.shim_dir), **registry.installed()}
@@ -146,7 +155,8 @@ def tree_(
     subject.update(coverage_lines(cov.results(shims, known)))
     if fmt == "text":  # in batches of lines: a large forest never becomes one string
         write_tree_text(forest, subject, _echo, supervisors, sealed.mark)
-        for att in attribute_log(loc, session) if root_pid is None else []:
+        atts = collector.results(anchors_for(loc)) if collector else attribute_log(loc, session)
+        for att in atts if root_pid is None else []:
             click.echo("\n" + render_calls_text(att), nl=False)  # sessions run with --mcp
         return
     click.echo(tree_renderer(fmt)(forest, subject), nl=False)
@@ -241,7 +251,7 @@ def review(
     _problems_to_stderr(done.problems)
     result = done.result
     # Evidence no verified seal covers is marked.
-    sealed = seal_note(loc)
+    sealed = seal_note(loc, session)
     findings = sealed.findings(result.findings)
     mark_reviewed(loc, refs, session, findings)
     subject = {
@@ -279,7 +289,7 @@ def _review_lock(
 
     done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol)
     _problems_to_stderr(done.problems)
-    sealed = seal_note(loc)
+    sealed = seal_note(loc, session)
     findings = sealed.findings(done.findings)
     mark_reviewed(loc, refs, session, findings)
     subject = {
@@ -373,7 +383,7 @@ def baseline_save(
 
     loc = locations(shim_dir, log_dir)
     session = resolve(loc, session)
-    with _records(loc) as (records, _problems):
+    with _records(loc, session) as (records, _problems):
         base = baseline_mod.collect(tree.images(records, session), session or "")
     if base.records == 0:
         raise UsageError(

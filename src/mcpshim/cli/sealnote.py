@@ -6,13 +6,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations
 from mcpshim.review.findings import Finding
-from mcpshim.seal import state
-from mcpshim.seal.verify import Verification, verify
-from mcpshim.seal.view import header_line
+
+if TYPE_CHECKING:
+    from mcpshim.seal.verify import Verification
+
+NEVER_SEALED = "no: the log was never sealed (`mcpshim log seal --init`)"
 
 __all__ = ["SealNote", "seal_note"]
 
@@ -38,8 +41,19 @@ def _nothing(where: str) -> str:
     return ""
 
 
-def seal_note(loc: Locations) -> SealNote:
-    """Verify the plain chain (and the sealer's state); a log never sealed marks nothing."""
+def seal_note(loc: Locations, session: str | None = None) -> SealNote:
+    """Verify the plain chain (and the sealer's state); a log never sealed marks nothing.
+    A reader of one session learns from the session index that no segment holds a seal:
+    with no sealer's state either, nothing is searched (nor the verifier loaded)."""
+    from mcpshim.log.scope import scope
+    from mcpshim.seal import state
+
+    sc = scope(loc, session)
+    if sc is not None and not sc.sealed and not state.default_state_path(loc.log_dir).exists():
+        return SealNote(NEVER_SEALED, _nothing)
+    from mcpshim.seal.verify import verify
+    from mcpshim.seal.view import header_line
+
     result: Verification | None = None
     with contextlib.suppress(InputError, OSError):
         st = None

@@ -36,6 +36,9 @@ from mcpshim.family.overlap import MayHaveRun, Overlap, Owner, may_have_run, ove
 from mcpshim.family.tree import Forest, Image, Node, build_forest
 from mcpshim.log import execlog
 from mcpshim.log.execlog import CLK_TCK, EventRecord, Record
+from mcpshim.log.indexscan import MCP_MARK
+from mcpshim.log.rows import ExecRows, Row
+from mcpshim.log.scope import scope
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "attribute_log",
     "latest_session",
     "log_has_relayed_sessions",
+    "scoped_collector",
 ]
 
 TICK = 1.0 / CLK_TCK
@@ -99,19 +103,25 @@ class Attribution:
             self._may = may_have_run(self.overlaps, self.owner)
         return self._may.get(call, [])
 
+    _tops: dict[Owner, list[Node]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
     def nodes(self) -> Iterator[Node]:
         for root in self.forest.roots:
             yield from (n for n in root.walk() if n.known)
 
     def processes(self, owner: Owner) -> list[Node]:
-        """The top processes with this owner (their descendants hang below them)."""
-        out = []
-        for n in self.nodes():
-            if n.id in self.owner and self.owner[n.id] == owner:
-                p = n.parent
-                if p is None or self.owner.get(p.id, -1) != owner:
-                    out.append(n)
-        return out
+        """The top processes with this owner (their descendants hang below them); found in
+        one walk for every owner (a text tree asks once per call)."""
+        if self._tops is None:
+            self._tops = {}
+            for n in self.nodes():
+                if n.id in self.owner:
+                    own, p = self.owner[n.id], n.parent
+                    if p is None or self.owner.get(p.id, -1) != own:
+                        self._tops.setdefault(own, []).append(n)
+        return list(self._tops.get(owner, ()))
 
     def owner_of(self, boot: str, pid: int, start: int | None) -> Owner:
         for n in self.nodes():
@@ -160,6 +170,13 @@ class Collector:
             self.feed(rec)
             yield rec
 
+    def tee_rows(self, items: Iterable[Row | Record], rows: ExecRows) -> Iterator[Row | Record]:
+        """`tee` over log.rows' items (a row made its record here): one session's read
+        (log.scope) feeds its review or tree and its attribution in one pass."""
+        for item in items:
+            self.feed(rows.record(item) if isinstance(item, tuple) else item)
+            yield item
+
     def results(self, anchor: Anchor, final: bool = True) -> list[Attribution]:
         """Each session attributed; `final`: nothing more will be read (what the model
         still held goes in), False for a live view that reads on."""
@@ -178,9 +195,6 @@ def attribute(records: Iterable[Record], session: str, anchor: Anchor) -> Attrib
     return next(iter(c.results(anchor)), None)
 
 
-_MARK = b"\0=mcp-session\0="  # how an mcp-session record's kind is framed in the log
-
-
 def log_has_relayed_sessions(loc: Locations) -> bool:
     """A byte scan (no decoding) for a session run with --mcp, so logs without one cost
     review and tree nothing more than this."""
@@ -189,20 +203,32 @@ def log_has_relayed_sessions(loc: Locations) -> bool:
         try:
             with fdio.open_regular(seg) as fh:  # a FIFO would block the read
                 while chunk := fh.read(1 << 22):
-                    if _MARK in tail + chunk[: len(_MARK)] or _MARK in chunk:
+                    if MCP_MARK in tail + chunk[: len(MCP_MARK)] or MCP_MARK in chunk:
                         return True
-                    tail = chunk[-len(_MARK) :]
+                    tail = chunk[-len(MCP_MARK) :]
         except (OSError, InputError):
             continue
     return False
 
 
+def scoped_collector(loc: Locations, session: str | None) -> Collector | None:
+    """A collector to tee one session's read through (`Collector.tee_rows`) when that read
+    is its part of the log (log.scope) and the log holds a session run with --mcp; None:
+    `attribute_log` reads (or skips) the log itself."""
+    sc = scope(loc, session) if loc.log_dir.is_dir() else None
+    return Collector(session) if sc is not None and sc.mcp else None
+
+
 def attribute_log(loc: Locations, session: str | None = None) -> list[Attribution]:
-    """Every relayed session in the log (or just `session`), attributed; [] without any."""
-    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+    """Every relayed session in the log (or just `session`: its part, log.scope),
+    attributed; [] without any."""
+    if not loc.log_dir.is_dir():
+        return []
+    sc = scope(loc, session)
+    if not (sc.mcp if sc is not None else log_has_relayed_sessions(loc)):
         return []
     collector = Collector(session)
-    for rec in execlog.iter_records(loc, []):
+    for rec in execlog.iter_records(loc, []) if sc is None else sc.records([]):
         collector.feed(rec)
     return collector.results(anchors_for(loc))
 

@@ -36,6 +36,7 @@ from mcpshim.log.ledger import (
     HOLD,
     SHELLS,
     Ledger,
+    Recall,
     ident_key,
     sample_is_helper,
     trace_is_exec,
@@ -75,7 +76,8 @@ class Assembler:
         self.ledger = ledger if ledger is not None else Ledger()
         self.coverage = coverage if coverage is not None else CoverageCollector(only)
         self._held: dict[int, tuple[str, Record]] = {}  # token -> (what, record)
-        self._attempts: dict[tuple[str, int], list[tuple[EventRecord, Image]]] = {}
+        #: a PATH search's failed steps by (session, boot, pid), until what they led to
+        self._attempts: dict[tuple[str, str, int], list[tuple[EventRecord, Image]]] = {}
         self.net = NetFacts()  # the sessions' socket calls, by process (trace-net)
 
     # ---- shim records ------------------------------------------------------------------
@@ -121,6 +123,8 @@ class Assembler:
             own = [img] if img is not None and self._mine(img) else []
             return own + (self.parent_record(rec) if mine else [])
         if rec.kind not in _EVENTS:
+            if isinstance(rec, Recall):
+                self.ledger.recall(rec)
             return []
         d = rec.data
         sid = session_of(rec) or ""
@@ -216,7 +220,7 @@ class Assembler:
         entry = trace_is_exec(d)
         self.ledger.counted(sid, entry)
         pid = _int(d.get("pid"))
-        key = (str(d.get("boot_id") or ""), pid if pid is not None else -1)
+        key = (sid, str(d.get("boot_id") or ""), pid if pid is not None else -1)
         if d.get("result") != "ok":
             img = trace_image(rec)
             if img is None:
@@ -241,7 +245,7 @@ class Assembler:
         self.coverage.entry(img, rec)
         return [img]
 
-    def _flush_attempts(self, key: tuple[str, int]) -> list[Image]:
+    def _flush_attempts(self, key: tuple[str, str, int]) -> list[Image]:
         return [replace(img, entry=False) for _rec, img in self._attempts.pop(key, [])]
 
 

@@ -33,7 +33,7 @@ from mcpshim.log.boot import (
     now_anchor,
 )
 from mcpshim.log.events import event_data
-from mcpshim.log.framing import LogProblem, body_of, pieces
+from mcpshim.log.framing import LogProblem, Readable, body_of, pieces
 from mcpshim.log.framing import bodies as _bodies
 from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
@@ -324,7 +324,7 @@ def _parse_one(
 
 
 def read_stream(
-    stream: BinaryIO,
+    stream: Readable,
     name: str,
     spill_dir: Path | None,
     problems: list[LogProblem],

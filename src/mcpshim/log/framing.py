@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
 
-__all__ = ["LogProblem", "bodies", "body_of", "pieces"]
+__all__ = ["LogProblem", "Readable", "bodies", "body_of", "pieces"]
 
 _CHUNK = 1 << 20
+
+
+class Readable(Protocol):
+    """What the framing reads from: a file, or a view of part of one."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,7 @@ class LogProblem:
 
 
 def pieces(
-    stream: BinaryIO, name: str, problems: list[LogProblem], base: int = 0
+    stream: Readable, name: str, problems: list[LogProblem], base: int = 0
 ) -> Iterator[tuple[int, bytes]]:
     """(offset, bytes) between two end markers, empty ones skipped; a trailing piece
     without its end marker goes to `problems`. Memory holds one chunk plus the largest
@@ -63,7 +69,7 @@ def body_of(pos: int, piece: bytes, name: str, problems: list[LogProblem]) -> tu
 
 
 def bodies(
-    stream: BinaryIO, name: str, problems: list[LogProblem], base: int = 0
+    stream: Readable, name: str, problems: list[LogProblem], base: int = 0
 ) -> Iterator[tuple[int, bytes]]:
     """The framing: (offset, body) for each record or pointer, `\\0R...`/`\\0P...` without
     its end marker; what is not a whole record goes to `problems`."""

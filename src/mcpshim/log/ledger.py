@@ -21,6 +21,12 @@ counts the same execs):
 The state is small (held samples and pending parents per session, the latest `RECENT`
 identities) and JSON-ready, so the session index keeps it between updates and counts
 exactly as the readers that build processes do (family.model wraps this ledger).
+
+The latest identities are the one state that crosses sessions: a session's own records
+decide everything else. So a read of one session's records (log.scope) is told, by a
+`Recall` in its stream, what the whole log's ledger found at each of the session's parent
+checks (the session index keeps that), and where it starts reading everything, the
+identities the whole log's ledger held there.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpshim.log.execlog import EventRecord
 from mcpshim.log.shimhelper import is_shim_helper
 
 __all__ = [
@@ -38,6 +45,7 @@ __all__ = [
     "RECENT",
     "SHELLS",
     "Ledger",
+    "Recall",
     "ident_key",
     "sample_is_helper",
     "trace_is_exec",
@@ -72,6 +80,18 @@ def sample_is_helper(d: Mapping[str, Any]) -> bool:
     return is_shim_helper([c.encode("utf-8", "surrogateescape") for c in raw])
 
 
+@dataclass(frozen=True, slots=True)
+class Recall(EventRecord):
+    """Not a record of the log: what a session's read (log.scope) tells the process model
+    of the records it skipped (see the module docstring). `known`: the next parent check
+    found the shell among the latest identities (or not); `recent`: those identities, from
+    here on kept as usual. It has no kind and no session: every other reader passes it by,
+    and nothing in a log can make one."""
+
+    known: bool | None = None
+    recent: tuple[str, ...] | None = None
+
+
 @dataclass
 class _Session:
     traced: bool = False  # its start said strace
@@ -95,6 +115,9 @@ class Ledger:
         self.recent: dict[str, None] = {}
         #: (token, is it an exec) of the held records the last call decided
         self.released: list[tuple[int, bool]] = []
+        #: whether the last parent check found the shell among the latest identities
+        self.known = False
+        self._told: bool | None = None  # a Recall's answer for the next parent check
         self._token = 0
         if state:
             self.recent = dict.fromkeys(state.get("recent", ()))
@@ -142,6 +165,12 @@ class Ledger:
 
     # ---- the records -------------------------------------------------------------------
 
+    def recall(self, rec: Recall) -> None:
+        """What a session's read was told (see Recall)."""
+        if rec.recent is not None:
+            self.recent = dict.fromkeys(rec.recent)
+        self._told = rec.known
+
     def presume(self, sid: str) -> None:
         """Known before reading (a split review's byte scan): the session's trace was
         summarized, so its samples and shells are the trace's (as `summary` would say)."""
@@ -166,7 +195,11 @@ class Ledger:
         s.entries += 1
         if shim in SHELLS:
             self._remember(ident)
-        if parent is None or parent in self.recent or s.summary:
+        if parent is None:
+            return NONE, 0
+        told, self._told = self._told, None
+        self.known = parent in self.recent if told is None else told
+        if self.known or s.summary:
             return NONE, 0
         if s.ended:
             s.entries += 1

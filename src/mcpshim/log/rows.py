@@ -25,7 +25,7 @@ from mcpshim.errors import InputError
 from mcpshim.log import execlog
 from mcpshim.log.boot import Anchors, clock_seconds
 from mcpshim.log.execlog import ExecRecord, LogProblem, Record
-from mcpshim.log.framing import pieces
+from mcpshim.log.framing import Readable, pieces
 from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
 
@@ -102,10 +102,13 @@ class ExecRows:
         self.names: list[str] = []
         self._btimes: dict[bytes, float | None] = {}
         self._boots: dict[bytes, str] = {}
+        #: the piece the item last yielded came from: its offset and where it ends (after
+        #: its end marker); the session index keeps each session's records as such spans
+        self.at = self.end = 0
 
     def read(
         self,
-        stream: BinaryIO,
+        stream: Readable,
         name: str,
         spill_dir: Path | None,
         problems: list[LogProblem],
@@ -140,6 +143,7 @@ class ExecRows:
                                 btime = btimes[bt] = clock_seconds(bt)
                         else:
                             btime = anchors.get(boot)
+                        self.at, self.end = pos, pos + len(piece) + 2
                         yield (
                             seg,
                             pos,
@@ -159,6 +163,7 @@ class ExecRows:
                         continue
             rec = general(pos, piece, name, spill_dir, problems, anchors)
             if rec is not None:
+                self.at, self.end = pos, pos + len(piece) + 2
                 yield rec
 
     def _add_tail(self, raw: bytes) -> int:

@@ -1,16 +1,24 @@
-"""The session index: what `mcpshim sessions` lists, without decoding the log again.
+"""The session index: what `mcpshim sessions` lists, and where each session's records lie,
+without decoding the log again.
 
 Per segment, the index holds how far it has read and what those records say about each
 session (start and end records, the server's name, tool calls, execs, first and last
-time). A segment is known by device and inode, which rotation's rename keeps, and by a
-hash of its first bytes, so a new file in a reused inode is read afresh. Bringing the index
-up to date reads only what was appended since, with a byte scan over the NUL framing (exec
-records are not decoded: about ten times faster than the reader). `run` brings it up to
-date when a session ends, `sessions` and the session resolver before they answer; a missing
-or damaged index is rebuilt from the segments, and a dropped segment's records drop out
-with it; where it cannot be written (a log directory the user may only read) it is built in
-memory for the one answer. Updaters take the index's own lock (flock), never the log's:
-writers never wait.
+time), where each session's records lie (byte spans; log.scope reads one session's records
+by them), what every session's read needs besides its own records (session starts, spill
+pointers, damaged pieces), what the process model's one state that crosses sessions
+decided at each of a session's parent checks (log.ledger), and the byte marks the readers
+search whole segments for (a session run with --mcp, a seal). A segment is known by device
+and inode, which rotation's rename keeps, and by a hash of its first bytes, so a new file
+in a reused inode is read afresh. Records are read by the readers' own decoding
+(log.indexscan over log.rows), so the index says of each record what every reader makes
+of it; the file's first line is the digest of the rest, so a damaged index is never read
+as one. Bringing the
+index up to date reads only what was appended since; what a later segment's account
+depends on (a segment grown or dropped before it) makes it read again. `run` brings it up
+to date when a session ends, `sessions` and the session resolver before they answer; a
+missing or damaged index is rebuilt from the segments; where it cannot be written (a log
+directory the user may only read) it is built in memory for the one answer. Updaters take
+the index's own lock (flock), never the log's: writers never wait.
 """
 
 from __future__ import annotations
@@ -19,14 +27,10 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import math
 import os
-import re
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,229 +38,25 @@ import orjson
 
 from mcpshim.base.fdio import open_regular
 from mcpshim.base.safewrite import make_private_dir, write_file
-from mcpshim.errors import InputError
 from mcpshim.log.execlog import Anchors, segments
-from mcpshim.log.ledger import SHELLS, Ledger, ident_key, sample_is_helper, trace_is_exec
+from mcpshim.log.indexscan import Scan, fresh, iso_epoch, scan_file, times
+from mcpshim.log.ledger import Ledger
 from mcpshim.paths import Locations
 
 __all__ = ["Index", "index_path", "iso_epoch", "update"]
 
-VERSION = 2  # 2: execs are the process model's (log.ledger)
+VERSION = 3  # 3: each session's spans, what its read needs besides, the readers' decoding
 _HEAD = 512  # bytes hashed to tell a segment from a later file in the same inode
 _CHUNK = 1 << 22
-_Q = b"*+" if sys.version_info >= (3, 11) else b"*"  # possessive: no backtracking
-_F = rb"[^\0]" + _Q
-# exec: btime, uptime, boot id, 8 fields, the session, the rest; any other kind: one JSON
-# field; a spill pointer. A torn record never matches: its next tag is \0R, not \0= or \0\n.
-_RX = re.compile(
-    rb"\0R\0=1\0=(?:exec\0=(" + _F + rb")\0=(" + _F + rb")\0=(" + _F + rb")((?:\0=" + _F
-    + rb"){8})\0=(" + _F + rb")\0=" + _F + rb"\0=" + _F + rb"\0=(" + _F + rb")(?:\0=" + _F
-    + rb")" + _Q + rb"|([^\0]+)\0=(" + _F + rb"))\0\n"
-    rb"|\0P\0=1\0=([^\0]+)\0\n"
-)  # fmt: skip
-_SHELL_NAMES = frozenset(n.encode() for n in SHELLS)
-_START_KEYS = ("time", "name", "command", "cwd", "user", "pid", "boot_id")
-_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated", "cause")
 
 
 def index_path(loc: Locations) -> Path:
     return loc.index_dir / "sessions.json"
 
 
-def iso_epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def _partial() -> dict[str, Any]:
-    return {
-        "execs": 0,  # shim records
-        "extra": 0,  # the other execs the ledger counted (traced, sampled, parents)
-        "tool_calls": 0,
-        "first": None,
-        "last": None,
-        "start": None,
-        "end": None,
-        "relayed": False,
-        "traced": False,
-        "server": None,
-    }
-
-
-def _times(p: dict[str, Any], t: float | None) -> None:
-    if t is not None:
-        p["first"] = t if p["first"] is None else min(p["first"], t)
-        p["last"] = t if p["last"] is None else max(p["last"], t)
-
-
-class _Scan:
-    """Folds records into one segment's entry."""
-
-    def __init__(
-        self, entry: dict[str, Any], anchors: Anchors, spill_dir: Path, ledger: Ledger
-    ) -> None:
-        self.entry = entry
-        self.anchors = anchors
-        self.spill_dir = spill_dir
-        self.ledger = ledger  # which record is an exec (log.ledger): the readers' count
-
-    def _session(self, sid: str) -> dict[str, Any]:
-        got: dict[str, Any] | None = self.entry["sessions"].get(sid)
-        if got is None:
-            got = self.entry["sessions"][sid] = _partial()
-        return got
-
-    def feed(self, buf: bytes, nested: bool = False) -> None:
-        execs: dict[bytes, list[Any]] = {}
-        n = 0
-        for bt, up, boot, mid, sess, pcmd, kind, body, spill in _RX.findall(buf):
-            if spill:
-                if not nested:
-                    self._spill(spill)
-                continue
-            n += 1
-            if kind:
-                self._event(kind, body)
-                continue
-            if pcmd or mid.rsplit(b"\0=", 3)[1] in _SHELL_NAMES:
-                self._shell(boot, mid, sess, bool(pcmd))
-            a = execs.get(sess)
-            if a is None:
-                execs[sess] = [1, bt, up, boot, bt, up, boot]
-            else:
-                a[0] += 1
-                a[4], a[5], a[6] = bt, up, boot
-        self.entry["records"] += n
-        for sess, a in execs.items():
-            if not sess:
-                self.entry["other"] += a[0]
-                continue
-            p = self._session(sess.decode("utf-8", "replace"))
-            p["execs"] += a[0]
-            _times(p, self._when(a[1], a[2], a[3]))
-            _times(p, self._when(a[4], a[5], a[6]))
-
-    def _shell(self, boot_b: bytes, mid: bytes, sess_b: bytes, parent: bool) -> None:
-        """A shim record the ledger must see: a shell's (a parent to recognise), or one
-        holding its shell's command line (that shell's exec, when nothing else saw it)."""
-        pid, ppid, start, pstart, _cwd, shim = (
-            x.decode("utf-8", "replace") for x in mid.split(b"\0=")[1:7]
-        )
-        boot, sid = boot_b.decode("ascii", "replace"), sess_b.decode("utf-8", "replace")
-        key = ident_key(boot, _num(ppid), _num(pstart)) if parent and ppid else None
-        self.ledger.shim(sid, shim, ident_key(boot, _num(pid), _num(start)), key)
-        self.ledger.sessions[sid].entries -= 1  # the shim record itself: counted in `execs`
-
-    def _when(self, bt: bytes, up: bytes, boot: bytes) -> float | None:
-        try:
-            base = float(bt) if bt else self.anchors.get(boot.decode("ascii", "replace"))
-            t = None if base is None else base + float(up)
-        except ValueError:
-            return None
-        return t if t is not None and math.isfinite(t) else None
-
-    def _spill(self, name: bytes) -> None:
-        text = name.decode("ascii", "replace")
-        if "/" in text or text.startswith("."):
-            return
-        with contextlib.suppress(OSError, InputError), open_regular(self.spill_dir / text) as fh:
-            data = fh.read()
-            if data.startswith(b"\0R") and data.endswith(b"\0\n"):
-                self.feed(data, nested=True)
-
-    def _event(self, kind_b: bytes, body: bytes) -> None:
-        kind = kind_b.decode("ascii", "replace")
-        try:
-            d = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            d = None
-        sid = d.get("session") if isinstance(d, dict) else None
-        if kind == "exec" or not isinstance(d, dict) or not isinstance(sid, str):
-            self.entry["other"] += 1
-            return
-        p = self._session(sid)
-        _times(p, iso_epoch(d.get("time")))
-        led = self.ledger
-        if kind == "session-start":
-            p["start"] = {k: d.get(k) for k in _START_KEYS}
-            led.start(sid, d.get("trace"))
-        elif kind == "session-end":
-            p["end"] = {k: d.get(k) for k in _END_KEYS}
-            led.end(sid)
-        elif kind == "mcp-session":
-            p["relayed"] = True
-        elif kind == "mcp-request" and d.get("method") == "tools/call":
-            p["tool_calls"] += 1
-        elif kind == "mcp-initialize":
-            p["server"] = {"name": d.get("server_name"), "version": d.get("server_version")}
-        elif kind == "observed" and not sample_is_helper(d):
-            led.sample(sid, ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start")))
-        elif kind == "trace-gap":
-            led.counted(sid, d.get("seen_as") != "trace")
-        elif kind in ("trace-exec", "trace-summary"):
-            p["traced"] = True
-            if kind == "trace-exec":
-                led.counted(sid, trace_is_exec(d))
-            else:
-                led.summary(sid)
-
-    def done(self) -> None:
-        """What the ledger decided goes into this segment's partials; its state is kept."""
-        for sid, s in self.ledger.sessions.items():
-            if s.entries and sid:
-                self._session(sid)["extra"] += s.entries
-            s.entries = 0
-        self.entry["ledger"] = self.ledger.state()
-
-
-def _num(text: str) -> int | str:
-    """A pid or a start as the readers key it (an int; anything else as written)."""
-    return int(text) if text.isdigit() and len(text) <= 18 else text if text else "None"
-
-
 def _head(fh: Any, length: int) -> str:
     fh.seek(0)
     return hashlib.sha256(fh.read(length)).hexdigest()
-
-
-def _fresh(name: str, st: os.stat_result) -> dict[str, Any]:
-    return {
-        "name": name,
-        "dev": st.st_dev,
-        "ino": st.st_ino,
-        "head": "",
-        "head_len": 0,
-        "offset": 0,
-        "records": 0,
-        "other": 0,
-        "sessions": {},
-    }
-
-
-def _scan_file(fh: Any, entry: dict[str, Any], scan: _Scan, budget: int | None) -> int:
-    """Read whole records from entry['offset'] on; returns the bytes consumed."""
-    fh.seek(entry["offset"])
-    carry = b""
-    used = 0
-    while budget is None or used < budget:
-        chunk = fh.read(_CHUNK)
-        if not chunk:
-            break
-        buf = carry + chunk if carry else chunk
-        end = buf.rfind(b"\0\n")
-        if end < 0:
-            carry = buf
-            continue
-        scan.feed(buf[: end + 2])
-        entry["offset"] += end + 2
-        used += end + 2
-        carry = buf[end + 2 :]
-    return used
 
 
 @dataclass(frozen=True)
@@ -281,8 +81,8 @@ class Index:
                 acc["start"] = acc["start"] or p["start"]
                 acc["end"] = p["end"] or acc["end"]
                 acc["server"] = p["server"] or acc["server"]
-                _times(acc, p["first"])
-                _times(acc, p["last"])
+                times(acc, p["first"])
+                times(acc, p["last"])
         last = Ledger(self.entries[-1].get("ledger")) if self.entries else Ledger()
         for sid, acc in out.items():
             acc["waiting"] = last.waiting(sid)  # what the end of the log decides
@@ -298,14 +98,23 @@ class Index:
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
+    """The entries; [] when the file is missing, of another version, or damaged in any
+    byte (its first line is the digest of the rest): then it is built again."""
     try:
-        doc = orjson.loads(path.read_bytes())
+        digest, _, body = path.read_bytes().partition(b"\n")
+        if digest != _digest(body):
+            return []
+        doc = orjson.loads(body)
     except (OSError, orjson.JSONDecodeError):
         return []
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         return []
     entries = doc.get("segments")
     return entries if isinstance(entries, list) else []
+
+
+def _digest(body: bytes) -> bytes:
+    return hashlib.sha256(body).hexdigest().encode()
 
 
 @contextlib.contextmanager
@@ -339,28 +148,65 @@ def _locked(loc: Locations, wait: float) -> Iterator[bool | None]:
 
 
 def _save(path: Path, entries: list[dict[str, Any]]) -> None:
-    data = orjson.dumps({"version": VERSION, "segments": entries})
-    write_file(path, data, 0o600, durable=False)
+    body = orjson.dumps({"version": VERSION, "segments": entries})
+    write_file(path, _digest(body) + b"\n" + body, 0o600, durable=False)
+
+
+_MEMO: dict[Path, tuple[tuple[Any, ...], Index]] = {}  # the last index a process made
+
+
+def _signature(loc: Locations) -> tuple[Any, ...] | None:
+    """The index file and the segments as they stand (None: no index file)."""
+    out: list[Any] = []
+    for p in (index_path(loc), *segments(loc)):
+        try:
+            st = os.stat(p)
+        except OSError:
+            if not out:
+                return None
+            continue
+        out.append((p.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Index | None:
     """Bring the index up to date with the segments (at most `budget` new bytes) and return
-    it; None when another updater held the lock for `wait` seconds or there is no log."""
+    it; None when another updater held the lock for `wait` seconds or there is no log. A
+    command asks several times: while nothing changed, it gets the index it last got."""
     if not loc.log_dir.is_dir():
         return None
+    path = index_path(loc)
+    memo = _MEMO.get(path) if budget is None else None
+    if memo is not None and memo[0] == _signature(loc):
+        return memo[1]
+    index = _update(loc, budget, wait)
+    if index is not None and budget is None and (sig := _signature(loc)) is not None:
+        _MEMO[path] = (sig, index)
+    return index
+
+
+def _update(loc: Locations, budget: int | None, wait: float) -> Index | None:
     with _locked(loc, wait) as got:
         if got is False:
             return None
         path = index_path(loc)
         if got is None:
             budget = None  # nothing kept: read it all, this once
-        old = {(e.get("dev"), e.get("ino")): e for e in _load(path) if isinstance(e, dict)}
+        old = {(e["dev"], e["ino"]): e for e in _load(path)}
         anchors = Anchors(loc.boot_dir)
         entries: list[dict[str, Any]] = []
         changed = len(old) == 0
         state: dict[str, Any] | None = None  # the ledger where the previous segment ended
-        restarted = False  # a segment read afresh: the ones after it are read again too
-        for seg in segments(loc):
+        paths = segments(loc)
+        now = set()
+        for seg in paths:
+            with contextlib.suppress(OSError):
+                st = os.stat(seg)
+                now.add((st.st_dev, st.st_ino))
+        # A segment dropped (or grown, below) changes what every later one's account starts
+        # from (log.ledger): those are read again.
+        restarted = any(key not in now for key in old)
+        for seg in paths:
             try:
                 fh = open_regular(seg)
             except FileNotFoundError:
@@ -373,17 +219,18 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
                     or (entry["head_len"] and _head(fh, entry["head_len"]) != entry["head"])
                 ):
                     entry = None
-                if entry is None or restarted or "ledger" not in entry:
-                    entry, changed, restarted = _fresh(seg.name, st), True, True
+                if entry is None or restarted:
+                    entry, changed, restarted = fresh(seg.name, st), True, True
                 if entry["name"] != seg.name:
                     entry["name"], changed = seg.name, True
                 if st.st_size > entry["offset"] and (budget is None or budget > 0):
                     ledger = Ledger(entry["ledger"] if entry["offset"] else state)
-                    scan = _Scan(entry, anchors, loc.spill_dir, ledger)
-                    used = _scan_file(fh, entry, scan, budget)
+                    scan = Scan(entry, anchors, loc.spill_dir, ledger)
+                    used = scan_file(fh, seg.name, entry, scan, budget)
                     scan.done()
                     budget = None if budget is None else budget - used
                     changed = changed or used > 0
+                    restarted = restarted or used > 0
                 elif not entry["offset"]:
                     entry["ledger"] = Ledger(state).state()
                 state = entry["ledger"]

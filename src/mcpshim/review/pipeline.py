@@ -21,7 +21,7 @@ from mcpshim.contract.lockfile import Lock, select_server
 from mcpshim.errors import InputError
 from mcpshim.family import attribution
 from mcpshim.family.attribution import Anchor, Attribution, Collector
-from mcpshim.log import execlog
+from mcpshim.log import execlog, scope
 from mcpshim.log.execlog import LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
@@ -102,12 +102,15 @@ def review_log(
     """The log's review (or one session's), its tool calls attributed; an unknown session
     is an input error."""
     problems: list[LogProblem] = []
+    collector = attribution.scoped_collector(loc, session)
     result = _review_log(loc, problems, policy=policy, session=session,
                          shim_dir=str(loc.shim_dir), manifest=load_manifest(loc.shim_dir),
-                         baseline=baseline, progress=progress)  # fmt: skip
+                         baseline=baseline, progress=progress, collector=collector)  # fmt: skip
     if session is not None and not result.in_session:
         raise execlog.missing_session(loc, session)
-    out = with_calls(result, attribution.attribute_log(loc, session), policy)
+    atts = (attribution.attribute_log(loc, session) if collector is None
+            else collector.results(attribution.anchors_for(loc)))  # fmt: skip
+    out = with_calls(result, atts, policy)
     return dataclasses.replace(out, problems=problems)
 
 
@@ -133,7 +136,7 @@ def session_evidence(
 ) -> list[tuple[Attribution, SessionEvidence]]:
     """The relayed sessions of the log (or `session`, an error when it is not there)."""
     found = relayed_sessions(
-        execlog.iter_records(loc, problems), attribution.anchors_for(loc), session
+        scope.records(loc, session, problems), attribution.anchors_for(loc), session
     )
     if session is not None and not found:
         raise InputError(f"session {session} was not run with --mcp (no tool calls recorded)")

@@ -17,18 +17,19 @@ import io
 import multiprocessing
 import os
 import pickle
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
-from mcpshim.family.attribution import log_has_relayed_sessions
+from mcpshim.family.attribution import Collector, log_has_relayed_sessions
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.log.indexscan import MARKED
 from mcpshim.log.ledger import SHELLS, Ledger, ident_key
 from mcpshim.log.rows import ExecRows, Row
+from mcpshim.log.scope import scope as session_scope
 from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.engine import (
@@ -79,7 +80,7 @@ class _PRead:
         return data
 
 
-_SESSION_ID = re.compile(rb'\0=(mcp-session|trace-summary)\0=\{"session":"([^"\\]{1,200})"')
+_SESSION_ID = MARKED
 
 
 def _marked_sessions(loc: Locations) -> tuple[set[str], set[str]]:
@@ -141,7 +142,7 @@ def _records(
     loc: Locations, rows: ExecRows, ranges: list[_Range], problems: list[LogProblem]
 ) -> Iterator[Row | Record]:
     for r in ranges:
-        yield from rows.read(_PRead(r), r.name, loc.spill_dir, problems)  # type: ignore[arg-type]
+        yield from rows.read(_PRead(r), r.name, loc.spill_dir, problems)
 
 
 def _shift(where: str, name: str, offset: int) -> str:
@@ -248,14 +249,27 @@ def review_log(
     baseline: Baseline | None = None,
     progress: Progress | None = None,
     workers: int | None = None,
+    collector: Collector | None = None,
 ) -> ReviewResult:
-    """Review every segment of the log at `loc`, in two processes when it pays."""
+    """Review every segment of the log at `loc`, in two processes when it pays; one
+    session's part of it (log.scope) in one pass, teed through `collector` when given."""
     ctx = make_context(policy, shim_dir, manifest, baseline)
     session_ev = SessionEvidence(policy, ctx.shim_names(), session)
     can_fork = "fork" in multiprocessing.get_all_start_methods()
     parallel = (workers or os.cpu_count() or 1) > 1 and can_fork
     if not loc.log_dir.is_dir():
         raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    sc = session_scope(loc, session)
+    if sc is not None:  # one session's part of the log (log.scope): one pass
+        rows = _rows(loc)
+        items = sc.rows(rows, problems)
+        items = items if collector is None else collector.tee_rows(items, rows)
+        one = scan(items, ctx, session, progress, session_ev=session_ev,
+                   relayed={sc.session} if sc.relayed else set(),
+                   coverage=CoverageCollector(session), rows=rows)  # fmt: skip
+        if progress is not None:
+            progress(one.records, "")
+        return fold([one], policy, session_ev.findings(), coverage_of([one], ctx))
     relayed = relayed_sessions(loc)
     with contextlib.ExitStack() as stack:
         fds: list[tuple[int, str, int]] = []
