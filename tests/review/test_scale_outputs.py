@@ -20,19 +20,15 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from mcpshim.cli import cli
-from mcpshim.family import compact_text
-from mcpshim.render import text as text_view
 from mcpshim.review import split as review_split
 from tests.fixtures.benchmod import load_benchmark
 from tests.fixtures.home import DATA, Home
@@ -95,28 +91,6 @@ def seeded() -> Iterator[Path]:
 @pytest.mark.parametrize("name", ["tree.txt", "tree.json"])
 def test_tree_prints_what_main_printed(home: Home, seeded: Path, name: str) -> None:
     assert _digest(run(seeded, name)) == DIGESTS[name]
-
-
-def test_tree_text_printed_by_two_processes_is_the_same(
-    home: Home, seeded: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(text_view, "SPLIT_IMAGES", 0)
-    cuts: list[int] = []
-    real = compact_text.halfway
-
-    def halfway(roots: Any) -> int:
-        cuts.append(real(roots))
-        return cuts[-1]
-
-    monkeypatch.setattr(text_view, "halfway", halfway)
-    assert _digest(run(seeded, "tree.txt")) == DIGESTS["tree.txt"]
-    assert len(cuts) == 1 and cuts[0] > 0  # split between roots, the second half in a child
-
-    def dies(*args: Any) -> None:
-        os._exit(3)  # a child that fails: this process prints its half
-
-    monkeypatch.setattr(text_view, "_print_part", dies)
-    assert _digest(run(seeded, "tree.txt")) == DIGESTS["tree.txt"]
 
 
 @pytest.mark.parametrize("split_min", [1 << 40, 0])

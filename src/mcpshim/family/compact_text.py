@@ -20,7 +20,7 @@ from mcpshim.family.images import Image
 from mcpshim.log.boot import MAX_SECONDS
 from mcpshim.log.logview import cwd_text
 
-__all__ = ["compact_lines", "halfway", "stamp_of_seconds"]
+__all__ = ["compact_lines", "stamp_of_seconds"]
 
 _SECONDS: dict[int, str] = {}
 
@@ -183,20 +183,9 @@ def compact_lines(
     supervisors: Mapping[tuple[str, int], str],
     mark: Callable[[str], str] | None,
     image_text: Callable[[Image], str],
-    lo: int = 0,
-    hi: int | None = None,
 ) -> Iterator[str]:
-    """render.text.iter_tree_text's lines after its header, for a compact forest's roots
-    (those from index `lo` to `hi`)."""
+    """render.text.iter_tree_text's lines after its header, for a compact forest's roots."""
     printer = _Printer(roots._cols, supervisors, mark, image_text)
-    for root in roots._ids[lo:hi]:
+    for root in roots._ids:
         yield ""
         yield from printer.lines(root)
-
-
-def halfway(roots: CompactRoots) -> int:
-    """The index of the first root of about the forest's second half by processes (node
-    ids are in log order, and a family's processes mostly come after its root)."""
-    ids = roots._ids
-    mid = len(roots._cols.pid) // 2
-    return next((i for i, r in enumerate(ids) if r >= mid), len(ids))

@@ -6,19 +6,12 @@ argument cannot move the cursor or fake a line.
 
 from __future__ import annotations
 
-import codecs
-import gc
-import itertools
-import multiprocessing
-import os
-import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.compact import CompactRoots
-from mcpshim.family.compact_text import compact_lines, halfway
+from mcpshim.family.compact_text import compact_lines
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
@@ -215,8 +208,6 @@ def render_tree_text(
     return "\n".join(iter_tree_text(forest, subject, supervisors)) + "\n"
 
 
-#: below this many images a second process costs more than it saves
-SPLIT_IMAGES = 200_000
 _BATCH = 4096
 
 
@@ -226,65 +217,10 @@ def write_tree_text(
     emit: Callable[[str], None],
     supervisors: Mapping[tuple[str, int], str] | None = None,
     mark: Callable[[str], str] | None = None,
-    workers: int | None = None,
 ) -> None:
     """iter_tree_text's lines, each followed by a newline, handed to `emit` in batches
-    (a large forest never becomes one string). A large compact forest is printed by two
-    processes: a forked child writes the second half of the roots to a temporary file
-    while this process emits the first, then the child's text follows, the same text
-    (the printer is a pure function of the forest). Without fork, one CPU, or a child
-    that fails, this process prints it all."""
-    roots = forest.roots
-    cpus = workers or os.cpu_count() or 1
-    can_fork = "fork" in multiprocessing.get_all_start_methods()
-    if not (
-        isinstance(roots, CompactRoots) and forest.images >= SPLIT_IMAGES and cpus > 1 and can_fork
-    ):
-        _emit_lines(iter_tree_text(forest, subject, supervisors, mark), emit)
-        return
-    mid = halfway(roots)
-    lines = list(_tree_header(forest, subject))
-    sup = supervisors or {}
-    with tempfile.TemporaryFile() as spool:
-        sys.stdout.flush()  # the child must not inherit, and write, this process's buffer
-        mp = multiprocessing.get_context("fork")
-        child = mp.Process(
-            target=_print_part,
-            args=(spool.fileno(), roots, sup, mark, mid),
-            daemon=True,
-        )
-        # Objects the collector does not visit stay shared by the two processes while both
-        # print: a collection writes to each object it visits, which copies its page
-        gc.freeze()
-        try:
-            child.start()
-            _emit_lines(
-                itertools.chain(lines, compact_lines(roots, sup, mark, _image_text, 0, mid)), emit
-            )
-        finally:
-            if child.pid is not None:
-                child.join()
-            gc.unfreeze()
-        if child.exitcode != 0:
-            _emit_lines(compact_lines(roots, sup, mark, _image_text, mid), emit)
-            return
-        spool.seek(0)
-        decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # chunks cut characters
-        while chunk := spool.read(1 << 22):
-            emit(decoder.decode(chunk))
-        emit(decoder.decode(b"", final=True))
-
-
-def _print_part(
-    fd: int,
-    roots: CompactRoots,
-    supervisors: Mapping[tuple[str, int], str],
-    mark: Callable[[str], str] | None,
-    lo: int,
-) -> None:
-    """The child's half: roots from `lo` on, as text, into the spool file (whole lines)."""
-    with os.fdopen(os.dup(fd), "w", encoding="utf-8", errors="surrogatepass") as out:
-        _emit_lines(compact_lines(roots, supervisors, mark, _image_text, lo), out.write)
+    (a large forest never becomes one string)."""
+    _emit_lines(iter_tree_text(forest, subject, supervisors, mark), emit)
 
 
 def _emit_lines(lines: Iterable[str], emit: Callable[[str], object]) -> None:
