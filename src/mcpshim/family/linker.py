@@ -2,9 +2,8 @@
 
 A PID alone is ancestry, not identity: pids are reused. A child is linked to the latest
 remembered process with pid == its ppid in its boot that started no later than it (see
-`family.tree`). `Linker.add` links one record; `Linker.add_many` links a run of records
-in one call, with the same results and state as `add` on each in turn, without a call
-and a `Link` per record: tree and review link a million records this way.
+`family.tree`). `Linker.add` links one record; `Linker.add_many` links a run of them and
+answers in columns (tree and review read runs of rows).
 """
 
 from __future__ import annotations
@@ -182,99 +181,21 @@ class Linker:
         pstarts: Sequence[int | None],
         sessions: Sequence[str],
     ) -> Links:
-        """`add` of each record in turn (equal sequences, one entry a record), in one loop.
-
-        The same nodes, parents, families and state as that many `add` calls: this is
-        `add` with its helpers written inline, so a change to one is made to both (the
-        tests hold them equal on fuzzed records)."""
-        n = len(pids)
-        sids = self._sessions
-        for name in dict.fromkeys(sessions):  # numbered in order of first use, as add does
-            if name not in sids:
-                sids[name] = len(sids)
-        procs, unknown, unknown_pid = self._procs, self._unknown, self.unknown_pid
-        node_fam, node_sess, fam_parent = self._node_fam, self._node_sess, self._fam_parent
-        find_in, family_of_family = self._find_in, self.family_of_family
-        out = Links([0] * n, [NOT_NEW] * n, [0] * n, set(), {})
-        out_node, out_parent, out_fam = out.node, out.parent, out.family
-        last_boot: str | None = None
-        by_pid: dict[int, list[int]] = {}
-        i = -1
-        for boot, pid, ppid, start, pstart, sess in zip(
-            boots, pids, ppids, starts, pstarts, map(sids.__getitem__, sessions), strict=True
-        ):
-            i += 1
-            if boot != last_boot:
-                got = procs.get(boot)
-                by_pid = procs[boot] = {} if got is None else got
-                last_boot = boot
-            slots = by_pid.get(pid)
-            tag = (start + 1) if start is not None and start >= 0 else 0
-            if slots and max(slots) >> 32 >= tag:  # a later start than all: a new process
-                node = -1
-                for packed in slots:
-                    if packed >> 32 == tag:
-                        node = packed & _NODE
-                        break
-                if node >= 0:
-                    fam = node_fam[node]
-                    out_node[i] = node
-                    out_fam[i] = fam if fam_parent[fam] == fam else family_of_family(fam)
-                    continue
-            parent = NO_PARENT
-            if ppid is not None and ppid != pid:
-                pslots = by_pid.get(ppid)
-                if pslots:
-                    # the latest start is the best when it qualifies (the usual case)
-                    latest = max(pslots)
-                    s = (latest >> 32) - 1
-                    other = node_sess[latest & _NODE]
-                    if (
-                        pstart is None
-                        and start is not None
-                        and 0 <= s <= start
-                        and (other == sess or not sess or not other)
-                    ):
-                        parent = latest & _NODE
-                    else:
-                        parent = find_in(pslots, start, pstart, sess)
-                if parent < 0:
-                    u = unknown.get((boot, ppid, sess))
-                    if u is None:
-                        u = [self._new_node(None), start if start is not None else -1]
-                        unknown[(boot, ppid, sess)] = u
-                        unknown_pid[u[0]] = ppid
-                    elif start is not None and (u[1] < 0 or start < u[1]):
-                        u[1] = start
-                    parent = u[0]
-                    out.unknown_parent.add(i)
-            if parent >= 0:
-                fam = node_fam[parent]
-                if fam_parent[fam] != fam:
-                    fam = family_of_family(fam)
+        """`add` of each record in turn (equal sequences, one entry a record), answered as
+        columns: what tree and review take for a run of rows."""
+        out = Links([], [], [], set(), {})
+        family = self.family
+        for i, link in enumerate(map(self.add, boots, pids, ppids, starts, pstarts, sessions)):
+            out.node.append(link.node)
+            if not link.new:
+                out.parent.append(NOT_NEW)
             else:
-                fam = len(fam_parent)
-                fam_parent.append(fam)
-            node = len(node_fam)
-            node_fam.append(fam)
-            node_sess.append(sess)
-            if unknown:
-                u = unknown.get((boot, pid, sess))
-                if u is not None and start is not None and u[1] >= start:
-                    del unknown[(boot, pid, sess)]
-                    ufam = self.family(u[0])
-                    if ufam != fam:
-                        fam_parent[ufam] = fam
-                    out.adopted[i] = u[0]
-            if slots is None:
-                by_pid[pid] = [(tag << 32) | node]
-            else:
-                slots.append((tag << 32) | node)
-                if len(slots) > _RECENT:
-                    del slots[0]
-            out_node[i] = node
-            out_parent[i] = parent
-            out_fam[i] = fam
+                out.parent.append(NO_PARENT if link.parent is None else link.parent)
+            out.family.append(family(link.node))
+            if link.unknown_parent:
+                out.unknown_parent.add(i)
+            if link.adopted is not None:
+                out.adopted[i] = link.adopted
         return out
 
     def absorb(self, later: Linker) -> int:
