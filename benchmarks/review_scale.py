@@ -12,8 +12,8 @@ pages a command maps count in RSS, not in what it allocated). Issue 20's targets
 project's 2-core machine: review < 5 s and < 200 MB in all, tree < 5 s and < 300 MB.
 Anchors in the same run: `start-up` (`mcpshim review --help`: the interpreter, the CLI and
 the review command's imports; commands load lazily), `floor` (one process reading the log
-as rows and linking every one, a run of 4,096 rows at a time as tree and review do: the
-least a command that links families does in this Python) and, with --jq, jq selecting the
+as rows and linking every one, `Linker.add` per row: the least a command that links
+families does in this Python) and, with --jq, jq selecting the
 shell lines from the same records as JSON lines (a C program's plain scan).
 
     python benchmarks/review_scale.py [--records N] [--keep DIR [--reuse]] [--skip-tree]
@@ -256,20 +256,10 @@ import sys
 from mcpshim.family.tree import Linker
 from mcpshim.log.rows import ExecRows
 rows, linker = ExecRows(), Linker()
-tails, run = rows.tails, []
-many = getattr(linker, "add_many", None)  # runs of rows since issue 20's linking step
-add = linker.add
+tails, add = rows.tails, linker.add
 with open(sys.argv[1], "rb") as fh:
     for r in rows.read(fh, "exec.log", None, []):
-        if many is None:
-            add(r[3], r[4], r[5], r[6], r[7], tails[r[2]].session)
-            continue
-        run.append((r[3], r[4], r[5], r[6], r[7], tails[r[2]].session))
-        if len(run) == 4096:
-            many(*zip(*run))
-            run = []
-if run:
-    many(*zip(*run))
+        add(r[3], r[4], r[5], r[6], r[7], tails[r[2]].session)
 """
 
 

@@ -49,7 +49,6 @@ __all__ = [
     "anchors_for",
     "attribute",
     "attribute_log",
-    "latest_session",
     "log_has_relayed_sessions",
     "scoped_collector",
 ]
@@ -231,16 +230,6 @@ def attribute_log(loc: Locations, session: str | None = None) -> list[Attributio
     for rec in execlog.iter_records(loc, []) if sc is None else sc.records([]):
         collector.feed(rec)
     return collector.results(anchors_for(loc))
-
-
-def latest_session(records: Iterable[Record]) -> str | None:
-    """The last session in the log that was relayed with --mcp."""
-    last = None
-    for rec in records:
-        if isinstance(rec, EventRecord) and rec.kind == "mcp-session":
-            sid = rec.data.get("session")
-            last = sid if isinstance(sid, str) else last
-    return last
 
 
 # ---- attributing -------------------------------------------------------------------------

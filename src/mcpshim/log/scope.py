@@ -212,8 +212,8 @@ def rows(
 
 
 def latest_relayed(loc: Locations, problems: list[LogProblem]) -> str | None:
-    """The last session in the log that was relayed with --mcp (family.attribution's
-    latest_session), from the index when it has read the whole log."""
+    """The last session in the log that was relayed with --mcp: from the index when it has
+    read the whole log, else from every record."""
     index = sessionindex.update(loc) if ENABLED and loc.log_dir.is_dir() else None
     if index is None or MCP_MARK in _unread(loc, index.entries):
         from mcpshim.log.execlog import EventRecord
