@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from review_scale import TARGETS, measure
 from sessions_scale import generate
+from throwaway import throwaway_home
 
 LOOKUP = "import sys; from mcpshim.contract.identity import Identities; " \
     "Identities().lookup(sys.argv[1:])"  # fmt: skip
@@ -128,4 +129,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

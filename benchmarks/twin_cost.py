@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from review_scale import FLOOR, generate, measure
+from throwaway import throwaway_home
 
 ONE_CPU = "import os, sys; os.cpu_count = lambda: 1; from mcpshim.cli import main; " \
     "main(sys.argv[1:])"  # fmt: skip
@@ -100,4 +101,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

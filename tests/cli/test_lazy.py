@@ -47,7 +47,7 @@ def test_review_help_imports_no_rule_and_no_review_engine() -> None:
     heavy = [m for m in loaded if m.startswith(("mcpshim.review.rules", "mcpshim.family"))]
     heavy += [m for m in loaded if m in {
         "mcpshim.review.catalogue", "mcpshim.review.engine", "mcpshim.review.scan",
-        "mcpshim.review.split", "mcpshim.review.pipeline", "mcpshim.review.departure_rules",
+        "mcpshim.review.pipeline", "mcpshim.review.departure_rules",
         "mcpshim.pathcheck.lint", "mcpshim.render.text", "mcpshim.render.sarif",
     }]  # fmt: skip
     assert heavy == [], heavy

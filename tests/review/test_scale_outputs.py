@@ -6,7 +6,7 @@ home and each command runs through the CLI. The expected outputs were produced b
 ee79ea5 (before the fast reader, the column printer and the review's field-level scan),
 its temporary directory written as TMP: review's JSON and text in full
 (tests/data/scale50k/), tree's text and JSON and review's SARIF as SHA-256. Review runs
-in one process and, forced, in two (split), and both give the same bytes.
+in one process.
 
 Since issue 29 MCS108 says what a helper's arguments name, not that it "contacted" them
 (review's JSON, text and SARIF differ from ee79ea5's in those words only).
@@ -29,7 +29,6 @@ import pytest
 from click.testing import CliRunner
 
 from mcpshim.cli import cli
-from mcpshim.review import split as review_split
 from tests.fixtures.benchmod import load_benchmark
 from tests.fixtures.home import DATA, Home
 
@@ -93,11 +92,7 @@ def test_tree_prints_what_main_printed(home: Home, seeded: Path, name: str) -> N
     assert _digest(run(seeded, name)) == DIGESTS[name]
 
 
-@pytest.mark.parametrize("split_min", [1 << 40, 0])
-def test_review_prints_what_main_printed(
-    home: Home, seeded: Path, monkeypatch: pytest.MonkeyPatch, split_min: int
-) -> None:
-    monkeypatch.setattr(review_split, "SPLIT_MIN", split_min)
+def test_review_prints_what_main_printed(home: Home, seeded: Path) -> None:
     for name in FULL:
         expected = gzip.decompress((DATA / f"{name}.gz").read_bytes()).decode()
         got = run(seeded, name)

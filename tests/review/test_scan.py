@@ -18,7 +18,6 @@ from mcpshim.log import eventlog, execlog
 from mcpshim.render.json import render_findings_json
 from mcpshim.render.report import Report
 from mcpshim.review import engine, policy, scan
-from mcpshim.review import split as review_split
 from tests.fixtures.home import Home
 from tests.fixtures.reviewkit import fake_exec
 
@@ -121,11 +120,11 @@ def test_a_run_of_any_length_reviews_as_one_image_at_a_time(
     _log(home)
     kw = {"policy": policy.default_policy(), "shim_dir": str(home.loc.shim_dir)}
     problems: list[execlog.LogProblem] = []
-    monkeypatch.setattr(review_split, "MEMO_CAP", 3)  # the row reader's tails: 3 at a time
+    monkeypatch.setattr(engine, "MEMO_CAP", 3)  # the row reader's tails: 3 at a time
     monkeypatch.setattr(scan, "RUN", 1)
-    one = review_split.review_log(home.loc, problems, workers=1, **kw)  # type: ignore[arg-type]
+    one = engine.review_log(home.loc, problems, **kw)  # type: ignore[arg-type]
     monkeypatch.setattr(scan, "RUN", run)
-    runs = review_split.review_log(home.loc, problems, workers=1, **kw)  # type: ignore[arg-type]
+    runs = engine.review_log(home.loc, problems, **kw)  # type: ignore[arg-type]
     records = engine.review(execlog.iter_records(home.loc, problems), **kw)  # type: ignore[arg-type]
     assert problems == []
     assert _result(runs) == _result(one)

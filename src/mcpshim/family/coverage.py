@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,26 +214,6 @@ class CoverageCollector:
                 e = dataclasses.replace(e, name=img.command)
         if e is not None:
             s.execs.append((e, src, img))
-
-    def map_where(self, fn: Callable[[str], str]) -> None:
-        """Rewrite every kept image's position (a split review's offsets)."""
-        for s in self.sessions.values():
-            s.execs = [(e, src, dataclasses.replace(i, where=fn(i.where))) for e, src, i in s.execs]
-
-    def absorb(self, later: CoverageCollector) -> None:
-        """Add what a collector fed the records right after ours gathered (split review)."""
-        for sid, o in later.sessions.items():
-            s = self.sessions.setdefault(sid, _Session())
-            s.start = s.start or o.start
-            s.shim.update(o.shim)
-            s.hops |= o.hops
-            s.parent_seen += o.parent_seen
-            s.traced += o.traced
-            s.sampled |= o.sampled
-            s.ancestry += o.ancestry
-            s.execs += o.execs
-            s.summary = o.summary or s.summary
-            s.fallback = o.fallback or s.fallback
 
     def results(
         self, shim_names: Iterable[str] = (), shim_dirs: Iterable[str] = ()

@@ -86,13 +86,6 @@ class Linker:
         self._node_sess.append(sess)
         return len(self._node_fam) - 1
 
-    def _find_parent(
-        self, boot: str, ppid: int, start: int | None, pstart: int | None, sess: int
-    ) -> int:
-        by_pid = self._procs.get(boot)
-        slots = by_pid.get(ppid) if by_pid is not None else None
-        return self._find_in(slots, start, pstart, sess) if slots else -1
-
     def _find_in(self, slots: list[int], start: int | None, pstart: int | None, sess: int) -> int:
         """_find_parent among the ppid's remembered processes."""
         best, best_start = -1, -2
@@ -197,40 +190,3 @@ class Linker:
             if link.adopted is not None:
                 out.adopted[i] = link.adopted
         return out
-
-    def absorb(self, later: Linker) -> int:
-        """Append the state of a linker that read the records right after ours.
-
-        Its unknown parents are looked up among our processes (the parent was in our part
-        of the log); its processes become the latest of their pids. Returns the offset
-        added to its family ids. (An unknown parent of ours that turns up in its part is
-        not adopted: the window for that is the few records around the split.)
-        """
-        node_off, fam_off = len(self._node_fam), len(self._fam_parent)
-        sess_map = array("l", [0] * len(later._sessions))
-        for name, idx in later._sessions.items():
-            sess_map[idx] = self._sessions.setdefault(name, len(self._sessions)) if name else 0
-        self._node_fam.extend(f + fam_off for f in later._node_fam)
-        self._node_sess.extend(sess_map[x] for x in later._node_sess)
-        self._fam_parent.extend(p + fam_off for p in later._fam_parent)
-        for unode, ppid in later.unknown_pid.items():
-            self.unknown_pid[unode + node_off] = ppid
-        for (boot, ppid, lsess), (unode, first) in later._unknown.items():
-            sess = sess_map[lsess]
-            mine = self.family(unode + node_off)
-            found = self._find_parent(boot, ppid, first if first >= 0 else None, None, sess)
-            if found < 0:
-                u = self._unknown.get((boot, ppid, sess))
-                if u is None:
-                    self._unknown[(boot, ppid, sess)] = [unode + node_off, first]
-                    continue
-                found = u[0]
-            theirs = self.family(found)
-            if theirs != mine:
-                self._fam_parent[mine] = theirs
-        for boot, by_pid in later._procs.items():
-            ours = self._procs.setdefault(boot, {})
-            for pid, slots in by_pid.items():
-                moved = [((p >> 32) << 32) | ((p & 0xFFFFFFFF) + node_off) for p in slots]
-                ours[pid] = (ours.get(pid, []) + moved)[-_RECENT:]
-        return fam_off

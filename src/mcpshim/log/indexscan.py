@@ -37,7 +37,7 @@ GAP = 1 << 16  # one session's spans closer than this are read as one (what lies
 #: how an mcp-session record's kind is framed: whole-log readers search segments for it
 MCP_MARK = b"\0=mcp-session\0="
 SEAL_MARK = b"\0R\0=1\0=seal\0="  # a seal record's start (seal.record.MARKER)
-#: a session run with --mcp, or whose trace was summarized, by a byte scan (review.split);
+#: a session run with --mcp, or whose trace was summarized, by a byte scan (review.engine);
 #: no NUL inside, so a match never spans two records
 MARKED = re.compile(rb'\0=(mcp-session|trace-summary)\0=\{"session":"([^"\\\0]{1,200})"')
 _START_KEYS = ("time", "name", "command", "cwd", "user", "pid", "boot_id")

@@ -171,15 +171,9 @@ class Ledger:
             self.recent = dict.fromkeys(rec.recent)
         self._told = rec.known
 
-    def presume(self, sid: str) -> None:
-        """Known before reading (a split review's byte scan): the session's trace was
-        summarized, so its samples and shells are the trace's (as `summary` would say)."""
-        s = self._get(sid)
-        s.traced = s.summary = True
-
     def prime(self, ident: str) -> None:
-        """A shell or a sample read before this ledger's part of the log (a split review
-        primes its second half with the records just before the cut)."""
+        """A shell's identity a parent check may find (one the ledger was not fed as a
+        shim record: family.model's, the session index's)."""
         self._remember(ident)
 
     def start(self, sid: str, trace: Any) -> None:

@@ -69,7 +69,7 @@ class Scope:
     loc: Locations
     session: str
     entries: tuple[dict[str, Any], ...]
-    relayed: bool  # MARKED as run with --mcp (what review.split's byte scan finds)
+    relayed: bool  # MARKED as run with --mcp (what review.engine's byte scan finds)
     mcp: bool  # the segments hold a session run with --mcp (attribution's byte scan)
     sealed: bool  # the segments hold a seal record's start
 

@@ -13,8 +13,16 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mcpshim.base import fdio
+from mcpshim.errors import InputError
+from mcpshim.family.attribution import Collector, log_has_relayed_sessions
 from mcpshim.family.coverage import CoverageCollector, SessionCoverage
-from mcpshim.log.execlog import Record
+from mcpshim.log import execlog
+from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.log.indexscan import MARKED
+from mcpshim.log.rows import ExecRows
+from mcpshim.log.scope import scope as session_scope
+from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import Policy, apply_policy
@@ -43,7 +51,9 @@ __all__ = [
     "family_label",
     "fold",
     "make_context",
+    "relayed_sessions",
     "review",
+    "review_log",
     "scan",
 ]
 
@@ -80,45 +90,34 @@ def make_context(
     return Context(policy, shim_dirs, manifest, baseline, manifests=others)
 
 
-def coverage_of(scans: list[Scan], ctx: Context) -> tuple[SessionCoverage, ...]:
-    """Each run session's coverage, from the collectors of consecutive scans joined."""
-    collectors = [s.coverage for s in scans if s.coverage is not None]
-    if not collectors:
+def coverage_of(one: Scan, ctx: Context) -> tuple[SessionCoverage, ...]:
+    """Each run session's coverage, from the scan's collector."""
+    if one.coverage is None:
         return ()
-    first = collectors[0]
-    for later in collectors[1:]:
-        first.absorb(later)
-    return tuple(first.results(ctx.shim_names(), ctx.shim_dirs))
+    return tuple(one.coverage.results(ctx.shim_names(), ctx.shim_dirs))
 
 
 def fold(
-    scans: list[Scan],
+    one: Scan,
     policy: Policy,
     extra: Iterable[Finding] = (),
     coverage: tuple[SessionCoverage, ...] = (),
 ) -> ReviewResult:
-    """Join scans of consecutive runs of the log, fold hits per family, apply the policy;
-    `coverage`'s bypasses become findings too (MCS405)."""
-    first = scans[0]
-    linker, labels = first.linker, dict(first.labels)
-    parts = [(0, first.acc)]
-    for later in scans[1:]:
-        off = linker.absorb(later.linker)
-        labels.update({f + off: text for f, text in later.labels.items()})
-        parts.append((off, later.acc))
+    """Fold a scan's hits per family, apply the policy; `coverage`'s bypasses become
+    findings too (MCS405)."""
+    linker, labels = one.linker, one.labels
     # Families may have merged (a missing parent turned up): fold by the surviving family.
     merged: dict[tuple[int, str, str], _Acc] = {}
-    for off, acc in parts:
-        for (fam, rid, hkey), a in acc.items():
-            k = (linker.family_of_family(fam + off), rid, hkey)
-            m = merged.get(k)
-            if m is None:
-                merged[k] = a
-            else:
-                m.count += a.count
-                m.keep_all = m.keep_all or a.keep_all
-                room = None if m.keep_all else max(EVIDENCE_KEEP - len(m.evidence), 0)
-                m.evidence.extend(a.evidence if room is None else a.evidence[:room])
+    for (fam, rid, hkey), a in one.acc.items():
+        k = (linker.family_of_family(fam), rid, hkey)
+        m = merged.get(k)
+        if m is None:
+            merged[k] = a
+        else:
+            m.count += a.count
+            m.keep_all = m.keep_all or a.keep_all
+            room = None if m.keep_all else max(EVIDENCE_KEEP - len(m.evidence), 0)
+            m.evidence.extend(a.evidence if room is None else a.evidence[:room])
     findings = []
     for (fam, _rid, _key), a in merged.items():
         findings.append(
@@ -137,11 +136,11 @@ def fold(
     findings += bypass_findings(coverage, policy)
     return ReviewResult(
         apply_policy(findings, policy),
-        sum(s.records for s in scans),
-        sum(s.images for s in scans),
-        sum(s.processes for s in scans),
+        one.records,
+        one.images,
+        one.processes,
         families,
-        sum(s.in_session for s in scans),
+        one.in_session,
         coverage,
     )
 
@@ -163,4 +162,57 @@ def review(
     result = scan(records, ctx, session, progress, every, session_ev=session_ev, coverage=cov)
     if progress is not None:
         progress(result.records, "")
-    return fold([result], policy, session_ev.findings(), coverage_of([result], ctx))
+    return fold(result, policy, session_ev.findings(), coverage_of(result, ctx))
+
+
+def relayed_sessions(loc: Locations) -> set[str]:
+    """The ids of every session run with --mcp, by a byte scan (no decoding)."""
+    found: set[str] = set()
+    if not loc.log_dir.is_dir() or not log_has_relayed_sessions(loc):
+        return found
+    tail = b""
+    for seg in execlog.segments(loc):
+        try:
+            with fdio.open_regular(seg) as fh:  # a FIFO would block the read
+                while chunk := fh.read(1 << 22):
+                    buf = tail + chunk
+                    for kind, sid in MARKED.findall(buf):
+                        if kind == b"mcp-session":
+                            found.add(sid.decode("utf-8", "replace"))
+                    tail = buf[-256:]
+        except (OSError, InputError):
+            continue
+    return found
+
+
+def review_log(
+    loc: Locations,
+    problems: list[LogProblem],
+    *,
+    policy: Policy,
+    session: str | None = None,
+    shim_dir: str | None = None,
+    manifest: Manifest | None = None,
+    baseline: Baseline | None = None,
+    progress: Progress | None = None,
+    collector: Collector | None = None,
+) -> ReviewResult:
+    """Review every segment of the log at `loc` in one pass over its rows (log.rows), or
+    one session's part of it (log.scope), teed through `collector` when given."""
+    ctx = make_context(policy, shim_dir, manifest, baseline)
+    session_ev = SessionEvidence(policy, ctx.shim_names(), session)
+    if not loc.log_dir.is_dir():
+        raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
+    rows = ExecRows(execlog.Anchors(loc.boot_dir), max_tails=MEMO_CAP)  # tails bounded
+    sc = session_scope(loc, session)
+    if sc is not None:
+        items, relayed = sc.rows(rows, problems), {sc.session} if sc.relayed else set()
+    else:
+        items, relayed = rows.iter_log(loc, problems), relayed_sessions(loc)
+    if collector is not None:
+        items = collector.tee_rows(items, rows)
+    one = scan(items, ctx, session, progress, session_ev=session_ev, relayed=relayed,
+               coverage=CoverageCollector(session), rows=rows)  # fmt: skip
+    if progress is not None:
+        progress(one.records, "")
+    return fold(one, policy, session_ev.findings(), coverage_of(one, ctx))

@@ -2,12 +2,12 @@
 coverage, made once for every command that shows them.
 
 Review, report, export and approve all need the same steps: the streaming review of the
-process model (engine, split across two processes for a large log), the attribution of
-each relayed session's processes to its tool calls, the findings filed under the calls
-that started what they are about (plus the tool-call rules, MCS5xx), the policy, and each
-call's verdict. `review_log` does it from the log's segments, `review_records` in one pass
-over records already read (a live stream, a report's session); `lock_review` gives the
-departures from an approval instead. Renderers only render what these return.
+process model (engine: one pass over the log, or over one session's part of it), the
+attribution of each relayed session's processes to its tool calls, the findings filed under
+the calls that started what they are about (plus the tool-call rules, MCS5xx), the policy,
+and each call's verdict. `review_log` does it from the log's segments, `review_records` in
+one pass over records already read (a live stream, a report's session); `lock_review` gives
+the departures from an approval instead. Renderers only render what these return.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from mcpshim.review.baseline import Baseline
 from mcpshim.review.boundary import SessionEvidence, relayed_sessions
 from mcpshim.review.departures import departures
 from mcpshim.review.engine import Progress, ReviewResult, review
+from mcpshim.review.engine import review_log as _review_log
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.mcp_rules import regroup, session_findings
 from mcpshim.review.rules.unreadable import unreadable_findings
-from mcpshim.review.split import review_log as _review_log
 from mcpshim.review.verdicts import CallVerdict, call_verdicts
 from mcpshim.shim.manifest import Manifest, load_manifest
 
