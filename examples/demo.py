@@ -29,8 +29,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.base.display import escape
-from mcpshim.family import attribution
-from mcpshim.log import execlog
+from mcpshim.log import scope
 from mcpshim.paths import Locations
 
 HERE = Path(__file__).resolve().parent
@@ -161,7 +160,7 @@ def main(argv: list[str]) -> int:
         anyio.run(_agent, params)
 
         loc = Locations(home / ".local/share/mcpshim/shims", home / ".local/state/mcpshim/log")
-        session = attribution.latest_session(execlog.iter_records(loc, []))
+        session = scope.latest_relayed(loc, [])
         assert session is not None
         show("tree", "--session", session)
         show("review", "--session", session, "--policy", str(policy), "--fail-on", "high")
