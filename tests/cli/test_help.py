@@ -102,9 +102,10 @@ print(ours, others, file=sys.stderr)
 
 def imports(home: Home, *argv: str) -> tuple[list[str], list[str]]:
     """The mcpshim modules, and the third-party packages, a command imports."""
+    env = {k: v for k, v in home.env.items() if not k.startswith("COV")}  # (make coverage's)
     done = subprocess.run(
         [sys.executable, "-c", _MODULES, *argv],
-        env=home.env, capture_output=True, text=True, timeout=60, check=True,
+        env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     ours, others = done.stderr.strip().splitlines()[-1].split("] [")
     return eval(ours + "]"), eval("[" + others)

@@ -255,3 +255,9 @@ def test_the_shim_helper_caught_by_the_sampler_is_no_exec(home: Home) -> None:
     argv = [*MCPSHIM, "tree", "--dir", str(home.loc.shim_dir), "--session", sid, "--format", "json"]
     tree = subprocess.run(argv, env=home.env, capture_output=True, text=True, check=True)
     assert s["execs"] == json.loads(tree.stdout)["summary"]["images"] == 1
+    # and review says "seen only by sampling" (MCS302) of curl alone
+    argv = [*MCPSHIM, "review", "--dir", str(home.loc.shim_dir), "--session", sid, "--format",
+            "json"]  # fmt: skip
+    done = subprocess.run(argv, env=home.env, capture_output=True, text=True, check=False)
+    sampled = [f["message"] for f in json.loads(done.stdout)["findings"] if f["rule"] == "MCS302"]
+    assert len(sampled) == 1 and "curl" in sampled[0], sampled

@@ -22,6 +22,7 @@ from typing import Any
 from mcpshim.base.display import quote_argv
 from mcpshim.family.images import invoked_name
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
+from mcpshim.log.ledger import sample_is_helper
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.connections import net_finding
@@ -178,7 +179,7 @@ class SessionEvidence:
     def _observed(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
         ident = (d.get("pid"), d.get("start"))
-        if not isinstance(ident[0], int):
+        if not isinstance(ident[0], int) or sample_is_helper(d):  # (mcpshim's own helper)
             return
         s.observed.setdefault((ident[0], d.get("start")), _Proc(d, rec.where))
         if ident == s.root:
