@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 
 import pytest
@@ -70,3 +71,45 @@ def test_log_json_of_a_hostile_argument_is_terminal_safe(tmp_path: object) -> No
         [*mcp, "tree", "--format", "json"], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert all(c.isprintable() or c in "\n" for c in tree)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"argv": ["a\u202eb", "\x1b[2J", "é 漢字", "\u2028"], "n": [1, -2, True, None], "e": {}},
+        {"lone": "\udcff", "x": [[], {}]},  # a surrogateescape byte: orjson refuses it
+        {"big": 2**70, "small": -(2**63) - 1},  # past 64 bits
+        {"nan": float("nan"), "inf": [float("-inf")]},  # orjson would write null
+        {"deep": functools.reduce(lambda inner, _: [inner], range(300), [1])},  # past 254
+    ],
+)
+def test_indented_json_is_the_json_modules_text_whichever_path_writes_it(value: object) -> None:
+    """review/tree/SARIF documents go through orjson, or through json where orjson would
+    refuse or change a value: the text is the same either way, and terminal-safe."""
+    import json
+    import math
+
+    from mcpshim.base.display import _JSON_UNSAFE, dumps
+
+    text = dumps(value, indent=2)
+    plain = json.dumps(value, ensure_ascii=False, indent=2)
+    assert text == _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", plain)
+    assert all(c.isprintable() or c in "\n " for c in text)
+    back = json.loads(text)
+    if "nan" in back:
+        assert math.isnan(back["nan"]) and back["inf"] == [float("-inf")]
+    else:
+        assert back == value
+
+
+def test_a_dataclass_is_refused_as_json_refuses_it() -> None:
+    from dataclasses import dataclass
+
+    from mcpshim.base.display import dumps
+
+    @dataclass(frozen=True)
+    class P:
+        a: int
+
+    with pytest.raises(TypeError):
+        dumps({"p": P(1)}, indent=2)

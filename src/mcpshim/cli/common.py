@@ -48,7 +48,9 @@ __all__ = [
 
 def load_policy(path: Path | None) -> policy.Policy:
     """The policy, each [severity] id checked against every rule mcpshim has (the
-    catalogue's, loaded here: a command that takes a policy reviews)."""
+    catalogue's, loaded here only when a file is given: the defaults name no rule id)."""
+    if path is None:
+        return policy.default_policy()
     from mcpshim.review.catalogue import rules
 
     return policy.load_policy(path, frozenset(rules()))

@@ -8,6 +8,7 @@ composed `sh -c` line keeps its evidence while losing its token.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -204,7 +205,11 @@ def shell_end(value: bytes, s: int, stops: frozenset[int]) -> int:
     return n
 
 
-_COMPILED: tuple[_Rule | str, ...] = tuple(r if isinstance(r, str) else _compile(r) for r in RULES)
+@functools.cache
+def _compiled() -> tuple[_Rule | str, ...]:
+    """The table's patterns, built on the first value that might hold a secret: some 50 ms
+    of `re.compile` that a reader of the log (review, tree, sessions) never needs."""
+    return tuple(r if isinstance(r, str) else _compile(r) for r in RULES)
 
 
 def _apply(value: bytes, c: _Rule, hits: list[str]) -> bytes:
@@ -330,7 +335,7 @@ def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:
     found: list[str] = [] if hits is None else hits
     if not might_hold_secret(value):
         return value
-    for c in _COMPILED:
+    for c in _compiled():
         value = _apply_url(value, found) if isinstance(c, str) else _apply(value, c, found)
     return value
 
