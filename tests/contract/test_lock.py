@@ -336,6 +336,7 @@ def test_approve_on_a_thousand_execs_is_quick(tmp_path: Path, monkeypatch: Any) 
     bench = load_benchmark("approve_scale")
     bench.generate(tmp_path / "log", 1000)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # approve's identities
     lock = tmp_path / "l.lock"
     argv = ["approve", "--dir", str(tmp_path / "shims"), "--log-dir", str(tmp_path / "log")]
     argv += ["--session", bench.SESSION, "--lock", str(lock), "--yes"]

@@ -15,8 +15,6 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import orjson
-
 __all__ = [
     "b64_fields",
     "dumps",
@@ -118,12 +116,12 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-
-
 def _fast(value: Any) -> str | None:
+    import orjson  # here: --help prints through this module and imports click alone
+
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
     try:
-        out = orjson.dumps(value, option=_OPTIONS)
+        out = orjson.dumps(value, option=opts)
     except TypeError:  # orjson.JSONEncodeError is one
         return None
     if b"null" in out and _has_nonfinite(value):

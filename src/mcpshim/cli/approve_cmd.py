@@ -17,6 +17,7 @@ from mcpshim.cli.common import (
 )
 from mcpshim.cli.common import session as resolve
 from mcpshim.contract.identity import Identities
+from mcpshim.contract.identitycache import default_cache_file
 from mcpshim.contract.lockfile import Lock, load_lock, save_lock, select_server
 from mcpshim.contract.lockmerge import drifted, merge
 from mcpshim.errors import EXIT_FINDINGS, InputError
@@ -98,7 +99,8 @@ def approve(
         known = select_server(lock, str(start.get("name", "")), command, told)
         server_name = known.name if known is not None else default_name(att, ev)
     approved = lock.servers.get(server_name)
-    card = with_drift(server_card(att, ev, Identities(ev.uid), server_name), approved)
+    ids = Identities(ev.uid, default_cache_file())
+    card = with_drift(server_card(att, ev, ids, server_name), approved)
     click.echo(cards_md(card) if fmt == "md" else cards_text(card), nl=False)
     held = [] if update else drifted(approved, card.approval)
     merged, said = merge(lock, card.approval, update)

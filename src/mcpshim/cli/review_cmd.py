@@ -283,11 +283,13 @@ def _review_lock(
     refs: list[dict[str, Any]],
 ) -> int:
     from mcpshim.cli.sealnote import seal_note
+    from mcpshim.contract.identitycache import default_cache_file
     from mcpshim.contract.lockfile import load_lock
     from mcpshim.render.report import Report
     from mcpshim.review import pipeline
 
-    done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol)
+    kept = default_cache_file()
+    done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol, kept)
     _problems_to_stderr(done.problems)
     sealed = seal_note(loc, session)
     findings = sealed.findings(done.findings)

@@ -23,6 +23,9 @@ import subprocess
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+
+from mcpshim.contract.identitycache import IdentityCache, file_key
 
 __all__ = ["Identities", "Identity", "content_hash", "usr_aliases", "writable_by"]
 
@@ -118,12 +121,16 @@ def _run(argv: list[str]) -> str:
 class Identities:
     """Identity lookups, cached by path; `lookup` asks the package manager once per batch."""
 
-    def __init__(self, uid: int | None = None) -> None:
+    def __init__(self, uid: int | None = None, kept: Path | None = None) -> None:
+        """`kept`: a file that remembers package-owned identities between commands
+        (contract.identitycache; dpkg systems only)."""
         self.uid = uid
         self._cache: dict[str, Identity] = {}
         self.queries = 0  # package manager calls made (one per batch of new paths)
+        self.hashed = 0  # files read and hashed (not found in `kept`)
         self._dpkg = shutil.which("dpkg-query")
         self._rpm = None if self._dpkg else shutil.which("rpm")
+        self._kept = IdentityCache(kept if self._dpkg else None)
 
     def get(self, path: str) -> Identity:
         return self.lookup([path])[path]
@@ -133,8 +140,10 @@ class Identities:
         and MD5 (what dpkg records) hashed at the same time, on every core (a 100 MB
         node binary takes 0.2 s for SHA-256 and 0.5 s for MD5 on its own)."""
         paths = list(paths)
-        want = [p for p in dict.fromkeys(paths) if p not in self._cache]
+        want = [p for p in dict.fromkeys(paths) if p not in self._cache and not self._recall(p)]
         if want:
+            keys = {p: file_key(p) for p in want}
+            self.hashed += len(want)
             with ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1) as pool:
                 owners = pool.submit(self._owners, want)
                 sha = {p: pool.submit(_hash, p, "sha256") for p in want}
@@ -142,8 +151,18 @@ class Identities:
                 md5 = md5 if self._dpkg else {}
                 for p in want:
                     m = md5[p].result() if p in md5 else ""
-                    self._cache[p] = self._identity(p, sha[p].result(), m, owners.result().get(p))
+                    got = self._identity(p, sha[p].result(), m, owners.result().get(p))
+                    self._cache[p] = got
+                    if got.owned:
+                        self._kept.put(p, keys[p], got.sha256, got.vouched)
+            self._kept.save()
         return {p: self._cache[p] for p in paths}
+
+    def _recall(self, path: str) -> bool:
+        kept = self._kept.get(path)
+        if kept is not None:
+            self._cache[path] = Identity(path, kept[0], kept[1], True)
+        return kept is not None
 
     def _identity(self, path: str, sha: str, md5: str, owner: tuple[str, str] | None) -> Identity:
         if owner is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Lock, select_server
@@ -144,13 +145,13 @@ def session_evidence(
 
 
 def lock_review(
-    loc: Locations, session: str | None, lock: Lock, policy: Policy
+    loc: Locations, session: str | None, lock: Lock, policy: Policy, kept: Path | None = None
 ) -> tuple[Reviewed, int]:
     """The departures of every relayed session (or `session`) from `lock`, the policy
-    applied, and how many sessions were held to it."""
+    applied, and how many sessions were held to it (`kept`: the identity cache)."""
     problems: list[LogProblem] = []
     found = session_evidence(loc, session, problems)
-    ids = Identities()
+    ids = Identities(kept=kept)
     out: list[Finding] = []
     for att, ev in found:
         start = att.start or {}
