@@ -127,7 +127,8 @@ def test_without_a_readable_package_database_nothing_is_kept(tmp_path: Path) -> 
 @needs_dpkg
 def test_approve_keeps_identities_in_the_users_cache_dir(home: Home) -> None:
     """Through the CLI: the cache lands under XDG_CACHE_HOME (never the real HOME), and a
-    second approve of the same session writes the same lock."""
+    second approve of the same session finds every identity there and writes the same lock
+    (save the time it was approved)."""
     from tests.fixtures.benchmod import load_benchmark
 
     bench = load_benchmark("approve_scale")
@@ -139,7 +140,13 @@ def test_approve_keeps_identities_in_the_users_cache_dir(home: Home) -> None:
     subprocess.run(argv, env=home.env, check=True, capture_output=True)
     kept = Path(home.env["XDG_CACHE_HOME"]) / "mcpshim" / "identities.json"
     assert kept.exists()
-    first = lock.read_bytes()
+    first, held = lock.read_text(), kept.stat()
     lock.unlink()
     subprocess.run(argv, env=home.env, check=True, capture_output=True)
-    assert lock.read_bytes() == first
+    again = kept.stat()  # every identity was found there: nothing new to write
+    assert (again.st_ino, again.st_mtime_ns) == (held.st_ino, held.st_mtime_ns)
+
+    def unstamped(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("approved = ")]
+
+    assert '"/usr/bin/node"' in first and unstamped(lock.read_text()) == unstamped(first)

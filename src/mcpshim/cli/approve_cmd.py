@@ -24,7 +24,7 @@ from mcpshim.errors import EXIT_FINDINGS, InputError
 from mcpshim.log import execlog, scope
 from mcpshim.render.cards import cards_md, cards_text
 from mcpshim.review.cards import default_name, server_card, with_drift
-from mcpshim.review.pipeline import session_evidence
+from mcpshim.review.held import session_evidence
 
 __all__ = ["COMMANDS"]
 

@@ -36,7 +36,7 @@ from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
 from mcpshim.render.index_page import IndexRow, render_index_html
 from mcpshim.render.md import SessionReport, md_text, render_md
-from mcpshim.review import pipeline, policy
+from mcpshim.review import held, pipeline, policy
 from mcpshim.review.cards import server_card
 from mcpshim.review.departures import departures
 from mcpshim.review.policy import apply_policy
@@ -78,7 +78,7 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
         subject["exit status"] = str(rep.att.end.get("exit_status"))
     if rep.coverage is not None:
         subject["coverage"] = rep.coverage.line()
-    [(att, ev)] = pipeline.session_evidence(loc, session, problems)
+    [(att, ev)] = held.session_evidence(loc, session, problems)
     problems = list(dict.fromkeys(problems))  # the log was read more than once
     for p in problems:
         click.echo(f"mcpshim: {escape(p.where)}: {escape(p.message)}; skipped", err=True)

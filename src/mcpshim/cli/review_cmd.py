@@ -286,10 +286,10 @@ def _review_lock(
     from mcpshim.contract.identitycache import default_cache_file
     from mcpshim.contract.lockfile import load_lock
     from mcpshim.render.report import Report
-    from mcpshim.review import pipeline
+    from mcpshim.review import held
 
     kept = default_cache_file()
-    done, sessions = pipeline.lock_review(loc, session, load_lock(path), pol, kept)
+    done, sessions = held.lock_review(loc, session, load_lock(path), pol, kept)
     _problems_to_stderr(done.problems)
     sealed = seal_note(loc, session)
     findings = sealed.findings(done.findings)

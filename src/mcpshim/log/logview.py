@@ -19,7 +19,6 @@ from typing import Any
 from mcpshim.base.display import b64_fields, escape, json_text, quote_arg, quote_argv
 from mcpshim.errors import UsageError
 from mcpshim.log.execlog import EventRecord, Record
-from mcpshim.log.redact import redact_argv
 
 __all__ = [
     "LOG_SCHEMA_ID",
@@ -63,6 +62,8 @@ def entity_id(boot_id: str, pid: int | None, start: int | None) -> str:
 
 def argv_fields(name: str, argv: Sequence[bytes]) -> dict[str, Any]:
     """An argv as the log stores it: redacted text, exact bytes of non-UTF-8 items in b64."""
+    from mcpshim.log.redact import redact_argv  # here: the log's readers never redact
+
     red = redact_argv(list(argv))
     out: dict[str, Any] = {name: [json_text(a) for a in red.argv]}
     out.update(b64_fields({name: red.argv}))

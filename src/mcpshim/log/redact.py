@@ -27,6 +27,7 @@ from mcpshim.log.redact_rules import (
     TextRule,
     glob_items,
 )
+from mcpshim.log.redactmark import MARKER_RE, marker
 
 __all__ = [
     "MARKER_RE",
@@ -45,14 +46,9 @@ __all__ = [
     "shell_end",
 ]
 
-MARKER_RE = re.compile(rb"\[REDACTED:([a-z0-9-]+)\]")
 _ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _SEP = frozenset(b"_.-")
 PREFILTER_RUN = 3  # run characters a rule's quick check asks for (it is a superset)
-
-
-def marker(name: str) -> bytes:
-    return b"[REDACTED:" + name.encode() + b"]"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ process model (engine: one pass over the log, or over one session's part of it),
 attribution of each relayed session's processes to its tool calls, the findings filed under
 the calls that started what they are about (plus the tool-call rules, MCS5xx), the policy,
 and each call's verdict. `review_log` does it from the log's segments, `review_records` in
-one pass over records already read (a live stream, a report's session); `lock_review` gives
+one pass over records already read (a live stream, a report's session); review.held gives
 the departures from an approval instead. Renderers only render what these return.
 """
 
@@ -15,34 +15,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from mcpshim.contract.identity import Identities
-from mcpshim.contract.lockfile import Lock, select_server
-from mcpshim.errors import InputError
 from mcpshim.family import attribution
 from mcpshim.family.attribution import Anchor, Attribution, Collector
-from mcpshim.log import execlog, scope
+from mcpshim.log import execlog
 from mcpshim.log.execlog import LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
-from mcpshim.review.boundary import SessionEvidence, relayed_sessions
-from mcpshim.review.departures import departures
 from mcpshim.review.engine import Progress, ReviewResult, review
 from mcpshim.review.engine import review_log as _review_log
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.mcp_rules import regroup, session_findings
-from mcpshim.review.rules.unreadable import unreadable_findings
 from mcpshim.review.verdicts import CallVerdict, call_verdicts
 from mcpshim.shim.manifest import Manifest, load_manifest
 
 __all__ = [
     "Reviewed",
-    "lock_review",
     "review_log",
     "review_records",
-    "session_evidence",
     "with_calls",
 ]
 
@@ -130,38 +121,3 @@ def review_records(
     result = review(collector.tee(records), policy=policy, session=session, shim_dir=shim_dir,
                     manifest=manifest)  # fmt: skip
     return with_calls(result, collector.results(anchor), policy, verdicts=False), collector
-
-
-def session_evidence(
-    loc: Locations, session: str | None, problems: list[LogProblem]
-) -> list[tuple[Attribution, SessionEvidence]]:
-    """The relayed sessions of the log (or `session`, an error when it is not there)."""
-    found = relayed_sessions(
-        scope.records(loc, session, problems), attribution.anchors_for(loc), session
-    )
-    if session is not None and not found:
-        raise InputError(f"session {session} was not run with --mcp (no tool calls recorded)")
-    return found
-
-
-def lock_review(
-    loc: Locations, session: str | None, lock: Lock, policy: Policy, kept: Path | None = None
-) -> tuple[Reviewed, int]:
-    """The departures of every relayed session (or `session`) from `lock`, the policy
-    applied, and how many sessions were held to it (`kept`: the identity cache)."""
-    problems: list[LogProblem] = []
-    found = session_evidence(loc, session, problems)
-    ids = Identities(kept=kept)
-    out: list[Finding] = []
-    for att, ev in found:
-        start = att.start or {}
-        server = select_server(
-            lock,
-            str(start.get("name", "")),
-            [str(a) for a in start.get("command", ())],
-            str((ev.initialize or {}).get("server_name", "")),
-        )
-        out += departures(att, ev, server, ids, lock.source)
-        out += unreadable_findings(att, policy, lock=True)  # what no approval was checked against
-    result = ReviewResult(apply_policy(out, policy), 0, 0, 0, 0)
-    return Reviewed(result, [att for att, _ev in found], problems=problems), len(found)

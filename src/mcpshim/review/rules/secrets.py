@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mcpshim.family.tree import Image
-from mcpshim.log.redact import MARKER_RE
+from mcpshim.log.redactmark import MARKER_RE
 from mcpshim.review.findings import Severity, define_rule
 from mcpshim.review.rules.registry import Context, Hit, check
 from mcpshim.review.shapes import command_name
