@@ -9,9 +9,11 @@ timed: what a cold index costs once), and picks the session nearest --execs exec
 - `review --session S`, `tree --session S`, `approve --session S --yes` (a fresh lock each
   time), `report --session S`, `log --session S`: each reads the session's part of the log;
 - the anchor `mcpshim review --help` (the interpreter, the CLI, review's imports);
-- approve's own work that no log holds: the identities of the executables the session ran
-  (`contract.identity`: SHA-256 of each, one dpkg-query; node alone is 99 MB), looked up
-  in a child of its own (the interpreter and that module);
+- approve's own work that no log holds, cold: the identities of the executables the
+  session ran (`contract.identity`: SHA-256 of each, one dpkg-query; node alone is 99 MB),
+  looked up in a child of its own with no identity cache, as a first approve on a machine
+  finds them (the approve rounds keep theirs in the throwaway home's cache, as a user's
+  second approve does);
 - with --whole, each of the first three once more as it was before, reading the whole log
   (log.scope switched off in the same child).
 
@@ -97,7 +99,7 @@ def main() -> None:
         "approve --session": [*cli, "approve", *one, "--yes", "--lock", str(lock)],
         "report --session": [*cli, "report", *one, "-o", "-", "--format", "md"],
         "log --session": [*cli, "log", *one, "--format", "json"],
-        "identities (approve's)": [sys.executable, "-c", LOOKUP,
+        "identities, cold (approve's)": [sys.executable, "-c", LOOKUP,
                                    *sorted({t.decode() for t in TARGETS.values()})],
     }  # fmt: skip
     got: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
