@@ -225,3 +225,56 @@ def test_rows_linked_a_run_at_a_time_give_the_same_forest(
         old = build_compact_forest(recs, session)
         assert _views(new) == _views(old), session
         assert (new.count, new.images) == (old.count, old.images)
+
+
+def _net(home: Home, pid: int, start: int, when: str, port: int, session: str = "") -> None:
+    data = {"session": session, "time": when, "boot_id": BOOT_A, "pid": pid, "start": start}
+    data |= {"call": "connect", "family": "inet", "transport": "tcp", "address": "127.0.0.1"}
+    data |= {"port": port, "outcome": "connected" if port != 9 else "refused"}
+    eventlog.append_event(home.loc, "trace-net", data)
+
+
+def test_each_exec_shows_its_socket_calls_the_same_in_both_printers(home: Home) -> None:
+    """The tree says what review's calls say about a process's sockets, under the exec that
+    made each: `net: ...` lines in text, the facts in JSON; the compact printer and the
+    object one give the same bytes."""
+    _rare_log(home)
+    _net(home, 900, 110, "2000-01-01T00:00:00Z", 80)  # before any exec: the first (sh)
+    _net(home, 900, 110, "2099-01-01T00:00:00Z", 9)  # after both: the last (git)
+    _net(home, 901, 120, "2099-01-01T00:00:00Z", 443)
+    _net(home, 12345, 1, "2099-01-01T00:00:00Z", 22)  # a process the log has no exec of
+    recs = list(home.records())
+    for session in (None, ""):
+        new = build_compact_forest(recs, session)
+        old = tree.build_forest(tree.images(recs, session))
+        old.net = new.net  # the object forest's readers are given the model's facts
+        assert _views(new) == _views(old), session
+        text, js, _dot = _views(new)
+        lines = text.splitlines()
+        sh = next(i for i, line in enumerate(lines) if "─ 900 [shim]" in line)
+        assert lines[sh + 1].endswith(" net: connected to 127.0.0.1:80 (tcp)")
+        assert "exec [shim]" in lines[sh + 2] and "git log" in lines[sh + 2]
+        assert lines[sh + 3].endswith(" net: tried 127.0.0.1:9 (tcp): refused")
+        # under the exec that made it, as an exec line is under its process's first image
+        assert (
+            lines[sh + 1].index("net:")
+            == lines[sh + 2].index("exec")
+            == lines[sh + 3].index("net:")
+        )
+        assert sum(" net: " in line for line in lines) == 3
+        assert ":22 " not in text  # no process to show it on
+
+        def walk(n: dict[str, object]) -> list[dict[str, object]]:
+            kids = n["children"]
+            assert isinstance(kids, list)
+            return [n, *(m for k in kids for m in walk(k))]
+
+        import json
+
+        nodes = [n for r in json.loads(js)["roots"] for n in walk(r)]
+        by_pid = {n["pid"]: n for n in nodes if n["known"]}
+        assert [f["port"] for f in by_pid[900]["net"]] == [80, 9]
+        assert [f["command"] for f in by_pid[900]["net"]] == ["sh", "git"]
+        assert by_pid[901]["net"][0]["kind"] == "reached" and by_pid[501]["net"] == []
+    # one session's tree keeps that session's facts only
+    assert not build_compact_forest(recs, "s1").net.by_ident

@@ -5,6 +5,7 @@ from the log on the process identity of their `trace-exec` records."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import socket
@@ -290,3 +291,47 @@ def test_a_connect_landlock_refused_is_a_denied_attempt(home: Home, listener: in
     assert [(n["call"], n["port"], n["outcome"], n["errno"]) for n in net] == [
         ("connect", listener, "denied", "EACCES"),
     ]
+
+
+@pytest.mark.skipif(CURL is None, reason="needs curl")
+def test_the_tree_shows_each_exec_s_connections_in_text_and_json(home: Home, listener: int) -> None:
+    """`mcpshim tree` tells what review tells: a connection made by a python that lived
+    microseconds, and curl's refused one, each under the exec that made it."""
+    assert CURL is not None
+    closed = free_port()
+    code = f"import os, socket; socket.create_connection(('127.0.0.1', {listener})); os._exit(0)"
+    line = f'"{PY}" -c "{code}"; "{CURL}" -sS http://127.0.0.1:{closed}/; true'
+    done = run(home, ["/bin/sh", "-c", line], "--trace", capture_output=True)
+    assert done.returncode == 0, done.stderr
+    sid = only_session(home)
+    where = ["--dir", str(home.loc.shim_dir), "--session", sid]
+    text = subprocess.run(
+        [*MCPSHIM, "tree", *where], env=home.env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    py = next(i for i, t in enumerate(text) if f"Z {PY} -c " in t)
+    assert text[py + 1].endswith(f"net: connected to 127.0.0.1:{listener} (tcp)"), text
+    curl = next(i for i, t in enumerate(text) if f"Z {CURL} -sS " in t)
+    assert text[curl + 1].endswith(f"net: tried 127.0.0.1:{closed} (tcp): refused"), text
+    assert not any("nscd" in t for t in text)  # name-service plumbing is no network activity
+    doc = json.loads(
+        subprocess.run(
+            [*MCPSHIM, "tree", *where, "--format", "json"],
+            env=home.env, capture_output=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    nodes = []
+    stack = list(doc["roots"])
+    while stack:
+        n = stack.pop()
+        nodes.append(n)
+        stack += n["children"]
+    facts = {f["port"]: (n, f) for n in nodes for f in n["net"] if f["family"] == "inet"}
+    assert set(facts) == {listener, closed}
+    node, made = facts[listener]
+    assert (made["kind"], made["outcome"], made["destination"]) == (
+        "reached", "connected", f"127.0.0.1:{listener}",
+    )  # fmt: skip
+    assert node["images"][0]["argv"][:2] == [PY, "-c"] and made["pid"] == node["pid"]
+    node, refused = facts[closed]
+    assert (refused["outcome"], refused["kind"], refused["reached"]) == ("refused", "tried", False)
+    assert refused["command"] == "curl" and node["images"][0]["target"] == CURL

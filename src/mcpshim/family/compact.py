@@ -323,14 +323,16 @@ def build_compact_forest(records: Iterable[Record], session: str | None = None) 
     from mcpshim.family.model import Assembler
 
     cols = _Columns()
-    model = Assembler(session)
+    model = Assembler(session, keep_net=lambda _sid: True)
     for rec in records:
         for img in model.feed(rec):
             own = rec if isinstance(rec, ExecRecord) and img.source == "shim" else None
             cols.add_image(img, own)
     for img in model.finish():
         cols.add_image(img)
-    return forest_of(cols)
+    forest = forest_of(cols)
+    forest.net = model.net
+    return forest
 
 
 def forest_of(cols: _Columns) -> Forest:

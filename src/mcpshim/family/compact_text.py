@@ -11,16 +11,17 @@ per second, and images of other sources (observed, traced) are printed by the vi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 
 from mcpshim.base.display import escape, quote_arg, quote_argv, safe
 from mcpshim.family.compact import _WIDE, CompactRoots, _Columns
 from mcpshim.family.images import Image
+from mcpshim.family.netfacts import NetFacts
 from mcpshim.log.boot import MAX_SECONDS
 from mcpshim.log.logview import cwd_text
 
-__all__ = ["compact_lines", "stamp_of_seconds"]
+__all__ = ["compact_lines", "net_lines", "stamp_of_seconds"]
 
 _SECONDS: dict[int, str] = {}
 
@@ -50,6 +51,12 @@ def stamp_of_seconds(t: float) -> str:
     return f"{head}.{us // 1000:03}Z"
 
 
+def net_lines(pad: str, said: Iterable[str]) -> Iterator[str]:
+    """The lines under an exec for what it did on the network (family.netfacts' words)."""
+    for phrase in said:
+        yield f"{pad}net: {escape(phrase)}"
+
+
 class _Printer:
     def __init__(
         self,
@@ -57,11 +64,13 @@ class _Printer:
         supervisors: Mapping[tuple[str, int], str],
         mark: Callable[[str], str] | None,
         image_text: Callable[[Image], str],
+        net: NetFacts | None = None,
     ) -> None:
         self.c = cols
         self.supervisors = supervisors
         self.mark = mark
         self.image_text = image_text
+        self.net = net if net is not None and net.by_ident else None
         self.rest: list[str | None] = [None] * len(cols.statics)
 
     def _rest(self, sid: int) -> str:
@@ -112,6 +121,16 @@ class _Printer:
             p = c.parent[p]
         return self._cwd_of(c.img_last[p]) if p >= 0 else None
 
+    def _said(self, node: int) -> dict[int, list[str]]:
+        """netfacts' lines of a process by its images' order (an empty dict: none)."""
+        c, net = self.c, self.net
+        if net is None or not c.known[node]:
+            return {}
+        ident = (c.boots[c.boot[node]], c._pid(node), c._get(c.start, node))
+        if ident not in net.by_ident:
+            return {}
+        return net.said_at(ident, [c.image(k, node) for k in c._chain(node)])
+
     def _head(self, node: int) -> str:
         c = self.c
         pid = c._pid(node)
@@ -143,6 +162,8 @@ class _Printer:
             else:
                 prev = pcwd
                 pad = ""
+                said = self._said(node) if self.net is not None else None
+                j = 0
                 while k >= 0:
                     ref = iref[k]
                     if ref >= 0:
@@ -162,6 +183,9 @@ class _Printer:
                         pad = f"{cont}{' ' * len(head)} exec "
                     else:
                         yield f"{pad}{text}{extra}{mk}"
+                    if said and j in said:
+                        yield from net_lines(pad[:-5], said[j])
+                    j += 1
                     prev = cwd
                     k = nxt[k]
             ch = kid[node]
@@ -183,9 +207,11 @@ def compact_lines(
     supervisors: Mapping[tuple[str, int], str],
     mark: Callable[[str], str] | None,
     image_text: Callable[[Image], str],
+    net: NetFacts | None = None,
 ) -> Iterator[str]:
-    """render.text.iter_tree_text's lines after its header, for a compact forest's roots."""
-    printer = _Printer(roots._cols, supervisors, mark, image_text)
+    """render.text.iter_tree_text's lines after its header, for a compact forest's roots
+    (and, with `net`, each exec's socket calls under it)."""
+    printer = _Printer(roots._cols, supervisors, mark, image_text, net)
     for root in roots._ids:
         yield ""
         yield from printer.lines(root)

@@ -28,6 +28,10 @@ __all__ = ["RUN", "read_compact_forest"]
 RUN = 4096  # rows linked in one call: long enough to spread its cost, short to stay small
 
 
+def _every(_session: str) -> bool:
+    return True
+
+
 def read_compact_forest(
     items: Iterable[Row | Record],
     rows: ExecRows,
@@ -39,7 +43,7 @@ def read_compact_forest(
     (family.model) feeding `cov`, and `on_event` each event record; and whether any record
     is of `session` (a session that matches nothing is a typo, see execlog.SessionSeen)."""
     cols = _Columns()
-    model = Assembler(session, cov)
+    model = Assembler(session, cov, keep_net=_every)  # the tree shows each exec's sockets
     seen = session is None
     sids: list[int] = []  # rows' tail index -> static here
     segs: list[int] = []  # rows' segment index -> segment here
@@ -93,7 +97,9 @@ def read_compact_forest(
         add_rows(cols, run, run_sids, segs, run_sessions)
     for img in model.finish():
         cols.add_image(img)
-    return forest_of(cols), seen
+    forest = forest_of(cols)
+    forest.net = model.net
+    return forest, seen
 
 
 def _extend(cols: _Columns, col: array[int], values: tuple[int | None, ...]) -> None:

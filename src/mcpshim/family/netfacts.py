@@ -150,12 +150,20 @@ class NetFacts:
 
     def said(self, node: Node) -> dict[int, list[str]]:
         """What each exec of a process did on the network, by the image's id(): the facts
-        a reader shows beside it (nscd's probe and UDP associations left out)."""
+        a reader shows beside it (nscd's probe and UDP associations left out; JSON keeps
+        them, with their kind)."""
+        said = self.said_at((node.boot_id, node.pid, node.start), node.images)
+        return {id(node.images[i]): lines for i, lines in said.items()}
+
+    def said_at(self, ident: Identity, images: Sequence[Image]) -> dict[int, list[str]]:
+        """`said` of the process `ident` whose images are `images`, by index there (the
+        tree's compact printer has no Node to give)."""
         out: dict[int, list[str]] = {}
-        for n in self.of(node):
-            img = exec_of(n, node.images)
+        for n in self.by_ident.get(ident, ()):
+            img = exec_of(n, images)
             if img is not None and kind_of(n) not in ("plumbing", "other"):
-                out.setdefault(id(img), []).append(phrase(n))
+                at = next(i for i, m in enumerate(images) if m is img)
+                out.setdefault(at, []).append(phrase(n))
         return out
 
     def facts(self, nodes: Iterable[Node]) -> list[tuple[Node, Image | None, NetRecord]]:

@@ -22,6 +22,7 @@ from datetime import datetime
 from mcpshim.family.images import Image, image_of
 from mcpshim.family.linker import Link, Linker
 from mcpshim.family.model import entries as images
+from mcpshim.family.netfacts import NetFacts
 
 __all__ = [
     "Forest",
@@ -76,11 +77,13 @@ class Forest:
     roots: Sequence[Node]  # a list, or family.compact's roots built on access
     count: int  # processes (known nodes)
     images: int
+    #: the processes' socket calls, where the reader kept them (tree does), by identity
+    net: NetFacts = field(default_factory=NetFacts)
 
     def select_pid(self, pid: int) -> Forest:
         roots = [n for r in self.roots for n in r.walk() if n.pid == pid]
         known = [m for r in roots for m in r.walk() if m.known]
-        return Forest(roots, len(known), sum(len(m.images) for m in known))
+        return Forest(roots, len(known), sum(len(m.images) for m in known), self.net)
 
 
 class _Pool:

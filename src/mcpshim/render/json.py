@@ -9,6 +9,7 @@ from typing import Any
 
 from mcpshim import __version__
 from mcpshim.base.display import b64_fields, dumps, json_text
+from mcpshim.family.netfacts import NetFacts, exec_of, fact_json
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, stamp
 from mcpshim.log.logview import entity_id
@@ -82,7 +83,8 @@ def _image_json(img: Image) -> dict[str, Any]:
     return out
 
 
-def _node_json(node: Node) -> dict[str, Any]:
+def _node_json(node: Node, net: NetFacts) -> dict[str, Any]:
+    facts = net.by_ident.get((node.boot_id, node.pid, node.start), ()) if node.known else ()
     return {
         "entity_id": entity_id(node.boot_id, node.pid, node.start) if node.known else None,
         "known": node.known,
@@ -91,7 +93,9 @@ def _node_json(node: Node) -> dict[str, Any]:
         "start_ticks": node.start,
         "sources": list(node.sources),
         "images": [_image_json(i) for i in node.images],
-        "children": [_node_json(c) for c in node.children],
+        # its socket calls as review's calls give them (family.netfacts), the exec named
+        "net": [fact_json(n, exec_of(n, node.images)) for n in facts],
+        "children": [_node_json(c, net) for c in node.children],
     }
 
 
@@ -105,6 +109,6 @@ def render_tree_json(forest: Forest, subject: Mapping[str, Any]) -> str:
             "images": forest.images,
             "roots": len(forest.roots),
         },
-        "roots": [_node_json(r) for r in forest.roots],
+        "roots": [_node_json(r, forest.net) for r in forest.roots],
     }
     return dumps(doc, indent=2) + "\n"

@@ -11,7 +11,7 @@ from typing import Any
 
 from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.compact import CompactRoots
-from mcpshim.family.compact_text import compact_lines
+from mcpshim.family.compact_text import compact_lines, net_lines
 from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, parent_line, stamp
 from mcpshim.log.logview import cwd_text
@@ -164,8 +164,9 @@ def iter_tree_text(
     supervisors = supervisors or {}
     yield from _tree_header(forest, subject)
     if isinstance(forest.roots, CompactRoots):  # printed from its columns, the same lines
-        yield from compact_lines(forest.roots, supervisors, mark, _image_text)
+        yield from compact_lines(forest.roots, supervisors, mark, _image_text, forest.net)
         return
+    net = forest.net
     for root in forest.roots:
         yield ""
         stack: list[tuple[Node, str, str]] = [(root, "", "")]
@@ -176,15 +177,17 @@ def iter_tree_text(
                 yield (lead + head)
             else:
                 first, *rest = node.images
+                said = net.said_at((node.boot_id, node.pid, node.start), node.images)
+                pad = f"{cont}{' ' * len(head)} "
                 cwd = _parent_cwd(node)
                 extra = f"  cwd {_cwd(first)}" if first.cwd != cwd or first.cwd_unknown else ""
                 yield (f"{lead}{head} {_image_text(first)}{extra}{_mark(mark, first)}")
+                yield from net_lines(pad, said.get(0, ()))
                 prev = first.cwd
-                for img in rest:
+                for i, img in enumerate(rest, 1):
                     extra = f"  cwd {_cwd(img)}" if img.cwd != prev or img.cwd_unknown else ""
-                    yield (
-                        f"{cont}{' ' * len(head)} exec {_image_text(img)}{extra}{_mark(mark, img)}"
-                    )
+                    yield f"{pad}exec {_image_text(img)}{extra}{_mark(mark, img)}"
+                    yield from net_lines(pad, said.get(i, ()))
                     prev = img.cwd
             kids = node.children
             for i in range(len(kids) - 1, -1, -1):
