@@ -12,10 +12,12 @@ images merged with a shim's, a session filter).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -264,12 +266,8 @@ def test_each_exec_shows_its_socket_calls_the_same_in_both_printers(home: Home) 
         assert sum(" net: " in line for line in lines) == 3
         assert ":22 " not in text  # no process to show it on
 
-        def walk(n: dict[str, object]) -> list[dict[str, object]]:
-            kids = n["children"]
-            assert isinstance(kids, list)
-            return [n, *(m for k in kids for m in walk(k))]
-
-        import json
+        def walk(n: dict[str, Any]) -> list[dict[str, Any]]:
+            return [n, *(m for k in n["children"] for m in walk(k))]
 
         nodes = [n for r in json.loads(js)["roots"] for n in walk(r)]
         by_pid = {n["pid"]: n for n in nodes if n["known"]}
