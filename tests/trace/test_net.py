@@ -294,9 +294,9 @@ def test_a_connect_landlock_refused_is_a_denied_attempt(home: Home, listener: in
 
 
 @pytest.mark.skipif(CURL is None, reason="needs curl")
-def test_the_tree_shows_each_exec_s_connections_in_text_and_json(home: Home, listener: int) -> None:
-    """`mcpshim tree` tells what review tells: a connection made by a python that lived
-    microseconds, and curl's refused one, each under the exec that made it."""
+def test_tree_and_ecs_show_each_exec_s_connections(home: Home, listener: int) -> None:
+    """`mcpshim tree` and `log --format ecs` tell what review tells: a connection made by a
+    python that lived microseconds, and curl's refused one, each on the exec that made it."""
     assert CURL is not None
     closed = free_port()
     code = f"import os, socket; socket.create_connection(('127.0.0.1', {listener})); os._exit(0)"
@@ -335,3 +335,21 @@ def test_the_tree_shows_each_exec_s_connections_in_text_and_json(home: Home, lis
     node, refused = facts[closed]
     assert (refused["outcome"], refused["kind"], refused["reached"]) == ("refused", "tried", False)
     assert refused["command"] == "curl" and node["images"][0]["target"] == CURL
+    # ECS: each socket call a network event on the entity id of the exec that made it
+    ecs = [
+        json.loads(line)
+        for line in subprocess.run(
+            [*MCPSHIM, "log", *where, "--format", "ecs"],
+            env=home.env, capture_output=True, check=True,
+        ).stdout.splitlines()
+    ]  # fmt: skip
+    execs = {d["process"]["pid"]: d for d in ecs if d["event"]["category"] == ["process"]}
+    net = {d["destination"].get("port"): d for d in ecs if d["event"]["category"] == ["network"]}
+    ok, no = net[listener], net[closed]
+    assert ok["process"]["entity_id"] == execs[facts[listener][0]["pid"]]["process"]["entity_id"]
+    assert (ok["event"]["outcome"], ok["destination"]["ip"], ok["network"]["transport"]) == (
+        "success", "127.0.0.1", "tcp",
+    )  # fmt: skip
+    assert ok["message"] == f"connected to 127.0.0.1:{listener} (tcp)"
+    assert (no["event"]["outcome"], no["error"]["code"]) == ("failure", "ECONNREFUSED")
+    assert no["labels"]["mcpshim_net_kind"] == "tried" and no["labels"]["mcpshim_session"] == sid

@@ -29,8 +29,9 @@ from mcpshim.family.images import Image
 from mcpshim.family.model import Assembler
 from mcpshim.log import execlog, logview, retention, rotation, scope, sessionindex
 from mcpshim.log.follow import Follower
+from mcpshim.log.netrecords import net_record
 from mcpshim.paths import Locations
-from mcpshim.render.ecs import ecs_doc
+from mcpshim.render.ecs import ecs_doc, ecs_net_doc
 from mcpshim.seal.state import unsealed_check
 
 __all__ = ["COMMANDS"]
@@ -104,7 +105,8 @@ def _printer(
     fmt: str, uid: int | None, flt: logview.Filter, loc: Locations
 ) -> tuple[Callable[[execlog.Record], None], Callable[[], None]]:
     """(show a record, say what is left at the end). ECS shows the process model's execs
-    (family.model): it is fed every record, the filter applied to each exec it makes."""
+    (family.model): it is fed every record, the filter applied to each exec it makes;
+    and each traced socket call, the filter applied to it."""
     if fmt != "ecs":
         view = logview.record_text if fmt == "text" else lambda r: dumps(logview.record_json(r))
         return (lambda rec: click.echo(view(rec))), (lambda: None)
@@ -119,7 +121,15 @@ def _printer(
                 continue
             click.echo(dumps(ecs_doc(img, anchor, uid)))
 
-    return (lambda rec: emit(model.feed(rec))), (lambda: emit(model.finish()))
+    def show(rec: execlog.Record) -> None:
+        emit(model.feed(rec))
+        n = net_record(rec)  # a socket call: its own network event
+        if n is None or (flt.session is not None and n.session != flt.session):
+            return
+        if (flt.pid is None or n.pid == flt.pid) and (flt.since is None or n.time >= flt.since):
+            click.echo(dumps(ecs_net_doc(n, uid)))
+
+    return show, (lambda: emit(model.finish()))
 
 
 def _reader_gone() -> bool:

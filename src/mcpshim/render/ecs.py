@@ -1,8 +1,11 @@
-"""`log --format ecs`: one Elastic Common Schema document per exec of the process model.
+"""`log --format ecs`: one Elastic Common Schema document per exec of the process model,
+and one per socket call the tracer recorded.
 
 Each exec once (family.model), whichever sources saw it: a shim's exec is one document
 (its hop is part of it), a traced exec no shim saw is one too, a sample of a traced
-process is none, so a shipper counts what `tree`, `review` and `sessions` count.
+process is none, so a shipper counts what `tree`, `review` and `sessions` count. A
+`trace-net` record is a network event on the same `process.entity_id`, in the words
+`tree` and `review` use (family.netfacts) as its message.
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ from typing import Any
 
 from mcpshim.base.display import json_text, quote_argv
 from mcpshim.family.images import Image
+from mcpshim.family.netfacts import destination, kind_of, phrase
 from mcpshim.log.execlog import CLK_TCK
 from mcpshim.log.logview import entity_id
+from mcpshim.log.netrecords import NetRecord
 
-__all__ = ["ecs_doc"]
+__all__ = ["ecs_doc", "ecs_net_doc"]
+
+#: the record's outcome as ECS's event.outcome
+_SUCCESS = frozenset({"connected", "accepted", "sent", "listening", "bound", "associated"})
+_UNKNOWN = frozenset({"in-progress"})
 
 
 def _ts(t: datetime | None) -> str | None:
@@ -72,6 +81,73 @@ def ecs_doc(
             "mcpshim_source": img.source,
         },
     }
+    if user_id is not None:
+        doc["user"] = {"id": str(user_id)}
+    return doc
+
+
+def _endpoint(address: bytes | None, port: int | None, family: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if address is not None:
+        text = json_text(address)
+        out["ip" if family in ("inet", "inet6") else "address"] = text
+    if port is not None:
+        out["port"] = port
+    return out
+
+
+def ecs_net_doc(n: NetRecord, user_id: int | None = None) -> dict[str, Any]:
+    """One traced socket call as an ECS network event. The far end is `destination`
+    (connect, send), `source` (accept: who came in, with `destination.port` the local
+    one) or `server` (listen, bind: its own address)."""
+    outcome = (
+        "success" if n.outcome in _SUCCESS else "unknown" if n.outcome in _UNKNOWN else "failure"
+    )
+    event: dict[str, Any] = {
+        "kind": "event",
+        "category": ["network"],
+        "type": ["start"] if n.call in ("listen", "bind") else ["connection"],
+        "action": n.call,
+        "outcome": outcome,
+        "module": "mcpshim",
+        "dataset": "mcpshim.net",
+    }
+    network: dict[str, Any] = {"type": {"inet": "ipv4", "inet6": "ipv6"}.get(n.family, n.family)}
+    if n.family in ("inet", "inet6") and n.transport:
+        network["transport"] = n.transport
+    if n.purpose == "dns":
+        network["protocol"] = "dns"
+    doc: dict[str, Any] = {
+        "@timestamp": _ts(n.time),
+        "message": phrase(n),
+        "event": event,
+        "network": network,
+        "process": {"pid": n.pid, "entity_id": entity_id(n.boot_id, n.pid, n.start)},
+        "host": {"boot": {"id": n.boot_id}},
+        "labels": {
+            "mcpshim_session": n.session or "",
+            "mcpshim_source": "trace",
+            "mcpshim_net_kind": kind_of(n),
+            "mcpshim_net_outcome": n.outcome,
+            "mcpshim_destination": destination(n),
+        },
+    }
+    far = _endpoint(n.address, n.port, n.family)
+    if n.call == "accept":
+        doc["source"] = far
+        if n.local_port is not None:
+            doc["destination"] = {"port": n.local_port}
+    elif n.call in ("listen", "bind"):
+        doc["server"] = far
+    else:
+        doc["destination"] = far
+    if n.errno:
+        doc["error"] = {"code": n.errno}
+    if n.queries:
+        q = n.queries[0]
+        doc["dns"] = {"question": {"name": json_text(q.name), "type": q.type}}
+    if n.count > 1:
+        doc["labels"]["mcpshim_count"] = str(n.count)
     if user_id is not None:
         doc["user"] = {"id": str(user_id)}
     return doc
