@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import random
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from mcpshim.family.model import Assembler
 from mcpshim.log import execlog, logview
 from mcpshim.paths import Locations
 from mcpshim.render.ecs import ecs_doc
+from tests.fixtures.home import Home
 from tests.fixtures.logfuzz import EVENTS, SEAL_VERIFIER, LogFuzzer
 
 CASES = 2000
@@ -91,7 +91,8 @@ def _read_and_view(log_dir: Path, shim_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_damaged_logs_never_end_in_a_traceback(tmp_path: Path, chunk: int) -> None:
+def test_damaged_logs_never_end_in_a_traceback(home: Home, tmp_path: Path, chunk: int) -> None:
+    # `home`: report and approve keep identities in the user's cache dir (never the real one)
     failures: list[str] = []
     for seed in range(chunk, CASES, CHUNKS):
         log_dir, shim_dir = _case_dir(tmp_path, seed)
@@ -110,9 +111,9 @@ def test_damaged_logs_never_end_in_a_traceback(tmp_path: Path, chunk: int) -> No
 
 
 @pytest.mark.parametrize("seed", range(0, CASES, CASES // SUBPROCESS_SAMPLE))
-def test_a_sample_through_the_real_command(tmp_path: Path, seed: int) -> None:
+def test_a_sample_through_the_real_command(home: Home, tmp_path: Path, seed: int) -> None:
     log_dir, shim_dir = _case_dir(tmp_path, seed)
-    env = {**os.environ, "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"}
+    env = {**home.env, "LC_ALL": "C.UTF-8"}
     for argv in _argvs(seed, log_dir, shim_dir):
         proc = subprocess.run(
             [sys.executable, "-m", "mcpshim", *argv],
