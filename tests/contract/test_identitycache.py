@@ -150,3 +150,18 @@ def test_approve_keeps_identities_in_the_users_cache_dir(home: Home) -> None:
         return [line for line in text.splitlines() if not line.startswith("approved = ")]
 
     assert '"/usr/bin/node"' in first and unstamped(lock.read_text()) == unstamped(first)
+
+
+def test_a_save_drops_the_entries_of_files_that_changed_or_went(tmp_path: Path) -> None:
+    _, status, f = _cache_for(tmp_path)
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    for p in (gone, kept):
+        p.write_bytes(b"x")
+    c = IdentityCache(tmp_path / "c.json", str(status))
+    for p in (gone, kept):
+        c.put(str(p), file_key(str(p)), "sha-" + p.name, "dpkg package x 1")
+    gone.unlink()
+    f.write_bytes(b"changed")
+    c.save()
+    body = (tmp_path / "c.json").read_bytes().partition(b"\n")[2]
+    assert b"sha-kept" in body and b"sha-gone" not in body and b"sha-one" not in body

@@ -72,8 +72,15 @@ class IdentityCache:
         self._dirty = True
 
     def save(self) -> None:
+        """Write what changed, without the entries of files that changed or went since (so
+        the cache holds at most the package-owned files as they are now)."""
         if not self._dirty or self.path is None or self.status is None:
             return
+        self._files = {
+            p: e
+            for p, e in self._files.items()
+            if isinstance(e, dict) and e.get("key") == file_key(p)
+        }
         body = orjson.dumps({"version": VERSION, "status": self.status, "files": self._files})
         try:
             make_private_dir(self.path.parent)
