@@ -153,3 +153,23 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_a_plain_review_imports_no_lock_machinery_and_no_credential_table(home: Home) -> None:
+    """What took `review --session` under its bound (issue 31): without --lock it loads
+    neither the identities (dpkg's subprocess, a thread pool), the drift diff, nor the
+    redaction table's patterns; without a policy file no PATH or client-config rule."""
+    from tests.fixtures.reviewkit import fake_exec
+
+    fake_exec(home.loc, boot="b" * 36, pid=100, ppid=1, start=5, args=["status"], session="s1")
+    ours, others = imports(home, "review", "--session", "s1", "--format", "json")
+    assert "mcpshim.review.engine" in ours and "mcpshim.log.redactmark" in ours  # it reviewed
+    unwanted = {
+        "mcpshim.contract.identity", "mcpshim.contract.identitycache", "mcpshim.review.held",
+        "mcpshim.review.departures", "mcpshim.contract.drift", "mcpshim.log.redact",
+        "mcpshim.log.redact_rules", "mcpshim.pathcheck.lint", "mcpshim.pathcheck.launch",
+    }  # fmt: skip
+    assert not unwanted & set(ours), sorted(unwanted & set(ours))
+    assert "orjson" in others  # its JSON
+    ours, _ = imports(home, "review", "--session", "s1", "--lock", str(home.root / "none.lock"))
+    assert "mcpshim.review.held" in ours  # --lock takes that path (here: to its error)
