@@ -15,6 +15,7 @@ __all__ = [
     "Locations",
     "config_file",
     "default_config_dir",
+    "default_identity_cache",
     "default_log_dir",
     "default_shim_dir",
     "default_state_dir",
@@ -37,6 +38,11 @@ def default_log_dir() -> Path:
 
 def default_config_dir() -> Path:
     return Path(platformdirs.user_config_dir(APP))
+
+
+def default_identity_cache() -> Path:
+    """Package-owned executables' identities, kept between commands (contract.identitycache)."""
+    return Path(platformdirs.user_cache_dir(APP)) / "identities.json"
 
 
 def config_file() -> Path:

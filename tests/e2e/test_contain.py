@@ -29,17 +29,12 @@ from tests.fixtures.approvescenario import MCPSHIM, run_mcp
 from tests.fixtures.home import FIXTURES, Home, install
 from tests.fixtures.landlockhelp import ABI, needs_landlock
 from tests.fixtures.otelscenario import traces_of
+from tests.fixtures.runhelp import command as mcpshim
 from tests.fixtures.runhelp import events, needs_trace, only_session, run
 from tests.fixtures.seccomp import NO_LANDLOCK_PRELUDE
 
 SERVER = [sys.executable, str(FIXTURES / "mcp_contain_server.py")]
 pytestmark = needs_landlock
-
-
-def mcpshim(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [*MCPSHIM, args[0], "--dir", str(home.loc.shim_dir), *args[1:]]
-    return subprocess.run(argv, env=home.env, capture_output=True, text=True, timeout=120,
-                          check=False)  # fmt: skip
 
 
 @dataclass(frozen=True)

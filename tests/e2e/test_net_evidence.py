@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,10 +23,11 @@ import pytest
 from mcp.client.session import ClientSession
 
 from mcpshim.contract.lockfile import load_lock
-from tests.fixtures.approvescenario import MCPSHIM, run_mcp
+from tests.fixtures.approvescenario import run_mcp
 from tests.fixtures.home import FIXTURES, Home
 from tests.fixtures.nethelp import free_port, listening
 from tests.fixtures.otelscenario import traces_of
+from tests.fixtures.runhelp import command as mcpshim
 from tests.fixtures.runhelp import needs_trace
 
 SERVER = [sys.executable, str(FIXTURES / "mcp_contain_server.py")]
@@ -40,12 +40,6 @@ DNS_QUERY = (
 )
 CURL = shutil.which("curl")
 pytestmark = needs_trace
-
-
-def mcpshim(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [*MCPSHIM, args[0], "--dir", str(home.loc.shim_dir), *args[1:]]
-    return subprocess.run(argv, env=home.env, capture_output=True, text=True, timeout=120,
-                          check=False)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import pytest
 from mcpshim.log.netrecords import net_by_process, net_record
 from tests.fixtures.home import Home
 from tests.fixtures.nethelp import free_port, listening
-from tests.fixtures.runhelp import MCPSHIM, events, needs_trace, only_session, run
+from tests.fixtures.runhelp import MCPSHIM, command, events, needs_trace, only_session, run
 
 pytestmark = needs_trace
 CURL = shutil.which("curl")
@@ -304,21 +304,19 @@ def test_tree_and_ecs_show_each_exec_s_connections(home: Home, listener: int) ->
     done = run(home, ["/bin/sh", "-c", line], "--trace", capture_output=True)
     assert done.returncode == 0, done.stderr
     sid = only_session(home)
-    where = ["--dir", str(home.loc.shim_dir), "--session", sid]
-    text = subprocess.run(
-        [*MCPSHIM, "tree", *where], env=home.env, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+
+    def out(*args: str) -> str:
+        done = command(home, *args, "--session", sid)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    text = out("tree").splitlines()
     py = next(i for i, t in enumerate(text) if f"Z {PY} -c " in t)
     assert text[py + 1].endswith(f"net: connected to 127.0.0.1:{listener} (tcp)"), text
     curl = next(i for i, t in enumerate(text) if f"Z {CURL} -sS " in t)
     assert text[curl + 1].endswith(f"net: tried 127.0.0.1:{closed} (tcp): refused"), text
     assert not any("nscd" in t for t in text)  # name-service plumbing is no network activity
-    doc = json.loads(
-        subprocess.run(
-            [*MCPSHIM, "tree", *where, "--format", "json"],
-            env=home.env, capture_output=True, check=True,
-        ).stdout
-    )  # fmt: skip
+    doc = json.loads(out("tree", "--format", "json"))
     nodes = []
     stack = list(doc["roots"])
     while stack:
@@ -336,13 +334,7 @@ def test_tree_and_ecs_show_each_exec_s_connections(home: Home, listener: int) ->
     assert (refused["outcome"], refused["kind"], refused["reached"]) == ("refused", "tried", False)
     assert refused["command"] == "curl" and node["images"][0]["target"] == CURL
     # ECS: each socket call a network event on the entity id of the exec that made it
-    ecs = [
-        json.loads(line)
-        for line in subprocess.run(
-            [*MCPSHIM, "log", *where, "--format", "ecs"],
-            env=home.env, capture_output=True, check=True,
-        ).stdout.splitlines()
-    ]  # fmt: skip
+    ecs = [json.loads(line) for line in out("log", "--format", "ecs").splitlines()]
     execs = {d["process"]["pid"]: d for d in ecs if d["event"]["category"] == ["process"]}
     net = {d["destination"].get("port"): d for d in ecs if d["event"]["category"] == ["network"]}
     ok, no = net[listener], net[closed]

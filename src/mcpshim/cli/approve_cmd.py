@@ -17,11 +17,11 @@ from mcpshim.cli.common import (
 )
 from mcpshim.cli.common import session as resolve
 from mcpshim.contract.identity import Identities
-from mcpshim.contract.identitycache import default_cache_file
 from mcpshim.contract.lockfile import Lock, load_lock, save_lock, select_server
 from mcpshim.contract.lockmerge import drifted, merge
 from mcpshim.errors import EXIT_FINDINGS, InputError
 from mcpshim.log import execlog, scope
+from mcpshim.paths import default_identity_cache
 from mcpshim.render.cards import cards_md, cards_text
 from mcpshim.review.cards import default_name, server_card, with_drift
 from mcpshim.review.held import session_evidence
@@ -99,7 +99,7 @@ def approve(
         known = select_server(lock, str(start.get("name", "")), command, told)
         server_name = known.name if known is not None else default_name(att, ev)
     approved = lock.servers.get(server_name)
-    ids = Identities(ev.uid, default_cache_file())
+    ids = Identities(ev.uid, default_identity_cache())
     card = with_drift(server_card(att, ev, ids, server_name), approved)
     click.echo(cards_md(card) if fmt == "md" else cards_text(card), nl=False)
     held = [] if update else drifted(approved, card.approval)

@@ -124,9 +124,7 @@ def _printer(
     def show(rec: execlog.Record) -> None:
         emit(model.feed(rec))
         n = net_record(rec)  # a socket call: its own network event
-        if n is None or (flt.session is not None and n.session != flt.session):
-            return
-        if (flt.pid is None or n.pid == flt.pid) and (flt.since is None or n.time >= flt.since):
+        if n is not None and flt.accepts(rec):
             click.echo(dumps(ecs_net_doc(n, uid)))
 
     return show, (lambda: emit(model.finish()))

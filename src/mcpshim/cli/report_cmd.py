@@ -26,12 +26,12 @@ from mcpshim.cli.common import session as resolve
 from mcpshim.cli.output import output_dir, write_output
 from mcpshim.cli.sealnote import seal_note
 from mcpshim.contract.identity import Identities
-from mcpshim.contract.identitycache import default_cache_file
 from mcpshim.contract.lockfile import Lock, load_lock, select_server
 from mcpshim.errors import InputError, UsageError
 from mcpshim.family import attribution
 from mcpshim.log import execlog, marks, scope
 from mcpshim.log.sessions import list_sessions
+from mcpshim.paths import default_identity_cache
 from mcpshim.render.cards import cards_html, cards_md
 from mcpshim.render.html import render_html
 from mcpshim.render.index_page import IndexRow, render_index_html
@@ -91,7 +91,7 @@ def _build(loc: Any, session: str, pol: policy.Policy, lock_path: Path | None) -
     told = str((ev.initialize or {}).get("server_name", ""))
     command = [str(a) for a in start.get("command", ())]
     approved = select_server(lock, str(start.get("name", "")), command, told)
-    ids = Identities(ev.uid, default_cache_file())
+    ids = Identities(ev.uid, default_identity_cache())
     card = server_card(att, ev, ids, approved.name if approved else "")
     if lock_path is not None:
         subject["lock"] = str(lock_path)

@@ -29,7 +29,7 @@ from mcpshim.cli.common import session as resolve
 from mcpshim.cli.output import write_output
 from mcpshim.errors import UsageError
 from mcpshim.log import execlog, marks
-from mcpshim.paths import Locations
+from mcpshim.paths import Locations, default_identity_cache
 
 if TYPE_CHECKING:
     from mcpshim.review import policy
@@ -283,12 +283,11 @@ def _review_lock(
     refs: list[dict[str, Any]],
 ) -> int:
     from mcpshim.cli.sealnote import seal_note
-    from mcpshim.contract.identitycache import default_cache_file
     from mcpshim.contract.lockfile import load_lock
     from mcpshim.render.report import Report
     from mcpshim.review import held
 
-    kept = default_cache_file()
+    kept = default_identity_cache()
     done, sessions = held.lock_review(loc, session, load_lock(path), pol, kept)
     _problems_to_stderr(done.problems)
     sealed = seal_note(loc, session)

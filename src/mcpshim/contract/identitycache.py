@@ -22,19 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import platformdirs
 
 from mcpshim.base.safewrite import make_private_dir, write_file
 
-__all__ = ["DPKG_STATUS", "IdentityCache", "default_cache_file", "file_key"]
+__all__ = ["DPKG_STATUS", "IdentityCache", "file_key"]
 
 VERSION = 1
 DPKG_STATUS = "/var/lib/dpkg/status"
 Key = list[int]
-
-
-def default_cache_file() -> Path:
-    return Path(platformdirs.user_cache_dir("mcpshim")) / "identities.json"
 
 
 def file_key(path: str) -> Key | None:

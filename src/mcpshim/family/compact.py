@@ -320,10 +320,10 @@ class CompactRoots(Sequence[Node]):
 
 def build_compact_forest(records: Iterable[Record], session: str | None = None) -> Forest:
     """`build_forest(entries(records, session))`, the same forest, kept in columns."""
-    from mcpshim.family.model import Assembler
+    from mcpshim.family.model import Assembler, every_session
 
     cols = _Columns()
-    model = Assembler(session, keep_net=lambda _sid: True)
+    model = Assembler(session, keep_net=every_session)
     for rec in records:
         for img in model.feed(rec):
             own = rec if isinstance(rec, ExecRecord) and img.source == "shim" else None

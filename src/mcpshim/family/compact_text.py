@@ -161,7 +161,7 @@ class _Printer:
                 cwd = pcwd
             else:
                 prev = pcwd
-                pad = ""
+                pad = under = ""
                 said = self._said(node) if self.net is not None else None
                 j = 0
                 while k >= 0:
@@ -180,11 +180,12 @@ class _Printer:
                     mk = self._mark_of(k) if marking else ""
                     if not pad:
                         yield f"{lead}{head} {text}{extra}{mk}"
-                        pad = f"{cont}{' ' * len(head)} exec "
+                        under = f"{cont}{' ' * len(head)} "
+                        pad = under + "exec "
                     else:
                         yield f"{pad}{text}{extra}{mk}"
                     if said and j in said:
-                        yield from net_lines(pad[:-5], said[j])
+                        yield from net_lines(under, said[j])
                     j += 1
                     prev = cwd
                     k = nxt[k]

@@ -18,7 +18,7 @@ from typing import cast
 from mcpshim.family.compact import _MAX, _NONE, _UNSET, _WIDE, _Columns, forest_of
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.linker import NOT_NEW
-from mcpshim.family.model import Assembler
+from mcpshim.family.model import Assembler, every_session
 from mcpshim.family.tree import Forest
 from mcpshim.log.execlog import EventRecord, Record, session_of
 from mcpshim.log.rows import ExecRows, Row
@@ -26,10 +26,6 @@ from mcpshim.log.rows import ExecRows, Row
 __all__ = ["RUN", "read_compact_forest"]
 
 RUN = 4096  # rows linked in one call: long enough to spread its cost, short to stay small
-
-
-def _every(_session: str) -> bool:
-    return True
 
 
 def read_compact_forest(
@@ -43,7 +39,7 @@ def read_compact_forest(
     (family.model) feeding `cov`, and `on_event` each event record; and whether any record
     is of `session` (a session that matches nothing is a typo, see execlog.SessionSeen)."""
     cols = _Columns()
-    model = Assembler(session, cov, keep_net=_every)  # the tree shows each exec's sockets
+    model = Assembler(session, cov, keep_net=every_session)  # the tree shows each exec's sockets
     seen = session is None
     sids: list[int] = []  # rows' tail index -> static here
     segs: list[int] = []  # rows' segment index -> segment here

@@ -43,7 +43,7 @@ from mcpshim.log.ledger import (
 )
 from mcpshim.log.netrecords import net_record
 
-__all__ = ["Assembler", "entries"]
+__all__ = ["Assembler", "entries", "every_session"]
 
 _EVENTS = frozenset({"session-start", "session-end", "trace-summary", "trace-exec", "trace-gap",
                      "observed", "trace-fallback", "trace-fork", "trace-net"})  # fmt: skip
@@ -56,6 +56,11 @@ def _int(v: Any) -> int | None:
 def _observed_name(img: Image) -> Image:
     name = invoked_name(img.argv0, img.command)
     return img if name == img.command else replace(img, command=name)
+
+
+def every_session(_session: str) -> bool:
+    """`keep_net` for a reader that shows every session's socket calls (tree)."""
+    return True
 
 
 class Assembler:
