@@ -18,6 +18,11 @@ def test_a_held_stat_file_follows_its_process_and_lets_go_when_it_is_gone() -> N
     fds = StatFds()
     child = subprocess.Popen(["sleep", "30"])
     try:
+        # asleep: its line no longer changes (a child still starting is R, its times tick)
+        deadline = time.monotonic() + 10
+        while (st := read_stat(child.pid)) is None or st.state != "S" or st.comm != b"sleep":
+            assert time.monotonic() < deadline, st
+            time.sleep(0.01)
         first = fds.read(child.pid)
         assert first is not None and first == read_stat(child.pid)
         assert fds.held == 1
