@@ -221,3 +221,45 @@ def test_the_sanitized_lines_keep_no_byte_sent(tmp_path: Path) -> None:
         ("connect", port, 1),
         ("send", 9, 20),  # one socket's sends to one place, each within a second: one record
     ]
+
+
+def test_sends_that_become_no_fact_are_not_stored(tmp_path: Path, listener: int) -> None:
+    """A socketpair's sends (IPC), a connected stream's and a netlink socket's never
+    become a fact: their lines are left out before anything is stored. Sends that name an
+    address, or go out on a connected datagram socket (a DNS query), stay, and the facts
+    from what is stored are the facts from strace's whole output."""
+    code = f"""
+    import socket
+    a, b = socket.socketpair()
+    d, e = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for _ in range(40):
+        a.send(b"i" * 777)
+        d.send(b"j" * 777)
+        b.recv(1000), e.recv(1000)
+    s = socket.create_connection(("127.0.0.1", {listener}))
+    s.send(b"k" * 777)
+    n = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+    n.send(bytes.fromhex("1400000016000103") + bytes(12))
+    q = bytes.fromhex("abcd01000001000000000000") + b"\\x07example\\x04test\\x00"
+    q += bytes([0, 1, 0, 1])  # type A, class IN
+    c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    c.connect(("127.0.0.1", 53))
+    c.send(q)
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x" * 777, ("127.0.0.1", 9))
+    """
+    trace, root, _ = traced(tmp_path, [sys.executable, "-c", textwrap.dedent(code)])
+    raw = (tmp_path / "strace.out").read_bytes()
+    assert raw.count(b", 777, ") == 82 and raw.count(b"sendto(") >= 84  # all were traced
+    pump = LinePump()
+    clean = b"".join(pump.feed(raw[i : i + 4096]) for i in range(0, len(raw), 4096))
+    clean += pump.flush()
+    sends = [ln for ln in clean.splitlines() if b" send" in ln[:48] and b"resumed>" not in ln]
+    assert len(sends) == 2 and sum(b", 777, " in ln for ln in sends) == 1  # to 53 and to 9
+    again = build_trace(parse_output(clean.splitlines(keepends=True)), root, b"/", None,
+                        os.getpid(), execlog.now_anchor(), execlog.CLK_TCK)  # fmt: skip
+    assert again.net == trace.net
+    assert [(a.call, a.port, a.outcome) for a in again.net if a.call == "send"] == [
+        ("send", 53, "sent"),
+        ("send", 9, "sent"),
+    ]
+    assert again.net[-2].queries == ((b"example.test", "A"),)

@@ -17,7 +17,15 @@ A send's bytes can hold anything (an HTTP request and its token): `shrink_send` 
 every buffer of a sendto / sendmsg / sendmmsg line before the line is stored, except the
 first DNS_KEEP bytes of a send to port 53 (a DNS query: its question is the queried name),
 told by the address the line names or, on a connected socket, by the connect to port 53
-the same stream showed for that socket earlier (`DnsSockets`).
+the same stream showed for that socket earlier (`Connected`).
+
+Most sends become no fact at all: a send that names no address is one only on a socket a
+connect gave a peer (trace.net: a connected datagram socket's, DNS over TCP), so the sends
+of a socketpair (Chromium's IPC: 4,800 a browser session), of a connected stream that is
+not DNS and of a netlink socket are dropped before they are stored or parsed
+(`Connected.keeps`). strace still stops the sender at each: its seccomp filter chooses by
+the call's number alone, and a DNS query on a connected UDP socket is the same `sendto(fd,
+buf, len, 0, NULL, 0)` as an IPC message (docs/design.md, "Tracing").
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ __all__ = [
     "DNS_KEEP",
     "NET_CALLS",
     "Addr",
-    "DnsSockets",
+    "Connected",
     "NetCall",
     "addr_at",
     "call_only",
@@ -85,9 +93,11 @@ _SO_ERROR = re.compile(rb"SOL_SOCKET, SO_ERROR, \[([A-Z0-9_]+)\]")
 _STRING = re.compile(rb'"(' + _HEX + rb')"')
 _IOV = re.compile(rb'iov_base="(' + _HEX + rb')"')
 _SEND_CALL = re.compile(rb"\d+ +\d+\.\d+ (sendto|sendmsg|sendmmsg)\((\d+)(<" + _HEX + rb">)?")
-_CONNECT_53 = re.compile(
-    rb"\d+ +\d+\.\d+ connect\(\d+(<" + _HEX + rb">), [^)]*sin6?_port=htons\(53\)"
-)
+_CONNECT = re.compile(rb"\d+ +\d+\.\d+ connect\(\d+(<" + _HEX + rb">)?, ")
+_SOCKET_DGRAM = re.compile(rb"\d+ +\d+\.\d+ socket\([A-Z0-9_]+, SOCK_DGRAM\b[^)]*\) += \d+(<"
+                           + _HEX + rb">)")  # fmt: skip
+_PORT_53 = re.compile(rb"[^)]*sin6?_port=htons\(53\)")
+_SOCKET_ANN = b"<" + b"".join(b"\\x%02x" % c for c in b"socket:[")  # `<socket:[`, hex escaped
 
 
 def _unhex(s: bytes) -> bytes:
@@ -183,24 +193,60 @@ def _send(name: bytes, fd: int, inode: int | None, rest: bytes, pos: int, result
 # ---- before a line is stored ---------------------------------------------------------------
 
 
-class DnsSockets:
-    """The sockets a stream of lines showed connecting to port 53 (by their fd annotation,
-    `socket:[INODE]`: unique while the socket lives), so a send on one keeps its query."""
+class Connected:
+    """What a stream of lines showed of the sockets a send that names no address can
+    become a fact on (trace.net): connected, and a datagram socket (its socket() said
+    SOCK_DGRAM) or connected to port 53 (DNS over TCP), by their fd annotation
+    (`socket:[INODE]`: unique while the socket lives). `keeps` says whether a send's line
+    can become a fact; a send on a socket connected to port 53 keeps a query's first bytes
+    (`dns`). Past LIMIT sockets, or after a connect whose socket strace did not name, every
+    send is kept: none is lost to the cut."""
 
-    LIMIT = 4096
+    LIMIT = 1 << 16
+    DNS_LIMIT = 4096
 
     def __init__(self) -> None:
-        self._seen: dict[bytes, None] = {}
+        self._dns: dict[bytes, None] = {}
+        self._dgram: set[bytes] = set()  # made by socket(..., SOCK_DGRAM, ...)
+        self._peers: set[bytes] = set()  # datagram sockets a connect gave a peer
+        self.keep_all = False
+
+    def note_socket(self, line: bytes) -> None:
+        m = _SOCKET_DGRAM.match(line)
+        if m is not None and not self.keep_all:
+            self._dgram.add(m.group(1))
+            self._limit(self._dgram)
 
     def note(self, line: bytes) -> None:
-        m = _CONNECT_53.match(line)
-        if m is not None:
-            self._seen[m.group(1)] = None
-            if len(self._seen) > self.LIMIT:  # the oldest: long closed, most likely
-                del self._seen[next(iter(self._seen))]
+        m = _CONNECT.match(line)
+        if m is None:
+            return
+        ann = m.group(1)
+        if ann is None or not ann.startswith(_SOCKET_ANN):
+            self.keep_all = True  # its socket is known by fd only (trace.net): keep all
+        elif not self.keep_all and ann in self._dgram:
+            self._peers.add(ann)
+            self._limit(self._peers)
+        if ann is not None and _PORT_53.match(line, m.end()):
+            self._dns[ann] = None
+            if len(self._dns) > self.DNS_LIMIT:  # the oldest: long closed, most likely
+                del self._dns[next(iter(self._dns))]
 
-    def __contains__(self, ann: bytes | None) -> bool:
-        return ann is not None and ann in self._seen
+    def _limit(self, seen: set[bytes]) -> None:
+        if len(seen) > self.LIMIT:
+            self.keep_all = True
+            self._dgram, self._peers = set(), set()
+
+    def dns(self, ann: bytes | None) -> bool:
+        return ann is not None and ann in self._dns
+
+    def keeps(self, line: bytes, ann: bytes | None) -> bool:
+        """Whether a send's line (its fd's annotation `ann`) can become a fact: it names an
+        address (sendto's, a msg_name), goes out on a connected datagram socket or one
+        connected to port 53, or its socket is not known."""
+        if self.keep_all or ann is None or ann in self._peers or ann in self._dns:
+            return True
+        return not ann.startswith(_SOCKET_ANN) or line.find(b"sa_family=") >= 0
 
 
 def _kept(body: bytes, keep: int) -> bytes:
@@ -217,17 +263,20 @@ def call_only(line: bytes, end: int) -> bytes:
     return line[:end] + b"?" + (tail if tail.startswith(b")") else b")" + tail)
 
 
-def shrink_send(line: bytes, dns: DnsSockets | None = None) -> bytes:
+def shrink_send(line: bytes, known: Connected | None = None) -> bytes | None:
     """A raw sendto / sendmsg / sendmmsg line with every buffer emptied (`""`), or cut to
-    DNS_KEEP bytes on a send to port 53; a line of any other call comes back as it is. A
-    buffer strace printed as a structure (a netlink message) or a shape not understood
-    leaves only the call and its result: no byte a process sent is stored otherwise.
-    Buffers are skipped by their closing quote (memchr), never scanned: a 64 KiB send is a
-    256 KiB line."""
+    DNS_KEEP bytes on a send to port 53; None for a send that can become no fact (`known`:
+    the connects the stream showed so far, Connected.keeps); a line of any other call comes
+    back as it is. A buffer strace printed as a structure (a netlink message) or a shape
+    not understood leaves only the call and its result: no byte a process sent is stored
+    otherwise. Buffers are skipped by their closing quote (memchr), never scanned: a 64 KiB
+    send is a 256 KiB line."""
     m = _SEND_CALL.match(line)
     if m is None:
         return line
-    on53 = dns is not None and m.group(3) in dns
+    if known is not None and not known.keeps(line, m.group(3)):
+        return None
+    on53 = known is not None and known.dns(m.group(3))
     cut = call_only(line, line.index(b"(", m.start(1)) + 1)
     if m.group(1) == b"sendto":
         pos = m.end() + 2

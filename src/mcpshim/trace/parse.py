@@ -22,7 +22,7 @@ from pathlib import Path
 from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.trace.netparse import (
     NET_CALLS,
-    DnsSockets,
+    Connected,
     NetCall,
     call_only,
     parse_net,
@@ -239,15 +239,14 @@ def _skip_arg(line: bytes, pos: int) -> int:
     return -1 if m is None else m.end()
 
 
-def sanitize(line: bytes, dns: DnsSockets | None = None) -> bytes:
+def sanitize(line: bytes) -> bytes:
     """One raw line of strace's output with the environment of an exec cut down to its
-    PATH strings and a send's bytes left out (netparse.shrink_send; `dns`: the sockets
-    connected to port 53 so far, whose sends keep a query's first bytes). Other lines are
+    PATH strings and a send's bytes left out (netparse.shrink_send). Other lines are
     returned as they are. An exec line whose shape is not understood loses everything after
     its filename but its result: never is a value of the environment passed on."""
     m = _EXEC_CALL.match(line)
     if m is None:
-        return shrink_send(line, dns)
+        return shrink_send(line) or b""
     pos = m.end()
     n_before = 1 if m.group(1) == b"execve" else 2  # execveat: dirfd, path
     envp = -1
@@ -281,12 +280,13 @@ def sanitize(line: bytes, dns: DnsSockets | None = None) -> bytes:
 
 
 class LinePump:
-    """Bytes from strace's pipe in, whole sanitized lines out (a partial line waits)."""
+    """Bytes from strace's pipe in, whole sanitized lines out (a partial line waits); the
+    lines of sends that can become no fact are left out (netparse.Connected)."""
 
     def __init__(self) -> None:
         self._carry = b""
         self._parts: list[bytes] = []  # of a line longer than one read (a send's buffer)
-        self._dns = DnsSockets()
+        self._known = Connected()
 
     def feed(self, data: bytes) -> bytes:
         if data.find(b"\n") < 0:  # joined once the line ends, not copied at every read
@@ -301,19 +301,24 @@ class LinePump:
         self._carry = data[end:]
         # Line by line, by the call's name: a whole-chunk search would scan every buffer
         # and environment strace printed (hex, 4 bytes a byte) once more per word sought.
-        return b"".join(self._line(ln) + b"\n" for ln in data[: end - 1].split(b"\n"))
+        lines = (self._line(ln) for ln in data[: end - 1].split(b"\n"))
+        return b"".join(ln + b"\n" for ln in lines if ln is not None)
 
-    def _line(self, line: bytes) -> bytes:
-        if line.find(b"exec", 0, 48) >= 0 or line.find(b" send", 0, 48) >= 0:
-            return sanitize(line, self._dns)
+    def _line(self, line: bytes) -> bytes | None:
+        if line.find(b"exec", 0, 48) >= 0:
+            return sanitize(line)
+        if line.find(b" send", 0, 48) >= 0:
+            return shrink_send(line, self._known)
         if line.find(b" connect(", 0, 48) >= 0:
-            self._dns.note(line)  # to port 53: its socket's sends keep a query's first bytes
+            self._known.note(line)  # its sends can become facts (to port 53: keep a query)
+        elif line.find(b" socket(", 0, 48) >= 0:
+            self._known.note_socket(line)
         return line
 
     def flush(self) -> bytes:
         """The last line, once strace is gone (it ends a line only when it starts the next)."""
         rest = self.take_carry()
-        return sanitize(rest, self._dns) if rest else b""
+        return (self._line(rest) or b"") if rest else b""
 
     def take_carry(self) -> bytes:
         """The raw partial line waiting here, for whoever reads the rest of it."""
