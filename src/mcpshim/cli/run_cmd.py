@@ -12,6 +12,7 @@ import click
 
 from mcpshim.base.display import escape
 from mcpshim.base.safewrite import make_private_dir
+from mcpshim.cli import exit_when_done
 from mcpshim.cli.common import (
     LOCK_LOOKUP,
     format_option,
@@ -244,6 +245,7 @@ def run(
         command = command[1:]
     if not command:
         raise click.UsageError("no COMMAND given (mcpshim run [OPTIONS] -- COMMAND [ARG...])")
+    exit_when_done()  # a client waits for run's exit: nothing is left to do by then
     loc = locations(shim_dir, log_dir)
     if otlp is not None:
         sdk.require()
