@@ -13,14 +13,16 @@ import click
 from mcpshim.cli.options import (
     DIR_HELP,
     FORMAT_ORDER,
+    LOCK_LOOKUP,
     F,
     format_option,
     location_options,
     locations,
+    lock_option,
+    resolve_lock,
     sub_locations,
 )
-from mcpshim.contract.lockfile import default_path, find_lock
-from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS
 from mcpshim.log import marks
 from mcpshim.log.sessions import resolve_session
 from mcpshim.paths import Locations
@@ -92,38 +94,3 @@ def mark_reviewed(
     worst = max((f.level for f in found), default=None)
     when = datetime.now(timezone.utc).isoformat()
     marks.note_review(loc, refs, session, worst.label if worst else "none", len(found), when)
-
-
-#: how --lock alone finds the lock (contract.lockfile.find_lock), for every --lock's help
-LOCK_LOOKUP = (
-    "--lock alone looks for mcpshim.lock from here up (in the first directory that holds one "
-    "or a client config), then in the user config dir."
-)
-
-
-def lock_option(help_text: str) -> Callable[[F], F]:
-    """--lock PATH, or --lock alone for the default lookup (LOCK_LOOKUP)."""
-    return click.option(
-        "--lock",
-        "lock_file",
-        is_flag=False,
-        flag_value="auto",
-        default=None,
-        metavar="PATH",
-        help=help_text,
-    )
-
-
-def resolve_lock(value: str | None, must_exist: bool = True) -> Path | None:
-    """The lock an option names: a path, "auto" (the default lookup) or None (no lock)."""
-    if value is None:
-        return None
-    if value != "auto":
-        return Path(value)
-    found = find_lock()
-    if found is None and must_exist:
-        raise UsageError(
-            "no mcpshim.lock found next to a client config (.mcp.json, .cursor/mcp.json, "
-            "or .vscode/mcp.json, from here up) nor in the user config dir; give --lock PATH"
-        )
-    return found or default_path()

@@ -16,9 +16,12 @@ from mcpshim.shim.manifest import locations_for
 __all__ = [
     "DIR_HELP",
     "FORMAT_ORDER",
+    "LOCK_LOOKUP",
     "format_option",
     "location_options",
     "locations",
+    "lock_option",
+    "resolve_lock",
     "sub_locations",
 ]
 
@@ -72,3 +75,40 @@ def sub_locations(ctx: click.Context, shim_dir: Path | None, log_dir: Path | Non
             raise UsageError(f"{option} given twice, as {given} and {inner}: give it once")
         chosen.append(inner if inner is not None else given)
     return locations(chosen[0], chosen[1])
+
+
+#: how --lock alone finds the lock (contract.lockfile.find_lock), for every --lock's help
+LOCK_LOOKUP = (
+    "--lock alone looks for mcpshim.lock from here up (in the first directory that holds one "
+    "or a client config), then in the user config dir."
+)
+
+
+def lock_option(help_text: str) -> Callable[[F], F]:
+    """--lock PATH, or --lock alone for the default lookup (LOCK_LOOKUP)."""
+    return click.option(
+        "--lock",
+        "lock_file",
+        is_flag=False,
+        flag_value="auto",
+        default=None,
+        metavar="PATH",
+        help=help_text,
+    )
+
+
+def resolve_lock(value: str | None, must_exist: bool = True) -> Path | None:
+    """The lock an option names: a path, "auto" (the default lookup) or None (no lock)."""
+    if value is None:
+        return None
+    if value != "auto":
+        return Path(value)
+    from mcpshim.contract.lockfile import default_path, find_lock
+
+    found = find_lock()
+    if found is None and must_exist:
+        raise UsageError(
+            "no mcpshim.lock found next to a client config (.mcp.json, .cursor/mcp.json, "
+            "or .vscode/mcp.json, from here up) nor in the user config dir; give --lock PATH"
+        )
+    return found or default_path()

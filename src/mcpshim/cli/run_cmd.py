@@ -6,40 +6,33 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from mcpshim.base.display import escape
-from mcpshim.base.safewrite import make_private_dir
 from mcpshim.cli import exit_when_done
-from mcpshim.cli.common import (
+from mcpshim.cli.options import (
     LOCK_LOOKUP,
     format_option,
     location_options,
     locations,
     lock_option,
-    resolve_lock,
 )
-from mcpshim.cli.export_cmd import start_live_stream
-from mcpshim.cli.output import write_output
-from mcpshim.contract.lockfile import load_lock, select_server
-from mcpshim.errors import McpshimError, UsageError
-from mcpshim.log import retention
-from mcpshim.otel import sdk
+from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
-from mcpshim.relay.gate import Gate
-from mcpshim.sandbox import contained, landlock
-from mcpshim.sandbox.contained import ContainError, Containment
-from mcpshim.seal.follow import following
-from mcpshim.seal.state import unsealed_check
 from mcpshim.shim import registry
 from mcpshim.shim import zdotdir as zdotdir_mod
-from mcpshim.supervise import snapshot as snapshot_mod
-from mcpshim.supervise.departwatch import DepartureWatch
 from mcpshim.supervise.relayed import run_relayed
 from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
 from mcpshim.trace import run as trace_run
+
+if TYPE_CHECKING:
+    from mcpshim.log import retention
+    from mcpshim.relay.gate import Gate
+
+# What only an option asks for (--lock, --enforce, --contain, --otlp, snapshot) is imported
+# where it is used: `run`'s start-up is the time before its server runs.
 
 __all__ = ["COMMANDS"]
 
@@ -248,6 +241,8 @@ def run(
     exit_when_done()  # a client waits for run's exit: nothing is left to do by then
     loc = locations(shim_dir, log_dir)
     if otlp is not None:
+        from mcpshim.otel import sdk
+
         sdk.require()
         sdk.endpoint_url(otlp)
     if no_trace:
@@ -260,8 +255,11 @@ def run(
     state = "strace" if tracer is not None else "unavailable" if why_not else "off"
     zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
-    gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
-    _contain(sup, contain, lock_file, name, command, contain_write, tracer)
+    gate = _lock_gate(sup, lock_file, enforce, on_departure, mcp, name, command)
+    if contain != "off" or contain_write:
+        from mcpshim.cli.runlock import contain as hold_contained
+
+        hold_contained(sup, contain, lock_file, name, command, contain_write, tracer)
     if why_not:
         click.echo(
             f"mcpshim: not tracing, recording with shims and sampling only: {escape(why_not)}",
@@ -269,10 +267,17 @@ def run(
         )
         sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, why_not))
     if otlp is not None:
+        from mcpshim.cli.export_cmd import start_live_stream
+
         sup.add_helper(start_live_stream(loc, sup.session, otlp))
+    from mcpshim.log import retention
+
     settings = _log_settings()
     if settings.max_size is not None:
         sup.on_tick(retention.SizeWatch(loc, settings.max_size))
+    from mcpshim.seal.follow import following
+    from mcpshim.seal.state import unsealed_check
+
     # A sealed log is sealed as the session goes (at most 1 s behind) and at its end, by a
     # process of its own: nothing on the supervisor's loop, no key in its memory.
     with following(loc) as sealer:
@@ -298,16 +303,7 @@ def run(
     return status
 
 
-def _log_settings() -> retention.LogSettings:
-    """The [log] settings; a broken config file is said, never a reason not to run."""
-    try:
-        return retention.load_settings()
-    except McpshimError as exc:
-        click.echo(f"mcpshim: warning: {escape(str(exc))}; log limits: the defaults", err=True)
-        return retention.LogSettings()
-
-
-def _hold_to_lock(
+def _lock_gate(
     sup: Supervisor,
     lock_file: str | None,
     enforce: bool,
@@ -316,86 +312,22 @@ def _hold_to_lock(
     name: str,
     command: tuple[str, ...],
 ) -> Gate | None:
-    """The gate of --enforce and the watch of --on-departure terminate, from the lock."""
-    if enforce and not mcp:
-        raise click.UsageError("--enforce needs --mcp (it decides JSON-RPC requests)")
     if not enforce and on_departure != "terminate":
         return None
-    path = resolve_lock(lock_file or "auto")
-    assert path is not None
-    lock = load_lock(path)
-    if on_departure == "terminate":
-        server = select_server(lock, name, command)
-        if server is None:
-            raise UsageError(
-                f"{path} has no entry for this server: run it with --name NAME, the name it "
-                "was approved under, or with the command line it was approved with"
-            )
-        DepartureWatch(sup, server, str(path))
-    return Gate(lock, str(path), name, command, sup.emit, sup.session) if enforce else None
+    from mcpshim.cli.runlock import hold_to_lock
+
+    return hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
 
 
-def _contain(
-    sup: Supervisor,
-    mode: str,
-    lock_file: str | None,
-    name: str,
-    command: tuple[str, ...],
-    write: tuple[Path, ...],
-    tracer: trace_run.TraceRun | None,
-) -> None:
-    """--contain: the ruleset the server starts in, from its lock entry (sandbox); or, for
-    auto, the warning and record of why it runs uncontained."""
-    if mode == "off":
-        if write:
-            raise click.UsageError("--contain-write needs --contain")
-        return
+def _log_settings() -> retention.LogSettings:
+    """The [log] settings; a broken config file is said, never a reason not to run."""
+    from mcpshim.log import retention
+
     try:
-        containment = _containment(sup, lock_file, name, command, write, tracer)
-    except (UsageError, ContainError) as exc:  # a broken lock is an error all the same
-        if mode != "auto":
-            raise
-        why = str(exc).removeprefix("--contain: ")
-        click.echo(f"mcpshim: warning: not contained: {escape(why)}", err=True)
-        sup.contain_record = {"state": "unavailable", "reason": why}
-        return
-    sup.contain, sup.contain_record = containment, containment.payload()
-    click.echo(f"mcpshim: {escape(containment.plan.summary(containment.abi))}", err=True)
-    if tracer is None:
-        click.echo(
-            "mcpshim: warning: not traced: what the ruleset refuses is not recorded", err=True
-        )
-    else:
-        plan = containment.plan
-        ports = containment.connect_refused if plan.connect is not None else None
-        tracer.contained(containment.exec_refused, ports)
-
-
-def _containment(
-    sup: Supervisor,
-    lock_file: str | None,
-    name: str,
-    command: tuple[str, ...],
-    write: tuple[Path, ...],
-    tracer: trace_run.TraceRun | None,
-) -> Containment:
-    abi, why = landlock.unavailable()
-    if why:
-        raise UsageError(f"--contain: {why}")
-    path = resolve_lock(lock_file or "auto")
-    assert path is not None
-    lock = load_lock(path)
-    server = select_server(lock, name, command)
-    if server is None:
-        raise UsageError(
-            f"--contain: {path} has no entry for this server (run it with --name NAME, the "
-            "name it was approved under, or the command line it was approved with)"
-        )
-    dirs = [str(d.resolve()) for d in write] if write else None
-    return contained.build(
-        server, str(path), abi, sup.loc, tracer.strace if tracer else None, sup.path, dirs,
-        command[0],
-    )  # fmt: skip
+        return retention.load_settings()
+    except McpshimError as exc:
+        click.echo(f"mcpshim: warning: {escape(str(exc))}; log limits: the defaults", err=True)
+        return retention.LogSettings()
 
 
 @click.command()
@@ -415,6 +347,10 @@ def snapshot(pid: int, output: Path | None, fmt: str) -> int:
     environment variables, open files and inet sockets. By default the snapshot goes to a
     new file in the state directory (outside any workspace) and its path is printed.
     """
+    from mcpshim.base.safewrite import make_private_dir
+    from mcpshim.cli.output import write_output
+    from mcpshim.supervise import snapshot as snapshot_mod
+
     snap = snapshot_mod.take(pid)
     text = snapshot_mod.render_json(snap) if fmt == "json" else snapshot_mod.render_text(snap)
     if output is not None and str(output) == "-":

@@ -21,14 +21,15 @@ import stat
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from mcpshim.base import fdio
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.log.execlog import encode_record
 from mcpshim.paths import Locations
+
+if TYPE_CHECKING:
+    import filelock  # imported where a lock is taken: it loads asyncio (tens of ms)
 
 __all__ = ["EventLog", "append_event", "encode_event", "log_lock"]
 
@@ -37,6 +38,8 @@ LOCK_TIMEOUT_S = 30.0
 
 def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> filelock.BaseFileLock:
     """The log's lock (rotation). The lock file is never deleted, so flock(1) users agree."""
+    import filelock
+
     make_private_dir(loc.log_dir)
     return filelock.FileLock(str(loc.lock_file), timeout=timeout, mode=0o600)
 
@@ -106,6 +109,8 @@ class EventLog:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
             if time.monotonic() >= deadline:
+                import filelock
+
                 raise filelock.Timeout(str(self.loc.lock_file))
             time.sleep(0.005)
 

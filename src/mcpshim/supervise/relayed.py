@@ -18,16 +18,13 @@ import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-import psutil
-
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat, start_ticks
 from mcpshim.relay import child as relaychild
 from mcpshim.relay.core import Recorder, Relaying, announce, relay_pipe
 from mcpshim.relay.forked import ForkedRelay
-from mcpshim.relay.gate import Gate, GatedRelay
-from mcpshim.relay.threaded import Relay
 
 if TYPE_CHECKING:
+    from mcpshim.relay.gate import Gate
     from mcpshim.supervise.supervisor import Supervisor
 
 __all__ = ["FamilyProbe", "run_relayed"]
@@ -56,6 +53,8 @@ class FamilyProbe:
     def __call__(self) -> list[tuple[int, int | None]]:
         skip = set(self._exclude())
         if not LINUX:
+            import psutil
+
             try:
                 kids = psutil.Process(self.root).children(recursive=True)
             except psutil.Error:
@@ -122,7 +121,11 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
     recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, mcpshims_own))
     # Linux: the pumps and the recorder run in children of their own, out of reach of this
     # process's interpreter lock (relay.forked); elsewhere they are threads here.
-    relay: Relaying | None = GatedRelay(recorder, gate) if gate is not None else None
+    relay: Relaying | None = None
+    if gate is not None:
+        from mcpshim.relay.gate import GatedRelay
+
+        relay = GatedRelay(recorder, gate)
     if relay is None and relaychild.available():
         forked = ForkedRelay(recorder)
         try:
@@ -134,6 +137,8 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
                 sup.add_helper(pid)
             relay = forked
     if relay is None:
+        from mcpshim.relay.threaded import Relay
+
         relay = Relay(recorder)
     if not isinstance(relay, ForkedRelay):
         relay.start(0, in_w, out_r, 1)

@@ -17,9 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mcpshim.base.display import b64_fields, json_text
-from mcpshim.log.logview import argv_fields
-from mcpshim.log.redact import credential_env_names
 from mcpshim.shim.zdotdir import USER_ZDOTDIR_ENV
 
 __all__ = [
@@ -75,6 +72,11 @@ class SessionStart:
 
 
 def start_payload(s: SessionStart) -> dict[str, Any]:
+    # The redaction table and the record views: written once the command runs, not before.
+    from mcpshim.base.display import b64_fields, json_text
+    from mcpshim.log.logview import argv_fields
+    from mcpshim.log.redact import credential_env_names
+
     uid = os.getuid()
     payload: dict[str, Any] = {
         "session": s.session,

@@ -26,14 +26,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcpshim.errors import McpshimError
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.follow import Follower
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
-from mcpshim.sandbox.contained import Containment
 from mcpshim.supervise.containment import account_survivors, group_members
 from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
@@ -47,6 +46,9 @@ from mcpshim.supervise.session import (
 )
 from mcpshim.supervise.watcher import Watcher
 from mcpshim.trace.run import TraceRun
+
+if TYPE_CHECKING:
+    from mcpshim.sandbox.contained import Containment
 
 __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set_child_subreaper"]
 

@@ -24,7 +24,9 @@ the supervisor's child, so its status went with it), the duration since the sess
 how many it ended, and `cause: supervisor-lost`.
 
 The watcher is in a process group of its own, so a signal to the supervisor's group does
-not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children do.
+not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children do. What
+only the watcher runs is imported in the watcher, after the fork: never on the way to the
+server's start.
 """
 
 from __future__ import annotations
@@ -34,15 +36,11 @@ import os
 import signal
 import sys
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import filelock
-
-from mcpshim.log import eventlog
-from mcpshim.paths import Locations
-from mcpshim.proc.procinfo import LINUX, Stat, read_stat
-from mcpshim.supervise.containment import contain, group_members
-from mcpshim.supervise.session import SESSION_ENV, end_payload
+if TYPE_CHECKING:
+    from mcpshim.paths import Locations
+    from mcpshim.proc.procinfo import Stat
 
 __all__ = ["Watcher"]
 
@@ -110,6 +108,13 @@ class Watcher:
 
 
 def _watch(r: int, session: str, grace: float, loc: Locations | None, started: float) -> NoReturn:
+    import filelock
+
+    from mcpshim.log import eventlog
+    from mcpshim.proc.procinfo import LINUX
+    from mcpshim.supervise.containment import contain
+    from mcpshim.supervise.session import end_payload
+
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     with contextlib.suppress(ValueError):
@@ -160,6 +165,10 @@ def _max_fd() -> int:
 def family(session: str, pgid: int, me: int) -> dict[int, Stat]:
     """The live processes of the session: in the command's process group (`pgid`, 0 for
     none) or carrying the session id in their environment; `me` and zombies left out."""
+    from mcpshim.proc.procinfo import LINUX, read_stat
+    from mcpshim.supervise.containment import group_members
+    from mcpshim.supervise.session import SESSION_ENV
+
     if not LINUX:
         return group_members(pgid, me) if pgid > 0 else {}
     needle = f"{SESSION_ENV}={session}".encode()
