@@ -55,9 +55,10 @@ from mcpshim.supervise.supervisor import (
     Supervisor,
     set_child_subreaper,
 )
+from mcpshim.trace.parse import read_output
 from mcpshim.trace.records import exec_payloads
 from mcpshim.trace.run import TraceRun, is_gone, tracer_of
-from mcpshim.trace.strace import build_trace, read_output, strace_argv
+from mcpshim.trace.strace import build_trace, strace_argv
 from throwaway import throwaway_home
 
 

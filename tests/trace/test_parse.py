@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mcpshim.log import execlog
+from mcpshim.trace.parse import read_output
 from mcpshim.trace.probe import trace_unavailable
 from mcpshim.trace.records import exec_payloads, trace_payloads
 from mcpshim.trace.run import is_gone, tracer_of
@@ -20,7 +21,6 @@ from mcpshim.trace.strace import (
     ExecAttempt,
     Trace,
     build_trace,
-    read_output,
     strace_argv,
 )
 

@@ -23,6 +23,7 @@ from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
 from mcpshim.shim import registry
 from mcpshim.shim import zdotdir as zdotdir_mod
+from mcpshim.supervise.launch import RunArgs, adopt
 from mcpshim.supervise.relayed import run_relayed
 from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
 from mcpshim.trace import run as trace_run
@@ -239,7 +240,6 @@ def run(
     if not command:
         raise click.UsageError("no COMMAND given (mcpshim run [OPTIONS] -- COMMAND [ARG...])")
     exit_when_done()  # a client waits for run's exit: nothing is left to do by then
-    loc = locations(shim_dir, log_dir)
     if otlp is not None:
         from mcpshim.otel import sdk
 
@@ -249,12 +249,23 @@ def run(
         if trace == "on":
             raise click.UsageError("--trace and --no-trace contradict each other")
         trace = "off"
+    plain = not (lock_file or enforce or on_departure != "report" or contain != "off"
+                 or contain_write or otlp)  # fmt: skip
+    # The session `mcpshim run` started before click loaded (supervise.launch), if it did.
+    launched = adopt(RunArgs(shim_dir, log_dir, name, sample_ms, on_exit, grace, trace, zdotdir,
+                             mcp, command) if plain else None)  # fmt: skip
     opts = RunOptions(name=name, sample_ms=sample_ms, on_exit=on_exit, grace=grace)
-    tracer, why_not = trace_run.prepare(loc, trace, os.environ.get("PATH"))
+    if launched is not None:
+        loc, tracer, why_not = launched.loc, launched.tracer, launched.why_not
+        zdir = launched.zdotdir
+    else:
+        loc = locations(shim_dir, log_dir)
+        tracer, why_not = trace_run.prepare(loc, trace, os.environ.get("PATH"))
+        zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
     _warn_without_shims(loc, tracer is not None)
     state = "strace" if tracer is not None else "unavailable" if why_not else "off"
-    zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
-    sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
+    sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir,
+                     launch=launched, mcp=mcp)  # fmt: skip
     gate = _lock_gate(sup, lock_file, enforce, on_departure, mcp, name, command)
     if contain != "off" or contain_write:
         from mcpshim.cli.runlock import contain as hold_contained

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpshim.base import fdio
 from mcpshim.base.safewrite import make_private_dir
-from mcpshim.log.execlog import encode_record
+from mcpshim.log.framing import encode_record
 from mcpshim.paths import Locations
 
 if TYPE_CHECKING:

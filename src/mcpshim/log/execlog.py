@@ -33,7 +33,7 @@ from mcpshim.log.boot import (
     now_anchor,
 )
 from mcpshim.log.events import event_data
-from mcpshim.log.framing import LogProblem, Readable, body_of, pieces
+from mcpshim.log.framing import LogProblem, Readable, body_of, encode_record, pieces
 from mcpshim.log.framing import bodies as _bodies
 from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
@@ -162,20 +162,6 @@ def missing_session(loc: Locations, session: str) -> InputError:
         f"no records of session {session!r} in {loc.log_dir} "
         "(`mcpshim log` shows each record's session)"
     )
-
-
-# ---- encoding ----------------------------------------------------------------------------
-
-
-def encode_record(kind: str, fields: Iterable[bytes]) -> bytes:
-    """Frame one record; refuses a NUL in any field so framing cannot be broken from Python."""
-    parts = [b"\0R\0=1\0=", kind.encode()]
-    for f in fields:
-        if b"\0" in f:
-            raise ValueError("a record field cannot hold a NUL byte")
-        parts += [b"\0=", f]
-    parts.append(b"\0\n")
-    return b"".join(parts)
 
 
 # ---- decoding ----------------------------------------------------------------------------

@@ -13,14 +13,13 @@ the supervisor, orphans it adopted included).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat, start_ticks
 from mcpshim.relay import child as relaychild
-from mcpshim.relay.core import Recorder, Relaying, announce, relay_pipe
+from mcpshim.relay.core import Recorder, Relaying
 from mcpshim.relay.forked import ForkedRelay
 
 if TYPE_CHECKING:
@@ -107,63 +106,57 @@ class FamilyProbe:
 
 def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
     """Run the supervisor's session with the relay on the command's stdin and stdout;
-    with a `gate` (--enforce), the relay that decides each request first (relay.gate)."""
+    with a `gate` (--enforce), the relay that decides each request first (relay.gate).
+
+    The pipes and the session's announcement come first (the launch: `Supervisor.watch`),
+    the relay's children once the command runs (a launch from `mcpshim run` has it running
+    already; what it writes waits in the pipe)."""
     me = os.getpid()
     sup.watch()  # first: the relay's children and threads come after
-    in_r, in_w = relay_pipe()
-    out_r, out_w = relay_pipe()
-    announce(sup.emit, sup.session)
+    pipes = sup.launch.relay_pipes()
+    _in_r, in_w, out_r, _out_w = pipes
     forked: ForkedRelay | None = None
+    relay: Relaying | None = None
 
     def mcpshims_own() -> set[int]:
         return {*sup.helpers, *(forked.helpers if forked else ())}
 
     recorder = Recorder(sup.emit, sup.session, probe=FamilyProbe(me, mcpshims_own))
-    # Linux: the pumps and the recorder run in children of their own, out of reach of this
-    # process's interpreter lock (relay.forked); elsewhere they are threads here.
-    relay: Relaying | None = None
-    if gate is not None:
-        from mcpshim.relay.gate import GatedRelay
 
-        relay = GatedRelay(recorder, gate)
-    if relay is None and relaychild.available():
-        forked = ForkedRelay(recorder)
-        try:
-            forked.start(0, in_w, out_r, 1)
-        except OSError:  # fork failed (EAGAIN, ENOMEM): threads
-            forked = None
-        else:
-            for pid in forked.helpers:
-                sup.add_helper(pid)
-            relay = forked
-    if relay is None:
-        from mcpshim.relay.threaded import Relay
+    def start_relay() -> None:
+        # Linux: the pumps and the recorder run in children of their own, out of reach of
+        # this process's interpreter lock (relay.forked); elsewhere they are threads here.
+        nonlocal forked, relay
+        if gate is not None:
+            from mcpshim.relay.gate import GatedRelay
 
-        relay = Relay(recorder)
-    if not isinstance(relay, ForkedRelay):
-        relay.start(0, in_w, out_r, 1)
-    actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
-    closed = False
+            relay = GatedRelay(recorder, gate)
+        elif relaychild.available():
+            forked = ForkedRelay(recorder)
+            try:
+                forked.start(0, in_w, out_r, 1)
+            except OSError:  # fork failed (EAGAIN, ENOMEM): threads
+                forked = None
+            else:
+                for pid in forked.helpers:
+                    sup.add_helper(pid)
+                relay = forked
+        if relay is None:
+            from mcpshim.relay.threaded import Relay
 
-    def close_server_ends() -> None:
-        # The server's ends only: held here, they would keep the server's stdin from
-        # ever reporting a gone reader (the relay could not pass it on to the client) and
-        # its stdout from reaching EOF while the server runs.
-        nonlocal closed
-        if not closed:
-            closed = True
-            for fd in (in_r, out_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            relay = Relay(recorder)
+        if not isinstance(relay, ForkedRelay):
+            relay.start(0, in_w, out_r, 1)
 
-    sup.on_spawn(close_server_ends)
+    sup.on_spawn(start_relay)
     try:
-        return sup.run(actions)
+        return sup.run()
     finally:
-        close_server_ends()
-        # Pass on what the server wrote last (a descendant that kept its stdout open
-        # cannot hold us past the drain time), then record everything relayed.
-        relay.server_done(_DRAIN_S)
-        relay.finish()
-        if isinstance(relay, ForkedRelay) and sup.helpers.get(relay.pid) is None:
-            relay.reap()  # the session's loop did not reap it: it ended after the loop
+        sup.launch.close_server_ends()
+        if relay is not None:
+            # Pass on what the server wrote last (a descendant that kept its stdout open
+            # cannot hold us past the drain time), then record everything relayed.
+            relay.server_done(_DRAIN_S)
+            relay.finish()
+            if isinstance(relay, ForkedRelay) and sup.helpers.get(relay.pid) is None:
+                relay.reap()  # the session's loop did not reap it: it ended after the loop

@@ -16,10 +16,7 @@ reported or terminated by `containment`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
-import shutil
 import signal
 import sys
 import time
@@ -30,21 +27,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mcpshim.errors import McpshimError
 from mcpshim.log import eventlog, execlog
-from mcpshim.log.follow import Follower
+from mcpshim.log.execlog import ExecRecord
+from mcpshim.log.follow import Follower, Mark
 from mcpshim.paths import Locations
-from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
+from mcpshim.proc.procinfo import Stat, proc_fields, start_ticks
 from mcpshim.supervise.containment import account_survivors, group_members
+from mcpshim.supervise.launch import FORWARDED, Launch, SpawnError, set_child_subreaper
 from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
-from mcpshim.supervise.session import (
-    SessionStart,
-    child_environment,
-    end_payload,
-    new_session_id,
-    start_payload,
-    utc_now,
-)
-from mcpshim.supervise.watcher import Watcher
+from mcpshim.supervise.session import SessionStart, end_payload, start_payload, utc_now
 from mcpshim.trace.run import TraceRun
 
 if TYPE_CHECKING:
@@ -52,19 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set_child_subreaper"]
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 OnExit = Literal["report", "terminate"]
-_PR_SET_CHILD_SUBREAPER = 36
 SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
 TRACE_BATCH_S = 0.01  # the trace FIFO is read at most this often (see _pump_trace)
-
-
-class SpawnError(McpshimError):
-    """The command could not be started; exit codes follow the shell (127, 126)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -75,29 +56,9 @@ class RunOptions:
     grace: float = 5.0
 
 
-def set_child_subreaper() -> bool:
-    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported."""
-    if not LINUX:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def _exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
-
-
-def _posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
-    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
-    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
-
-
-def _noop(signum: int, frame: Any) -> None:
-    """A handler at all is what makes the signal reach the wakeup pipe."""
 
 
 class Supervisor:
@@ -112,17 +73,22 @@ class Supervisor:
         tracer: TraceRun | None = None,
         trace_state: str = "",
         zdotdir: Path | None = None,
+        launch: Launch | None = None,
+        mcp: bool = False,
     ) -> None:
+        """`launch`: the session as `mcpshim run` started it already (supervise.launch),
+        its command running; else one is made here and started by `run`."""
         if not argv:
             raise McpshimError("no command given (mcpshim run -- COMMAND [ARG...])")
         self.loc = loc
         self.argv = list(argv)
         self.options = options
-        self.session = new_session_id()
+        if launch is None:
+            launch = Launch(loc, argv, options.grace, environ, tracer, zdotdir, mcp)
+        self.launch = launch
+        self.session = launch.session
         self.boot_id = execlog.current_boot_id()
-        self.env, self.path = child_environment(
-            os.environ if environ is None else environ, loc.shim_dir, self.session, zdotdir
-        )
+        self.env, self.path = launch.env, launch.path
         self.zdotdir = zdotdir
         self.trace_state = trace_state or ("strace" if tracer is not None else "off")
         self.child_pid = 0
@@ -140,17 +106,34 @@ class Supervisor:
         self.ended_family = False  # terminate_family ended it (a departure)
         self.log_failures = 0
         every = round(SOCKET_PASS_MS / options.sample_ms)
-        tail = Follower.tail(loc)
+        tail, early = self._tail()
         self.sampler = Sampler(self.session, self.boot_id, os.getpid(), self.emit, tail, every)
+        self.sampler.note_shim_records(early)
         self.tracer = tracer  # --trace: the command runs under strace (trace.run)
         if tracer is not None:
             self.on_tick(tracer.tick)
-        self.watcher = Watcher(self.session, options.grace, loc)
+        self.watcher = launch.watcher
+        if self.watcher.pid:
+            self.add_helper(self.watcher.pid)
+        for exc in launch.log_errors:  # what the launch could not record, said once
+            self._log_failed(exc)
         # run --contain: the ruleset the command starts in, and what the record says of it
         self.contain: Containment | None = None
         self.contain_record: Mapping[str, Any] | None = None
 
     # -- extension points -------------------------------------------------------------------
+
+    def _tail(self) -> tuple[Follower, list[ExecRecord]]:
+        """The log from where it ended when the command started: a command already
+        running (a launch) may have written shim records the sampler must know."""
+        if not self.launch.spawned:
+            return Follower.tail(self.loc), []
+        fol = Follower(self.loc, [], lag=None)
+        if not self.loc.log_dir.is_dir():
+            return fol, []
+        ident, offset = self.launch.mark
+        early = fol.start(history=False, since=Mark(ident, offset))
+        return fol, [r for r in early if isinstance(r, ExecRecord)]
 
     def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Append a record; a log that cannot be written (ENOSPC, read-only, its directory
@@ -159,16 +142,19 @@ class Supervisor:
         try:
             eventlog.append_event(self.loc, kind, payload)
         except OSError as exc:
-            self.log_failures += 1
-            if self.log_failures == 1:
-                what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
-                print(
-                    f"mcpshim: warning: cannot write the exec log ({what}); "
-                    "the session goes on without its records",
-                    file=sys.stderr,
-                )
+            self._log_failed(exc)
         for hook in self._event_hooks:
             hook(kind, payload)
+
+    def _log_failed(self, exc: OSError) -> None:
+        self.log_failures += 1
+        if self.log_failures == 1:
+            what = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+            print(
+                f"mcpshim: warning: cannot write the exec log ({what}); "
+                "the session goes on without its records",
+                file=sys.stderr,
+            )
 
     def on_event(self, hook: Callable[[str, Mapping[str, Any]], None]) -> None:
         """Call `hook(kind, payload)` after each record the supervisor or its sampler writes."""
@@ -194,9 +180,12 @@ class Supervisor:
 
     def watch(self) -> None:
         """Fork the watcher that ends the family if this process dies mid-session
-        (supervise.watcher); before any thread or pipe of a relay exists. Once only."""
-        if not self.watcher.pid and (pid := self.watcher.start()):
-            self.add_helper(pid)
+        (supervise.watcher), and with --mcp open the relay's pipes and announce the
+        session: the launch's first steps, before any thread or child of a relay exists.
+        Once only."""
+        self.launch.begin()
+        if self.watcher.pid and self.watcher.pid not in self.helpers:
+            self.add_helper(self.watcher.pid)
 
     def add_helper(self, pid: int) -> None:
         """A child of mcpshim's own (the relay's pumps): never a member of the family, never
@@ -207,16 +196,17 @@ class Supervisor:
     # -- the session ----------------------------------------------------------------------
 
     def run(self, file_actions: Sequence[tuple[Any, ...]] = ()) -> int:
-        started = time.monotonic()
-        self.watch()
-        self.subreaper = set_child_subreaper()
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
-        self._install_signals(wake_w)
+        launch = self.launch
+        if not launch.spawned:
+            self.watch()
+            spawn = self.contain.spawn if self.contain is not None else None
+            launch.spawn(file_actions, spawn)
+        started = launch.began
+        self.subreaper = launch.subreaper
+        wake_r = launch.wake[0]
         try:
             self.add_reader(wake_r, self._on_wakeup)
-            self._spawn(file_actions)
+            self._started()
             self.emit("session-start", start_payload(self._start_record()))
             self._loop()
             self.sampler.finish()
@@ -235,10 +225,8 @@ class Supervisor:
             self.watcher.finish(done=self.status is not None)
             self.sampler.close()
             self._give_back_terminal()
-            self._restore_signals()
             self.remove_reader(wake_r)
-            os.close(wake_r)
-            os.close(wake_w)
+            launch.restore_signals()
 
     def _start_record(self) -> SessionStart:
         return SessionStart(
@@ -257,40 +245,12 @@ class Supervisor:
             contain=self.contain_record,
         )
 
-    def _install_signals(self, wake_w: int) -> None:
-        for sig in (*FORWARDED, signal.SIGCHLD):
-            old = signal.getsignal(sig)
-            self._old[sig] = old
-            if old is signal.SIG_IGN and sig != signal.SIGCHLD:
-                continue  # ignored by whoever started us: the command inherits that
-            signal.signal(sig, _noop)
-        self._old[-1] = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-
-    def _restore_signals(self) -> None:
-        old_fd = self._old.pop(-1, -1)
-        signal.set_wakeup_fd(old_fd)
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        self._old.clear()
-
-    def _spawn(self, file_actions: Sequence[tuple[Any, ...]]) -> None:
-        cmd = self.argv[0]
-        path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
-        if path is None:
-            raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
-        spawn_path, spawn_argv = path, self.argv
-        if self.tracer is not None:
-            spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
-        try:
-            # contained: fork, restrict, exec (posix_spawn has no hook between the two)
-            spawn = self.contain.spawn if self.contain is not None else _posix_spawn
-            self.child_pid = spawn(spawn_path, spawn_argv, self.env, file_actions)
-        except FileNotFoundError as exc:
-            raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
-        except OSError as exc:
-            raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
-        self.child_pgid = self.child_pid
-        self.watcher.command(self.child_pid)
+    def _started(self) -> None:
+        """The command runs (or could not start: said here, as SpawnError): what follows
+        its start, in the order it always came."""
+        if self.launch.error is not None:
+            raise self.launch.error
+        self.child_pid = self.child_pgid = self.launch.child_pid
         for hook in self._spawn_hooks:
             hook()
         if self.tracer is not None:

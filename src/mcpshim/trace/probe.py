@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mcpshim.errors import UsageError
 from mcpshim.shim.targets import unsafe_reason
-from mcpshim.trace.strace import read_output, strace_argv
+from mcpshim.trace.strace import strace_argv
 
 __all__ = ["FIX", "find_strace", "probe", "require_trace", "trace_unavailable"]
 
@@ -57,6 +57,8 @@ def probe(strace: str, timeout: float = 20.0) -> str:
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{strace} could not run: {exc}"
+        from mcpshim.trace.parse import read_output
+
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         traced = any(ev.kind == "exec" for evs in read_output(output).values() for ev in evs)
         if proc.returncode == 0 and traced:

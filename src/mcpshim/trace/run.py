@@ -37,25 +37,21 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpshim.base.fdio import write_all
 from mcpshim.errors import UsageError
-from mcpshim.log import eventlog
 from mcpshim.paths import Locations
-from mcpshim.proc.procinfo import read_stat, start_ticks
-from mcpshim.trace.parse import Event, ExecFeed, LinePump
-from mcpshim.trace.probe import FIX, trace_unavailable
-from mcpshim.trace.records import ExecRefused, PortRefused, iso_time, shim_helper_pids
-from mcpshim.trace.store import (
-    TraceParams,
-    lock_dir,
-    log_mark,
-    nameless_file,
-    sweep,
-    write_trace,
-)
-from mcpshim.trace.strace import read_output, strace_argv
+from mcpshim.trace.strace import strace_argv
+from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
+
+if TYPE_CHECKING:
+    from mcpshim.trace.parse import Event, ExecFeed, LinePump
+    from mcpshim.trace.records import ExecRefused, PortRefused
+    from mcpshim.trace.store import TraceParams
+
+# Up to `wrap`, a TraceRun is set up before the server starts (supervise.launch): the
+# parser, the records and the process readers load when the output is first read.
 
 __all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
 
@@ -70,6 +66,8 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
     Plain --trace raises a UsageError (exit 2) before anything starts."""
     if mode == "off":
         return None, ""
+    from mcpshim.trace.probe import FIX, trace_unavailable
+
     strace, why = trace_unavailable(path)
     if strace is None:
         if mode != "auto":
@@ -85,6 +83,8 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
 
 
 def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
+    from mcpshim.trace.records import iso_time
+
     return {"session": session, "time": iso_time(time.time()), "boot_id": boot_id,
             "reason": reason, "using": "shims and sampling"}  # fmt: skip
 
@@ -110,9 +110,9 @@ class TraceRun:
         self._live: dict[int, int] = {}  # start ticks read from /proc while a process lived
         self._seen: set[int] = set()  # pids whose start was looked for
         self._log_mark = log_mark(loc)
-        self._lines = LinePump()
+        self._pump: LinePump | None = None  # made on the first read (`lines`)
         self._exec_hooks: list[Callable[[Event], None]] = []
-        self._execs = ExecFeed()
+        self._feed: ExecFeed | None = None
         self._rfd = self._hold = self._out = -1
         self._stored = 0  # bytes of whole lines in the output file
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
@@ -126,6 +126,22 @@ class TraceRun:
             self._close_fds()
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
+
+    @property
+    def _lines(self) -> LinePump:
+        if self._pump is None:
+            from mcpshim.trace.parse import LinePump
+
+            self._pump = LinePump()
+        return self._pump
+
+    @property
+    def _execs(self) -> ExecFeed:
+        if self._feed is None:
+            from mcpshim.trace.parse import ExecFeed
+
+            self._feed = ExecFeed()
+        return self._feed
 
     @property
     def output(self) -> Path:
@@ -226,6 +242,8 @@ class TraceRun:
 
     def _note_pids(self, lines: bytes) -> None:
         """Each pid once: a process gone by then keeps the start derived from its fork."""
+        from mcpshim.proc.procinfo import start_ticks
+
         for pid in {int(p) for p in _LINE_PID.findall(lines)} - self._seen:
             self._seen.add(pid)
             st = start_ticks(pid)
@@ -245,6 +263,8 @@ class TraceRun:
         A command that is over before we first look (a busy machine) shows no TracerPid
         any more: the tracer is then the supervisor's child that strace left behind
         (`_orphaned_tracer`); unknown, it would be reaped as a member no record explains."""
+        from mcpshim.proc.procinfo import start_ticks
+
         self.root_pid = child_pid
         self.root_start = start_ticks(child_pid)
         deadline = time.monotonic() + timeout
@@ -276,6 +296,8 @@ class TraceRun:
     def _orphaned_tracer(self, child_pid: int) -> int:
         """The tracer, found as what the middle process left to us, the subreaper: our
         child, named strace, leading a process group of its own (-DD), alive or not."""
+        from mcpshim.proc.procinfo import read_stat
+
         me, name = os.getpid(), os.path.basename(self.strace).encode()[:15]
         for entry in os.listdir("/proc"):
             st = read_stat(int(entry)) if entry.isdigit() else None
@@ -350,6 +372,11 @@ class TraceRun:
 
     def finish(self, session: str, boot_id: str, root_cwd: bytes) -> dict[str, Any]:
         """Wait for the tracer (not for survivors it still holds), parse, write the records."""
+        from mcpshim.log import eventlog
+        from mcpshim.trace.parse import read_output
+        from mcpshim.trace.records import iso_time, shim_helper_pids
+        from mcpshim.trace.store import TraceParams, write_trace
+
         self.pump()
         complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
         if not complete:

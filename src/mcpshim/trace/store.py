@@ -16,13 +16,7 @@ survivors it kept tracing are gone, for the execs the session did not record (`l
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -32,6 +26,7 @@ from typing import Any
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.execlog import EventRecord, ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
+from mcpshim.trace.parse import read_output
 from mcpshim.trace.records import (
     ExecRefused,
     PortRefused,
@@ -41,57 +36,18 @@ from mcpshim.trace.records import (
     shim_paths,
     trace_payloads,
 )
-from mcpshim.trace.strace import Trace, build_trace, read_output
+from mcpshim.trace.strace import Trace, build_trace
+from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
 
-__all__ = ["TraceParams", "log_mark", "nameless_file", "session_records", "sweep", "write_trace"]
-
-_TMPFILE = getattr(os, "O_TMPFILE", 0)
-
-
-def nameless_file(directory: Path) -> int:
-    """A read-write descriptor of a new file in `directory` that no name leads to."""
-    if _TMPFILE:
-        with contextlib.suppress(OSError):
-            return os.open(directory, _TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
-    # (a filesystem without O_TMPFILE: the name lives for the two calls below)
-    fd, name = tempfile.mkstemp(prefix=".out-", dir=directory)
-    os.unlink(name)
-    os.set_inheritable(fd, False)
-    return fd
-
-
-def lock_dir(directory: Path) -> int:
-    """Hold `directory` for this session (`sweep` leaves it alone while the lock holds)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def sweep(base: Path) -> list[str]:
-    """Remove every `run-*` directory under `base` that no live session holds; their names."""
-    gone = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(base):
-            if not entry.name.startswith("run-") or not entry.is_dir(follow_symlinks=False):
-                continue
-            try:
-                fd = lock_dir(Path(entry.path))
-            except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    continue  # a live session's
-                shutil.rmtree(entry.path, ignore_errors=True)  # unreadable: not in use
-                gone.append(entry.name)
-                continue
-            try:
-                shutil.rmtree(entry.path, ignore_errors=True)
-                gone.append(entry.name)
-            finally:
-                os.close(fd)
-    return gone
+__all__ = [
+    "TraceParams",
+    "lock_dir",
+    "log_mark",
+    "nameless_file",
+    "session_records",
+    "sweep",
+    "write_trace",
+]
 
 
 @dataclass(frozen=True)
@@ -119,14 +75,6 @@ class TraceParams:
         doc["root_cwd"] = bytes.fromhex(doc["root_cwd"])
         doc["shim_dirs"] = tuple(bytes.fromhex(d) for d in doc["shim_dirs"])
         return cls(**doc)
-
-
-def log_mark(loc: Locations) -> tuple[int, int] | None:
-    try:
-        st = loc.log_file.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_size
 
 
 def session_records(loc: Locations, mark: tuple[int, int] | None, session: str) -> Iterator[Record]:

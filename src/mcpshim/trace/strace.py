@@ -48,22 +48,20 @@ import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from mcpshim.trace.net import NetAttempt, follow
-from mcpshim.trace.parse import Event, parse_line, parse_output, read_output
+if TYPE_CHECKING:  # the parser and the follower load with build_trace: strace_argv needs neither
+    from mcpshim.trace.net import NetAttempt
+    from mcpshim.trace.parse import Event
 
 __all__ = [
     "MAX_ARG_STRLEN",
     "NET_SYSCALLS",
     "SYSCALLS",
-    "Event",
     "ExecAttempt",
     "Process",
     "Trace",
     "build_trace",
-    "parse_line",
-    "parse_output",
-    "read_output",
     "start_ticks_at",
     "strace_argv",
 ]
@@ -267,6 +265,8 @@ def build_trace(
                 proc.exec_count += 1
         elif ev.kind == "net":
             net.append((pid, ev))
+    from mcpshim.trace.net import follow
+
     return Trace(procs, _mark_search_steps(execs), follow(net))
 
 

@@ -1,0 +1,414 @@
+"""`mcpshim run` up to its server's start, and no further: what the server needs before it
+runs, in the order it needs it, on the fewest modules.
+
+A client waits for its server's first byte, and `run` is between them: everything `run`
+does before it spawns the server is added to that wait, everything after runs beside the
+server's own start-up (Playwright's MCP server takes 0.6 s to answer `initialize`; an SDK
+server in Python 0.3 s). So the session id and the command's environment, the watcher
+(forked first: nothing of the client's or the relay's to inherit), the relay's pipes and
+the session's `mcp-session` record (attribution keys on it: it precedes every record of
+the family), the subreaper, the signal wakeup and the spawn itself happen here, and the
+supervisor, the sampler, the relay's children, the session-start record and the rest of
+the command line come once the server runs (`Supervisor.run` adopts a started `Launch`).
+
+`mcpshim run` as the process's entry point (`mcpshim.__main__`) starts its server from
+here before click and the rest of the command line are imported (`prelaunch`): about 0.3
+s before the full command line would have. Only a command line this parser understands
+exactly as click does takes that way (`parse_run_args`: a test holds the two to the same
+options); anything else, an option it does not handle (--lock, --enforce, --contain,
+--otlp, --help), a value click would refuse, a command not found, is left to click, which
+starts the session the same way, later. `adopt` hands the started launch to the command
+click parsed, which checks it was started for the same options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcpshim.errors import McpshimError
+from mcpshim.supervise.session import child_environment, new_session_id
+from mcpshim.supervise.watcher import Watcher
+
+if TYPE_CHECKING:
+    from mcpshim.paths import Locations
+    from mcpshim.trace.run import TraceRun
+
+__all__ = [
+    "FORWARDED",
+    "Launch",
+    "RunArgs",
+    "SpawnError",
+    "adopt",
+    "parse_run_args",
+    "prelaunch",
+    "set_child_subreaper",
+]
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PR_SET_CHILD_SUBREAPER = 36
+LINUX = sys.platform.startswith("linux")
+
+Spawn = Callable[[str, list[str], dict[str, str], Any], int]
+
+
+class SpawnError(McpshimError):
+    """The command could not be started; exit codes follow the shell (127, 126)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def set_child_subreaper() -> bool:
+    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported.
+    libc through the running program's own symbols: find_library would run ldconfig."""
+    if not LINUX:
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
+    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
+    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
+
+
+def _noop(signum: int, frame: Any) -> None:
+    """A handler at all is what makes the signal reach the wakeup pipe."""
+
+
+class Launch:
+    """One session's start: its id and environment, then (`spawn`) the server running.
+
+    `spawn` forks the watcher, opens the relay's pipes and announces the session (`mcp`),
+    becomes the subreaper, routes SIGCHLD and the forwarded signals to a wakeup pipe, marks
+    where the log ends, and starts the command (under strace when `tracer`). A command that
+    cannot start is kept as `error` for the supervisor to raise where it always has."""
+
+    def __init__(
+        self,
+        loc: Locations,
+        argv: Sequence[str],
+        grace: float,
+        environ: Mapping[str, str] | None = None,
+        tracer: TraceRun | None = None,
+        zdotdir: Path | None = None,
+        mcp: bool = False,
+    ) -> None:
+        self.loc = loc
+        self.argv = list(argv)
+        self.tracer = tracer
+        self.mcp = mcp
+        self.session = new_session_id()
+        self.env, self.path = child_environment(
+            os.environ if environ is None else environ, loc.shim_dir, self.session, zdotdir
+        )
+        self.zdotdir = zdotdir
+        self.watcher = Watcher(self.session, grace, loc)
+        self.pipes: tuple[int, int, int, int] | None = None  # in_r, in_w, out_r, out_w
+        self.child_pid = 0
+        self.spawned = False
+        self.error: SpawnError | None = None
+        self.subreaper = False
+        self.wake: tuple[int, int] = (-1, -1)
+        self.began = 0.0  # monotonic, when the session began
+        self.mark: tuple[tuple[int, int] | None, int] = (None, 0)  # the log's end then
+        self.log_errors: list[OSError] = []
+        self._old: dict[int, Any] = {}
+        self._server_ends_open = False
+        self.args: RunArgs | None = None  # prelaunch: what it was started for
+        self.why_not = ""  # prelaunch: why it runs untraced where it would trace
+
+    # -- before the spawn -----------------------------------------------------------------
+
+    def begin(self) -> None:
+        """The watcher, then (with `mcp`) the relay's pipes and the session's announcement."""
+        if self.began:
+            return
+        self.began = time.monotonic()
+        self.watcher.start()
+        if self.mcp:
+            self.relay_pipes()
+
+    def relay_pipes(self) -> tuple[int, int, int, int]:
+        """The relay's pipes (in_r, in_w, out_r, out_w; of the default size: relay.core's
+        relay_pipe), opened with the session's `mcp-session` record: a session announces
+        itself as relayed before any of its processes run (attribution keys on it)."""
+        if self.pipes is None:
+            if self.spawned:
+                raise McpshimError("the relay's pipes come before the command starts")
+            in_r, in_w = os.pipe()
+            out_r, out_w = os.pipe()
+            self.pipes = (in_r, in_w, out_r, out_w)
+            self._server_ends_open = True
+            self.emit("mcp-session", {"session": self.session, "time": _iso(time.time()),
+                                      "transport": "stdio"})  # fmt: skip
+        return self.pipes
+
+    def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Append a record; a log that cannot be written is the supervisor's to say."""
+        from mcpshim.log import eventlog
+
+        try:
+            eventlog.append_event(self.loc, kind, payload)
+        except OSError as exc:
+            self.log_errors.append(exc)
+
+    def spawn(
+        self, file_actions: Sequence[tuple[Any, ...]] = (), spawn: Spawn | None = None
+    ) -> int:
+        """Start the command; its pid (0 when it could not start: `error` says why)."""
+        self.begin()
+        self.subreaper = set_child_subreaper()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        self.wake = (wake_r, wake_w)
+        self._install_signals(wake_w)
+        self.mark = _log_end(self.loc)
+        actions = list(file_actions)
+        if self.pipes is not None and not actions:
+            in_r, _, _, out_w = self.pipes
+            actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
+        self.spawned = True
+        try:
+            self.child_pid = self._spawn(actions, spawn or posix_spawn)
+        except SpawnError as exc:
+            self.error = exc
+            return 0
+        finally:
+            self.close_server_ends()
+        self.watcher.command(self.child_pid)
+        return self.child_pid
+
+    def _spawn(self, actions: list[tuple[Any, ...]], spawn: Spawn) -> int:
+        cmd = self.argv[0]
+        path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
+        if path is None:
+            raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        spawn_path, spawn_argv = path, self.argv
+        if self.tracer is not None:
+            spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
+        try:
+            return spawn(spawn_path, spawn_argv, self.env, actions)
+        except FileNotFoundError as exc:
+            raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
+        except OSError as exc:
+            raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
+
+    def close_server_ends(self) -> None:
+        """The server's ends of the relay's pipes, once it holds them: held here, they would
+        keep its stdin from ever seeing the client go and its stdout from ending."""
+        if self._server_ends_open and self.pipes is not None:
+            self._server_ends_open = False
+            for fd in (self.pipes[0], self.pipes[3]):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    # -- signals ----------------------------------------------------------------------------
+
+    def _install_signals(self, wake_w: int) -> None:
+        for sig in (*FORWARDED, signal.SIGCHLD):
+            old = signal.getsignal(sig)
+            self._old[sig] = old
+            if old is signal.SIG_IGN and sig != signal.SIGCHLD:
+                continue  # ignored by whoever started us: the command inherits that
+            signal.signal(sig, _noop)
+        self._old[-1] = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+
+    def restore_signals(self) -> None:
+        old_fd = self._old.pop(-1, -1)
+        if self._old:
+            signal.set_wakeup_fd(old_fd)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+        for fd in self.wake:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.wake = (-1, -1)
+
+
+def _iso(t: float) -> str:
+    """ISO 8601 UTC with microseconds (relay.core.iso: every mcp-* record's time)."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
+
+
+def _log_end(loc: Locations) -> tuple[tuple[int, int] | None, int]:
+    """Where the live log ends (log.follow.mark): what a follower made later reads from."""
+    try:
+        st = os.stat(loc.log_file)
+    except OSError:
+        return None, 0
+    return (st.st_dev, st.st_ino), st.st_size
+
+
+# ---- the command line, before click -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """The options of `mcpshim run` a prelaunch handles, as click's run() receives them."""
+
+    shim_dir: Path | None = None
+    log_dir: Path | None = None
+    name: str = ""
+    sample_ms: int = 100
+    on_exit: str = "report"
+    grace: float = 5.0
+    trace: str = "auto"  # on | auto | off (--no-trace: off)
+    zdotdir: bool = True
+    mcp: bool = False
+    command: tuple[str, ...] = ()
+
+
+_FLAGS = {"--mcp": ("mcp", True), "--no-trace": ("no_trace", True),
+          "--zdotdir": ("zdotdir", True), "--no-zdotdir": ("zdotdir", False)}  # fmt: skip
+_VALUED = {"--dir": "shim_dir", "--log-dir": "log_dir", "--name": "name",
+           "--sample-ms": "sample_ms", "--on-exit": "on_exit", "--grace": "grace",
+           "--trace": "trace", "--on-departure": "on_departure"}  # fmt: skip
+_INT = re.compile(r"[0-9]+\Z")
+_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z")
+_TRISTATE = ("on", "auto", "off")
+
+
+def parse_run_args(argv: Sequence[str]) -> RunArgs | None:
+    """`mcpshim run`'s arguments (after `run`) as click parses them, or None for anything
+    this parser does not take exactly as click would: then click decides, as always."""
+    got: dict[str, Any] = {}
+    i, command = 0, None
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            command = argv[i + 1 :]
+            break
+        if not a.startswith("--") or a == "--":
+            if a.startswith("-"):
+                return None  # -h, a short option, `-`: click's
+            command = argv[i:]  # the first argument: COMMAND and its own from here
+            break
+        name, eq, value = a.partition("=")
+        if name in _FLAGS:
+            key, flag = _FLAGS[name]
+            if eq or key in got:
+                return None
+            got[key] = flag
+        elif name in _VALUED:
+            key = _VALUED[name]
+            if key in got:
+                return None
+            if not eq:
+                if i + 1 >= len(argv):
+                    return None
+                nxt = argv[i + 1]
+                if name == "--trace" and nxt.startswith("-") and len(nxt) > 1:
+                    value = "on"  # an optional value (click's flag_value): the next is an option
+                else:
+                    value, i = nxt, i + 1
+            got[key] = value
+        else:
+            return None  # --lock, --enforce, --contain, --otlp, --help, or not an option
+        i += 1
+    return _checked(got, command)
+
+
+def _checked(got: dict[str, Any], command: Sequence[str] | None) -> RunArgs | None:
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        return None
+    if got.pop("on_departure", "report") != "report":
+        return None
+    no_trace, trace = got.pop("no_trace", False), got.pop("trace", "auto")
+    if trace not in _TRISTATE or (no_trace and trace == "on"):
+        return None  # (--trace with --no-trace: click's run refuses it)
+    if no_trace:
+        trace = "off"
+    for key in ("shim_dir", "log_dir"):
+        if key in got:
+            p = got[key]
+            if not p or (os.path.exists(p) and not os.path.isdir(p)):
+                return None  # click.Path(file_okay=False) refuses a file
+            got[key] = Path(p)
+    if "sample_ms" in got:
+        if not _INT.match(got["sample_ms"]) or int(got["sample_ms"]) < 10:
+            return None
+        got["sample_ms"] = int(got["sample_ms"])
+    if "grace" in got:
+        if not _FLOAT.match(got["grace"]):
+            return None
+        got["grace"] = float(got["grace"])
+    if got.get("on_exit", "report") not in ("report", "terminate"):
+        return None
+    return RunArgs(trace=trace, command=tuple(command), **got)
+
+
+# ---- the process's own `mcpshim run` ------------------------------------------------------
+
+_LAUNCHED: list[Launch] = []
+
+
+def prelaunch(argv: Sequence[str]) -> Launch | None:
+    """Start the session of `mcpshim run ARGV` now, if the parser takes ARGV (Linux only);
+    `adopt` gives it to the command click parses next. None: click starts it, later."""
+    if not LINUX:
+        return None
+    args = parse_run_args(argv)
+    if args is None:
+        return None
+    from mcpshim.paths import default_shim_dir
+    from mcpshim.shim import zdotdir as zdotdir_mod
+    from mcpshim.shim.manifest import locations_for
+    from mcpshim.trace import run as trace_run
+
+    try:
+        loc = locations_for(args.shim_dir or default_shim_dir(), args.log_dir)
+        cmd = args.command[0]
+        if "/" not in cmd and shutil.which(cmd, path=_session_path(loc)) is None:
+            return None  # click's run says it (exit 127), with nothing recorded first
+        zdir = zdotdir_mod.ensure(loc.shim_dir) if args.zdotdir else None
+        tracer, why_not = trace_run.prepare(loc, args.trace, os.environ.get("PATH"))
+    except (McpshimError, OSError):
+        return None  # click's run meets it again, and says it as it always has
+    launch = Launch(loc, args.command, args.grace, tracer=tracer, zdotdir=zdir, mcp=args.mcp)
+    launch.args = args
+    launch.why_not = why_not
+    launch.spawn()
+    _LAUNCHED.append(launch)
+    return launch
+
+
+def _session_path(loc: Locations) -> str:
+    """The PATH the command gets (child_environment's), to find it on."""
+    return child_environment(os.environ, loc.shim_dir, "")[1]
+
+
+def adopt(args: RunArgs | None) -> Launch | None:
+    """The launch prelaunch started, for the command click parsed (`args`; None: options
+    a prelaunch never takes); None when there is none. A launch started for other options
+    is a bug: said, and the session ends (its watcher ends the family as the process
+    exits)."""
+    if not _LAUNCHED:
+        return None
+    launch = _LAUNCHED.pop()
+    if launch.args != args:
+        raise McpshimError(f"run started for {launch.args}, but the command line says {args}")
+    return launch
