@@ -95,3 +95,15 @@ def test_only_event_kinds_are_written(tmp_path: Path) -> None:
     for kind in ("exec", "bad kind", ""):
         with pytest.raises(ValueError):
             eventlog.append_event(_loc(tmp_path), kind, {})
+
+
+def test_the_log_lock_is_flock_on_the_lock_file(tmp_path: Path) -> None:
+    """log_lock (rotation, retention, sealing) takes the lock flock(1) and filelock take,
+    and gives up after its timeout with filelock's Timeout, as filelock did."""
+    loc = _loc(tmp_path)
+    with eventlog.log_lock(loc):
+        assert subprocess.run(["flock", "-n", str(loc.lock_file), "true"]).returncode == 1
+        with pytest.raises(filelock.Timeout), eventlog.log_lock(loc, timeout=0.05):
+            pass
+    assert subprocess.run(["flock", "-n", str(loc.lock_file), "true"]).returncode == 0
+    assert oct(loc.lock_file.stat().st_mode & 0o777) == "0o600"

@@ -1,13 +1,14 @@
 """Python's side of writing the exec log: mcpshim's own records (sessions, samples, MCP
 calls, trace results), appended under the log's lock.
 
-The lock is flock(2) on `exec.log.lock`, the same lock filelock takes for rotation and
-flock(1) users take by hand. Writers that append often (a session's supervisor, the relay's
-recorder) used to take it through filelock for every record: 0.4 ms of Python per record,
-most of a tool call's recording cost. An `EventLog` keeps the lock file and the log open
-instead, so a record costs an flock, a stat (has rotation renamed the log away?) and one
-write(). flock belongs to the open file, which a forked child shares: after a fork both
-files are opened anew, and a thread lock orders the threads of one process.
+The lock is flock(2) on `exec.log.lock`, the same lock filelock takes and flock(1) users
+take by hand; rotation, retention and sealing hold it through `log_lock`. Writers that
+append often (a session's supervisor, the relay's recorder) used to take it through
+filelock for every record: 0.4 ms of Python per record, most of a tool call's recording
+cost. An `EventLog` keeps the lock file and the log open instead, so a record costs an
+flock, a stat (has rotation renamed the log away?) and one write(). flock belongs to the
+open file, which a forked child shares: after a fork both files are opened anew, and a
+thread lock orders the threads of one process.
 """
 
 from __future__ import annotations
@@ -21,27 +22,66 @@ import stat
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcpshim.base import fdio
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.log.framing import encode_record
 from mcpshim.paths import Locations
 
-if TYPE_CHECKING:
-    import filelock  # imported where a lock is taken: it loads asyncio (tens of ms)
-
-__all__ = ["EventLog", "append_event", "encode_event", "log_lock"]
+__all__ = ["EventLog", "LogLock", "append_event", "encode_event", "log_lock"]
 
 LOCK_TIMEOUT_S = 30.0
 
 
-def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> filelock.BaseFileLock:
-    """The log's lock (rotation). The lock file is never deleted, so flock(1) users agree."""
-    import filelock
+class LogLock:
+    """The log's lock held for a block (rotation, retention, sealing): flock(2), exclusive,
+    on a descriptor of its own, polled until the timeout, as filelock's FileLock takes it
+    (the lock file is never deleted, so flock(1) users agree); filelock itself loads
+    asyncio, 30 ms at every session's end. A timeout raises filelock's Timeout."""
 
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self._fd = -1
+
+    def __enter__(self) -> LogLock:
+        fd = _open(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            _flock_within(fd, self.timeout, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _flock_within(fd: int, timeout: float, path: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= deadline:
+            import filelock  # only now: the exception callers know the lock by
+
+            raise filelock.Timeout(path)
+        time.sleep(0.005)
+
+
+def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> LogLock:
+    """The log's lock (rotation). The lock file is never deleted, so flock(1) users agree."""
     make_private_dir(loc.log_dir)
-    return filelock.FileLock(str(loc.lock_file), timeout=timeout, mode=0o600)
+    return LogLock(str(loc.lock_file), timeout)
 
 
 def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
@@ -100,19 +140,7 @@ class EventLog:
         self._log_id = None
 
     def _flock(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                import filelock
-
-                raise filelock.Timeout(str(self.loc.lock_file))
-            time.sleep(0.005)
+        _flock_within(self._lock_fd, self.timeout, str(self.loc.lock_file))
 
     def _current(self) -> None:
         """Point the log fd at the file now named exec.log (rotation renames it away)."""

@@ -316,14 +316,17 @@ def _expand(glob: str) -> list[str]:
 
 
 NEEDLES, _HARD = _needles()
+#: any of NEEDLES in one search (the alternation in C, not 158 `in` tests in Python)
+_ANY_NEEDLE = re.compile(b"|".join(map(re.escape, NEEDLES)))
 
 
 def might_hold_secret(value: bytes) -> bool:
     """A quick superset of the rules: False means redact_text would change nothing."""
     if b"://" in value and b"@" in value:
         return True
-    low = value.lower()
-    return any(n in low for n in NEEDLES) or bool(_HARD is not None and _HARD.search(value))
+    if _ANY_NEEDLE.search(value.lower()):
+        return True
+    return bool(_HARD is not None and _HARD.search(value))
 
 
 def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:
