@@ -150,7 +150,10 @@ def test_log_dir_deleted_mid_run(home: Home, tmp_path: Path) -> None:
     log_dir = tmp_path / "log"
     log_dir.mkdir()
     (log_dir / "exec.log").write_bytes(b"")
-    script = f"sleep 0.5; rm -rf '{log_dir}'; sleep 0.3; exit 9"  # after session-start
+    # once session-start is written (the command starts before it: supervise.launch)
+    log = log_dir / "exec.log"
+    script = f"until grep -qa session-start '{log}'; do sleep 0.02; done; rm -rf '{log_dir}'; "
+    script += "sleep 0.3; exit 9"
     out = cli(home, "run", "--log-dir", str(log_dir), "--sample-ms", "20", "--", "sh", "-c", script)
     assert out.returncode == 9, out.stderr
     _one_line(out, "mcpshim: warning: cannot write the exec log", "No such file or directory")

@@ -33,6 +33,7 @@ __all__ = [
     "Event",
     "ExecFeed",
     "LinePump",
+    "OutputParser",
     "parse_line",
     "parse_output",
     "read_output",
@@ -342,33 +343,55 @@ def parse_output(lines: Iterable[bytes], final: bool = True) -> dict[int, list[E
     strace ends a line only when it starts the next one: once strace has exited the last
     line is whole without its newline; while it runs (`final=False`) it is left for later.
     """
-    out: dict[int, list[Event]] = {}
-    pending: dict[int, bytes] = {}
+    parser = OutputParser()
     for raw in lines:
         if not raw.endswith(b"\n") and not final:
             break
+        parser.line(raw)
+    return parser.events()
+
+
+class OutputParser:
+    """parse_output, one line at a time: `run` parses the trace as the pump stores it, so
+    a session's end parses only what came last, not the whole output again."""
+
+    def __init__(self) -> None:
+        self._out: dict[int, list[Event]] = {}
+        self._pending: dict[int, bytes] = {}
+
+    def feed(self, lines: bytes) -> None:
+        """Whole lines (LinePump's), the last one's newline optional."""
+        for raw in lines.split(b"\n"):
+            if raw:
+                self.line(raw)
+
+    def line(self, raw: bytes) -> None:
         m = _PID.match(raw)
         if m is None:
-            continue
-        tid = int(m.group(1))
+            return
+        tid, out, pending = int(m.group(1)), self._out, self._pending
         line = raw[m.end() :].rstrip(b"\n")
         r = _RESUMED.match(line)
         if r is not None:
             head = pending.pop(tid, None)
             if head is None:
-                continue
+                return
             line = head + line[r.end() :]
         elif line.endswith(_UNFINISHED):
             if tid in pending:  # an earlier split that never resumed
                 _add(out, tid, pending.pop(tid) + _UNFINISHED)
             pending[tid] = line[: -len(_UNFINISHED)]
-            continue
+            return
         elif tid in pending and line[:1].isdigit() and b" +++ " in line[:40]:
             _add(out, tid, pending.pop(tid) + _UNFINISHED)
         _add(out, tid, line)
-    for tid, head in pending.items():
-        _add(out, tid, head + _UNFINISHED)
-    return out
+
+    def events(self) -> dict[int, list[Event]]:
+        """Every thread's events so far, each split never resumed with its entry half."""
+        out = {tid: list(evs) for tid, evs in self._out.items()}
+        for tid, head in self._pending.items():
+            _add(out, tid, head + _UNFINISHED)
+        return out
 
 
 def _add(out: dict[int, list[Event]], tid: int, line: bytes) -> None:

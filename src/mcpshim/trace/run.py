@@ -46,7 +46,7 @@ from mcpshim.trace.strace import strace_argv
 from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
 
 if TYPE_CHECKING:
-    from mcpshim.trace.parse import Event, ExecFeed, LinePump
+    from mcpshim.trace.parse import Event, ExecFeed, LinePump, OutputParser
     from mcpshim.trace.records import ExecRefused, PortRefused
     from mcpshim.trace.store import TraceParams
 
@@ -115,6 +115,7 @@ class TraceRun:
         self._feed: ExecFeed | None = None
         self._rfd = self._hold = self._out = -1
         self._stored = 0  # bytes of whole lines in the output file
+        self._parsed: OutputParser | None = None  # those lines' events (`_store`)
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
         self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
@@ -142,6 +143,14 @@ class TraceRun:
 
             self._feed = ExecFeed()
         return self._feed
+
+    @property
+    def _parser(self) -> OutputParser:
+        if self._parsed is None:
+            from mcpshim.trace.parse import OutputParser
+
+            self._parsed = OutputParser()
+        return self._parsed
 
     @property
     def output(self) -> Path:
@@ -232,6 +241,7 @@ class TraceRun:
         try:
             write_all(self._out, lines)
             self._stored += len(lines)
+            self._parser.feed(lines)
         except OSError as exc:
             self.lost = exc.strerror or str(exc)
             with contextlib.suppress(OSError):
@@ -373,7 +383,6 @@ class TraceRun:
     def finish(self, session: str, boot_id: str, root_cwd: bytes) -> dict[str, Any]:
         """Wait for the tracer (not for survivors it still holds), parse, write the records."""
         from mcpshim.log import eventlog
-        from mcpshim.trace.parse import read_output
         from mcpshim.trace.records import iso_time, shim_helper_pids
         from mcpshim.trace.store import TraceParams, write_trace
 
@@ -381,7 +390,7 @@ class TraceRun:
         complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
         if not complete:
             # Tracees still alive (survivors): wait longer only if none of them are.
-            files = read_output(self.output, final=False)
+            files = self._parser.events()
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
         shim_dirs = (
@@ -394,9 +403,12 @@ class TraceRun:
         )  # fmt: skip
         self._close(complete)
         try:
+            # Complete, what was parsed as it was stored is the whole output; survivors
+            # still traced: the file, which the drain goes on writing.
             trace, gaps = write_trace(
                 self.loc, self.output, self._params, complete, self._live, self._log_mark,
                 refused=(self._exec_refused, self._port_refused),
+                parsed=self._parser.events() if complete and not self.lost else None,
             )  # fmt: skip
             # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
             helper = shim_helper_pids(trace)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.execlog import EventRecord, ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
-from mcpshim.trace.parse import read_output
+from mcpshim.trace.parse import Event, read_output
 from mcpshim.trace.records import (
     ExecRefused,
     PortRefused,
@@ -117,12 +117,14 @@ def write_trace(
     mark: tuple[int, int] | None,
     late: bool = False,
     refused: tuple[ExecRefused | None, PortRefused | None] = (None, None),
+    parsed: Mapping[int, Sequence[Event]] | None = None,
 ) -> tuple[Trace, int]:
     """Parse the output and append its records; (the trace, how many gaps were found).
     `late` (the drain): only records the log does not hold yet, marked so, and no gaps
     (the session's own check found them, with the family it knew). `refused`: a contained
-    session's ruleset (`run --contain`), whose refusals the records say."""
-    files = read_output(output, final=final)
+    session's ruleset (`run --contain`), whose refusals the records say. `parsed`: the
+    output's events as they were stored (trace.run parses while the session runs)."""
+    files = read_output(output, final=final) if parsed is None else parsed
     trace = build_trace(
         files, p.root_pid, p.root_cwd, p.root_start, p.supervisor, execlog.now_anchor(),
         execlog.CLK_TCK,
