@@ -107,17 +107,58 @@ def _cls(chars: str, negate: bool) -> bytes:
 
 
 @dataclass(frozen=True)
-class _Rule:
-    rule: TextRule
-    anchor: bytes
+class _Parts:
+    """A rule's patterns, compiled the first time a text might hold its match."""
+
     occ: re.Pattern[bytes]  # a head, the anchor, a tail
     pre: re.Pattern[bytes]  # ... and the start of a long enough run: without it, no hit
     heads: tuple[tuple[re.Pattern[bytes], int, Before], ...]
     tails: tuple[re.Pattern[bytes], ...]
     run: re.Pattern[bytes]
     not_first: bytes
-    scope: tuple[bytes, ...]
     stops: frozenset[int]  # a shell word's stops outside quotes (rule.sh_word)
+
+
+class _Rule:
+    """A text rule and what tells, before any pattern, that a text cannot hold its match:
+    its scope words, its anchor, the spellings of its heads, anchor and tails (`needles`,
+    lower case; None when there are too many to list). Compiling every rule's patterns
+    took 80 ms of every process that redacted anything; most texts need none of them."""
+
+    __slots__ = ("_parts", "anchor", "needles", "rule", "scope")
+
+    def __init__(self, r: TextRule) -> None:
+        self.rule = r
+        self.anchor = r.anchor.encode()
+        self.scope = tuple(w.encode() for w in r.scope)
+        self.needles = _spelled(r)
+        self._parts: _Parts | None = None
+
+    @property
+    def parts(self) -> _Parts:
+        if self._parts is None:
+            self._parts = _compile(self.rule)
+        return self._parts
+
+    def cannot_match(self, value: bytes, low: bytes) -> bool:
+        """True when `value` (`low`: in lower case) holds no head, anchor and tail in a row:
+        what the rule's every match starts with."""
+        if self.scope and not any(w in value for w in self.scope):
+            return True
+        if self.anchor not in value:
+            return True
+        return self.needles is not None and not any(n in low for n in self.needles)
+
+
+def _spelled(r: TextRule) -> tuple[bytes, ...] | None:
+    out: set[str] = set()
+    for h in r.heads:
+        for t in r.tails:
+            glob = h.glob + r.anchor + t
+            if _spellings(glob) > _EXPAND_MAX:
+                return None
+            out.update(_expand(glob))
+    return tuple(sorted({n.lower().encode() for n in out}))
 
 
 def run_chars(r: TextRule) -> tuple[str, bool]:
@@ -136,7 +177,7 @@ def prefilter_len(r: TextRule) -> int:
     return 1 if r.sh_word else min(r.min_len, PREFILTER_RUN)
 
 
-def _compile(r: TextRule) -> _Rule:
+def _compile(r: TextRule) -> _Parts:
     ci = rb"(?i:%s)" if r.ci else b"(?:%s)"
     heads = ci % b"|".join(_rx(h.glob) for h in r.heads)
     tails = ci % b"|".join(_rx(t) for t in r.tails)
@@ -144,16 +185,13 @@ def _compile(r: TextRule) -> _Rule:
     chars, negated = run_chars(r)
     occ = heads + re.escape(r.anchor.encode()) + tails
     flags = re.IGNORECASE if r.ci else 0
-    return _Rule(
-        r,
-        r.anchor.encode(),
+    return _Parts(
         re.compile(occ),
         re.compile(occ + _cls(chars, negated) + b"{%d}" % prefilter_len(r)),
         tuple((re.compile(_rx(h.glob), flags), len(glob_items(h.glob)), h.before) for h in r.heads),
         tuple(re.compile(_rx(t), flags) for t in r.tails),
         re.compile(run_cls + b"*"),
         r.not_first.encode(),
-        tuple(w.encode() for w in r.scope),
         frozenset(chars.encode()) if r.sh_word else frozenset(),
     )
 
@@ -203,17 +241,18 @@ def shell_end(value: bytes, s: int, stops: frozenset[int]) -> int:
 
 @functools.cache
 def _compiled() -> tuple[_Rule | str, ...]:
-    """The table's patterns, built on the first value that might hold a secret: some 50 ms
-    of `re.compile` that a reader of the log (review, tree, sessions) never needs."""
-    return tuple(r if isinstance(r, str) else _compile(r) for r in RULES)
+    """The table, built on the first value that might hold a secret (a reader of the log
+    never needs it); each rule's patterns on the first value that might hold its match."""
+    return tuple(r if isinstance(r, str) else _Rule(r) for r in RULES)
 
 
-def _apply(value: bytes, c: _Rule, hits: list[str]) -> bytes:
+def _apply(value: bytes, low: bytes, rule: _Rule, hits: list[str]) -> bytes:
     """One rule over value, left to right: at each anchor with a head before it (starting
     after the last run) and a tail after it, the run that follows is the secret when it is
     long enough. A run too short is kept, and no head may start inside it."""
-    if c.scope and not any(w in value for w in c.scope):
+    if rule.cannot_match(value, low):
         return value
+    c = rule.parts
     if not c.pre.search(value):
         return value
     out: list[bytes] = []
@@ -221,7 +260,7 @@ def _apply(value: bytes, c: _Rule, hits: list[str]) -> bytes:
     fired = False
     m = c.occ.search(value)
     while m:
-        i = value.index(c.anchor, m.start())
+        i = value.index(rule.anchor, m.start())
         ok = any(
             i - n >= floor and rx.fullmatch(value, i - n, i) and before_ok(value, i - n, b)
             for rx, n, b in c.heads
@@ -231,19 +270,19 @@ def _apply(value: bytes, c: _Rule, hits: list[str]) -> bytes:
             continue
         tail = next(t for t in c.tails if t.match(value, i + 1))
         s = tail.match(value, i + 1).end()  # type: ignore[union-attr]
-        word = c.rule.sh_word
+        word = rule.rule.sh_word
         e = shell_end(value, s, c.stops) if word else c.run.match(value, s).end()  # type: ignore[union-attr]
         if e > s and value[s] in c.not_first:
             e = s
-        if e - s >= c.rule.min_len:
-            out += (value[emit:s], marker(c.rule.name))
+        if e - s >= rule.rule.min_len:
+            out += (value[emit:s], marker(rule.rule.name))
             emit = e
             fired = True
         floor = e
         m = c.occ.search(value, e)
     if not fired:
         return value
-    hits.append(c.rule.name)
+    hits.append(rule.rule.name)
     out.append(value[emit:])
     return b"".join(out)
 
@@ -334,8 +373,11 @@ def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:
     found: list[str] = [] if hits is None else hits
     if not might_hold_secret(value):
         return value
+    low = value.lower()
     for c in _compiled():
-        value = _apply_url(value, found) if isinstance(c, str) else _apply(value, c, found)
+        new = _apply_url(value, found) if isinstance(c, str) else _apply(value, low, c, found)
+        if new is not value:
+            value, low = new, new.lower()
     return value
 
 
