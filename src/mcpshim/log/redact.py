@@ -31,7 +31,6 @@ from mcpshim.log.redactmark import MARKER_RE, marker
 
 __all__ = [
     "MARKER_RE",
-    "NEEDLES",
     "PREFILTER_RUN",
     "Redacted",
     "before_ok",
@@ -354,18 +353,23 @@ def _expand(glob: str) -> list[str]:
     return words
 
 
-NEEDLES, _HARD = _needles()
-#: any of NEEDLES in one search (the alternation in C, not 158 `in` tests in Python)
-_ANY_NEEDLE = re.compile(b"|".join(map(re.escape, NEEDLES)))
+@functools.cache
+def _quick() -> tuple[re.Pattern[bytes], re.Pattern[bytes] | None]:
+    """Any needle in one search (the alternation in C, not 158 `in` tests in Python), and
+    the shapes with too many spellings; built on first use, not when a module imports
+    this one (30 ms of glob expansion a process that never redacts never needs)."""
+    needles, hard = _needles()
+    return re.compile(b"|".join(map(re.escape, needles))), hard
 
 
 def might_hold_secret(value: bytes) -> bool:
     """A quick superset of the rules: False means redact_text would change nothing."""
     if b"://" in value and b"@" in value:
         return True
-    if _ANY_NEEDLE.search(value.lower()):
+    any_needle, hard = _quick()
+    if any_needle.search(value.lower()):
         return True
-    return bool(_HARD is not None and _HARD.search(value))
+    return bool(hard is not None and hard.search(value))
 
 
 def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:
