@@ -108,13 +108,6 @@ class Watcher:
 
 
 def _watch(r: int, session: str, grace: float, loc: Locations | None, started: float) -> NoReturn:
-    import filelock
-
-    from mcpshim.log import eventlog
-    from mcpshim.proc.procinfo import LINUX
-    from mcpshim.supervise.containment import contain
-    from mcpshim.supervise.session import end_payload
-
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     with contextlib.suppress(ValueError):
@@ -122,7 +115,7 @@ def _watch(r: int, session: str, grace: float, loc: Locations | None, started: f
     _keep_only(r)
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    if LINUX:
+    if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
             comm.write("mcpshim-watch")
     said = b""
@@ -132,6 +125,14 @@ def _watch(r: int, session: str, grace: float, loc: Locations | None, started: f
     lines = said.split(b"\n")
     if _DONE.strip() in lines:
         os._exit(0)
+    # Only now what ending the family takes: loaded while the server starts, it took CPU
+    # the server's start-up needed.
+    import filelock
+
+    from mcpshim.log import eventlog
+    from mcpshim.supervise.containment import contain
+    from mcpshim.supervise.session import end_payload
+
     pids = [int(x) for x in lines if x.isdigit()]
     pgid = pids[-1] if pids else 0  # the command leads a process group of its own
     me = os.getpid()
