@@ -385,12 +385,14 @@ def prelaunch(argv: Sequence[str]) -> Launch | None:
         if "/" not in cmd and shutil.which(cmd, path=_session_path(loc)) is None:
             return None  # click's run says it (exit 127), with nothing recorded first
         zdir = zdotdir_mod.ensure(loc.shim_dir) if args.zdotdir else None
-        tracer, why_not = trace_run.prepare(loc, args.trace, os.environ.get("PATH"))
+        # strace's probe runs while the watcher forks and the session announces itself
+        traced = trace_run.prepare_meanwhile(loc, args.trace, os.environ.get("PATH"))
     except (McpshimError, OSError):
         return None  # click's run meets it again, and says it as it always has
-    launch = Launch(loc, args.command, args.grace, tracer=tracer, zdotdir=zdir, mcp=args.mcp)
+    launch = Launch(loc, args.command, args.grace, zdotdir=zdir, mcp=args.mcp)
     launch.args = args
-    launch.why_not = why_not
+    launch.begin()
+    launch.tracer, launch.why_not = traced()
     launch.spawn()
     _LAUNCHED.append(launch)
     return launch

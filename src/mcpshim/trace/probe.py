@@ -20,7 +20,16 @@ from mcpshim.errors import UsageError
 from mcpshim.shim.targets import unsafe_reason
 from mcpshim.trace.strace import strace_argv
 
-__all__ = ["FIX", "find_strace", "probe", "require_trace", "trace_unavailable"]
+__all__ = [
+    "FIX",
+    "Probe",
+    "find_strace",
+    "forbidden",
+    "probe",
+    "probing",
+    "require_trace",
+    "trace_unavailable",
+]
 
 FIX = "; or leave out --trace: the default (--trace=auto) falls back to shims plus sampling"
 
@@ -40,49 +49,84 @@ def find_strace(path: str | None) -> tuple[str | None, str]:
     return found, ""
 
 
-def probe(strace: str, timeout: float = 20.0) -> str:
-    """'' when strace can trace a child here, else why not (its own words)."""
-    true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
-    with tempfile.TemporaryDirectory(prefix="mcpshim-probe-") as d:
-        output = Path(d) / "trace"
+class Probe:
+    """The probe started now and answered later (`why_not`): `run` prepares the rest of its
+    session while strace traces /bin/true (about 10 ms, 30 on a busy machine)."""
+
+    def __init__(self, strace: str, timeout: float = 20.0) -> None:
+        self.strace, self.timeout = strace, timeout
+        true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
+        self._dir = tempfile.mkdtemp(prefix="mcpshim-probe-")
+        self._output = Path(self._dir) / "trace"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._error = ""
         try:
-            proc = subprocess.run(
-                strace_argv(strace, str(output), [true]),
+            self._proc = subprocess.Popen(
+                strace_argv(strace, str(self._output), [true]),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env={},  # strace prints the environment it passes: there is none to print
-                timeout=timeout,
-                check=False,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{strace} could not run: {exc}"
-        from mcpshim.trace.parse import read_output
+        except OSError as exc:
+            self._error = f"{strace} could not run: {exc}"
 
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        traced = any(ev.kind == "exec" for evs in read_output(output).values() for ev in evs)
-        if proc.returncode == 0 and traced:
-            return ""
-        why = err[0] if err else f"exit status {proc.returncode}, no exec traced"
-        return f"strace cannot trace a child process here: {why}"
+    def why_not(self) -> str:
+        """'' when strace can trace a child here, else why not (its own words)."""
+        try:
+            if self._proc is None:
+                return self._error
+            try:
+                _, stderr = self._proc.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired as exc:
+                self._proc.kill()
+                self._proc.communicate()
+                return f"{self.strace} could not run: {exc}"
+            from mcpshim.trace.parse import read_output
+
+            err = stderr.decode("utf-8", "replace").strip().splitlines()
+            traced = any(ev.kind == "exec" for evs in read_output(self._output).values()
+                         for ev in evs)  # fmt: skip
+            if self._proc.returncode == 0 and traced:
+                return ""
+            why = err[0] if err else f"exit status {self._proc.returncode}, no exec traced"
+            return f"strace cannot trace a child process here: {why}"
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def probe(strace: str, timeout: float = 20.0) -> str:
+    """'' when strace can trace a child here, else why not (its own words)."""
+    return Probe(strace, timeout).why_not()
+
+
+def probing(path: str | None) -> tuple[str | None, Probe | None, str]:
+    """(strace, its probe started, '') or (None, None, why --trace cannot work here)."""
+    if not sys.platform.startswith("linux"):
+        return None, None, f"tracing needs Linux and strace (this is {sys.platform})"
+    strace, why = find_strace(path)
+    if strace is None:
+        return None, None, why
+    return strace, Probe(strace), ""
+
+
+def forbidden(why: str) -> str:
+    """A failed probe's answer, with where to look."""
+    return (
+        f"{why}. ptrace is forbidden here: check /proc/sys/kernel/yama/ptrace_scope "
+        "(0 or 1 lets a process trace its own children), a container's seccomp profile "
+        "or capabilities (docker: --cap-add SYS_PTRACE), or a no-new-privileges/seccomp "
+        "policy around mcpshim"
+    )
 
 
 def trace_unavailable(path: str | None) -> tuple[str | None, str]:
     """(strace, '') when --trace can work, else (None, the reason and the fix)."""
-    if not sys.platform.startswith("linux"):
-        return None, f"tracing needs Linux and strace (this is {sys.platform})"
-    strace, why = find_strace(path)
-    if strace is None:
+    strace, started, why = probing(path)
+    if strace is None or started is None:
         return None, why
-    why = probe(strace)
-    if why:
-        return None, (
-            f"{why}. ptrace is forbidden here: check /proc/sys/kernel/yama/ptrace_scope "
-            "(0 or 1 lets a process trace its own children), a container's seccomp profile "
-            "or capabilities (docker: --cap-add SYS_PTRACE), or a no-new-privileges/seccomp "
-            "policy around mcpshim"
-        )
-    return strace, ""
+    why = started.why_not()
+    return (None, forbidden(why)) if why else (strace, "")
 
 
 def require_trace(path: str | None) -> str:

@@ -53,7 +53,14 @@ if TYPE_CHECKING:
 # Up to `wrap`, a TraceRun is set up before the server starts (supervise.launch): the
 # parser, the records and the process readers load when the output is first read.
 
-__all__ = ["TraceRun", "fallback_payload", "is_gone", "prepare", "tracer_of"]
+__all__ = [
+    "TraceRun",
+    "fallback_payload",
+    "is_gone",
+    "prepare",
+    "prepare_meanwhile",
+    "tracer_of",
+]
 
 _PIPE_SIZE = 1 << 20  # strace stops its tracees while it waits on a full pipe
 _LINE_PID = re.compile(rb"^(\d+) ", re.M)
@@ -73,6 +80,10 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
         if mode != "auto":
             raise UsageError(f"--trace: {why}{FIX}")
         return None, why
+    return _set_up(loc, mode, strace)
+
+
+def _set_up(loc: Locations, mode: str, strace: str) -> tuple[TraceRun | None, str]:
     try:
         return TraceRun(loc, strace), ""
     except OSError as exc:  # a full or read-only disk: the command still runs (auto)
@@ -80,6 +91,28 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
         if mode != "auto":
             raise UsageError(f"--trace: {why}") from None
         return None, why
+
+
+def prepare_meanwhile(
+    loc: Locations, mode: str, path: str | None
+) -> Callable[[], tuple[TraceRun | None, str]]:
+    """`prepare`, its probe running while the caller does other work: call what this
+    returns for prepare's answer. Plain --trace probes first (prepare's UsageError, before
+    anything starts)."""
+    if mode != "auto":
+        known = prepare(loc, mode, path)
+        return lambda: known
+    from mcpshim.trace.probe import forbidden, probing
+
+    strace, started, why = probing(path)
+
+    def answer() -> tuple[TraceRun | None, str]:
+        if strace is None or started is None:
+            return None, why
+        failed = started.why_not()
+        return (None, forbidden(failed)) if failed else _set_up(loc, mode, strace)
+
+    return answer
 
 
 def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
