@@ -35,7 +35,8 @@ from collections.abc import Callable, Sequence
 
 from mcpshim.base import fdio
 from mcpshim.relay import pipeio
-from mcpshim.relay.core import C2S, COPY_LIMIT, S2C, Dropped
+from mcpshim.relay.ends import C2S, COPY_LIMIT, S2C
+from mcpshim.relay.framer import Dropped
 
 __all__ = [
     "DIRECTIONS",

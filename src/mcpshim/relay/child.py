@@ -44,19 +44,27 @@ import os
 import signal
 import socket
 import stat
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from typing import NoReturn
 
 from mcpshim.base import fdio
-from mcpshim.proc.procinfo import LINUX
 from mcpshim.relay import pipeio
-from mcpshim.relay.channel import DIRECTIONS, EOF, Channel
-from mcpshim.relay.core import COPY_LIMIT, S2C, close_end, relay_pipe
+from mcpshim.relay.channel import DIRECTIONS, EOF, OVERFLOW, Channel
+from mcpshim.relay.ends import COPY_LIMIT, S2C, close_end, relay_pipe
 from mcpshim.relay.pidmark import PidMark
 
-__all__ = ["FLUSH_S", "LOSS_REPORT", "available", "keep_only", "pump_main"]
+__all__ = [
+    "FLUSH_S",
+    "LOSS_REPORT",
+    "Pumps",
+    "available",
+    "keep_only",
+    "pump_main",
+    "start_pumps",
+]
 
 _READ = 1 << 20
 # A chunk of _LARGE_CHUNK bytes or more (its writer filled half a pipe) is part of a large
@@ -74,11 +82,57 @@ FLUSH_S = 5.0  # after the control pipe closes: how long the recorder may make n
 #: on the status pipe, after a direction's index as each ends: what was never recorded
 LOSS_REPORT = 0xFF
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LINUX = sys.platform.startswith("linux")
 
 
 def available() -> bool:
     """The forked relay needs fork() and /proc (to close what it inherits): Linux."""
     return LINUX and hasattr(os, "fork")
+
+
+class Pumps:
+    """The pump child as its parent holds it: its pid, the control pipe whose closing ends
+    it (and which carries the recorder's pid to it), the status pipe it reports on, and the
+    read ends of the copy channel (heads, each direction's bytes, the overflow, the bell)
+    that the recorder takes (relay.forked)."""
+
+    def __init__(self, pid: int, ctl: int, status: int, copies: list[int]) -> None:
+        self.pid, self.ctl, self.status, self.copies = pid, ctl, status, copies
+
+    @property
+    def bell(self) -> int:
+        """Readable once the pump child has passed some of the server's output on."""
+        return self.copies[-1]
+
+
+def start_pumps(
+    client_in: int, server_in: int, server_out: int, client_out: int, limit: int = COPY_LIMIT
+) -> Pumps:
+    """Fork the pump child and hand it its fds: the parent's 0/1 become /dev/null and the
+    server's pipe ends close here, so only the pump child holds them. Copies wait in the
+    channel (and in the child's memory, up to `limit`) for a recorder to take them."""
+    # heads (22 bytes a chunk part), each direction's bytes, the overflow, then the bell
+    channel = [relay_pipe() for _ in range(OVERFLOW + 3)]  # they grow in the pump child
+    ours, theirs = [r for r, _ in channel], [w for _, w in channel]
+    ctl_r, ctl_w = os.pipe()
+    status_r, status_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (*ours, *theirs, ctl_r, ctl_w, status_r, status_w):
+            os.close(fd)
+        raise  # nothing was handed over: the caller can fall back to threads
+    if pid == 0:  # pragma: no cover - the child; it ends in os._exit
+        try:
+            pumps = ((client_in, server_in), (server_out, client_out))
+            pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w, limit)
+        finally:
+            os._exit(70)
+    for fd in (*theirs, ctl_r, status_w, server_in, server_out, client_in, client_out):
+        close_end(fd)
+    return Pumps(pid, ctl_w, status_r, ours)
 
 
 # ---- the child -----------------------------------------------------------------------------
@@ -234,6 +288,11 @@ def pump_main(
     as the server's output is passed on."""
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
+    # Forked with the server already running (supervise.launch), it inherits the session's
+    # SIGCHLD handler and wakeup pipe: neither is its own.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
     gc.disable()  # nothing here makes cycles; no collector pause on the forwarding path
     keep_only({2, heads, bell, ctl_r, status, *data, *(fd for pair in pumps for fd in pair)})
     os.set_blocking(bell, False)

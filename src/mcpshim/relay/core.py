@@ -22,13 +22,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from mcpshim.relay.ends import C2S, COPY_LIMIT, S2C, close_end, iso, relay_pipe
 from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, dropped_reason
 from mcpshim.relay.listings import LISTED, contract_event
 from mcpshim.relay.recordable import loads as _loads
@@ -53,8 +52,6 @@ __all__ = [
     "relay_pipe",
 ]
 
-C2S = "client->server"
-S2C = "server->client"
 #: method -> the params key that names what is called
 TRACKED: Mapping[str, tuple[str, str]] = {
     "tools/call": ("tool", "name"),
@@ -64,17 +61,9 @@ TRACKED: Mapping[str, tuple[str, str]] = {
 #: requests whose results say what the server is and offers (the contract an approval pins)
 CONTRACT = frozenset({"initialize", *LISTED})
 _READ = 1 << 20
-#: copies waiting for a recorder that fell behind, at most; past it they are dropped (and
-#: the drop recorded): 1.5 GB queued in 4 s before, with a server that kept writing
-COPY_LIMIT = 64 << 20
 
 Emit = Callable[[str, dict[str, Any]], None]
 Probe = Callable[[], list[tuple[int, int | None]]]
-
-
-def iso(t: float) -> str:
-    """ISO 8601 UTC with microseconds (the time key of every mcp-* event)."""
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
 
 
 def announce(emit: Emit, session: str) -> None:
@@ -296,27 +285,6 @@ class Transcriber:
 
 
 # ---- the relay ---------------------------------------------------------------------------
-
-
-def relay_pipe() -> tuple[int, int]:
-    """A pipe of the relay's, of the default size (64 KiB).
-
-    Every pipe page counts against the user's pipe-user-pages-soft (64 MiB by default), past
-    which the kernel gives each new pipe of that user, in any program, two pages: the relay
-    child grows its pipes only in a session that carries large messages (relay.child).
-    """
-    return os.pipe()
-
-
-def close_end(fd: int) -> None:
-    """Close our end; a standard stream becomes /dev/null so its number is never reused."""
-    with contextlib.suppress(OSError):
-        if fd <= 2:
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, fd)
-            os.close(null)
-        else:
-            os.close(fd)
 
 
 class Relaying(Protocol):

@@ -49,19 +49,16 @@ from mcpshim.relay.channel import (
     HEAD,
     LOST,
     MORE,
-    OVERFLOW,
     REPORT,
     unpack_loss,
 )
-from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, keep_only, pump_main
+from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, Pumps, keep_only, start_pumps
 from mcpshim.relay.core import (
     COPY_LIMIT,
     S2C,
     Recorder,
     Transcriber,
-    close_end,
     dropped_reason,
-    relay_pipe,
 )
 
 __all__ = ["ForkedRelay"]
@@ -266,34 +263,24 @@ class ForkedRelay:
         self._ended: set[int] = set()
         self._said = bytearray()  # heard on the status pipe, not yet understood
         self._abandoned = b""  # the pump child's REPORT, if it had to make one
+        self._copies: list[int] = []  # the copy channel's read ends, until the recorder's
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
-        # heads (22 bytes a chunk part), each direction's bytes, the overflow, then the bell
-        channel = [relay_pipe() for _ in range(OVERFLOW + 3)]  # they grow in the pump child
-        ours, theirs = [r for r, _ in channel], [w for _, w in channel]
-        ctl_r, ctl_w = os.pipe()
-        status_r, status_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError:
-            for fd in (*ours, *theirs, ctl_r, ctl_w, status_r, status_w):
-                os.close(fd)
-            raise  # nothing was handed over: the caller can fall back to threads
-        if pid == 0:  # pragma: no cover - the child; it ends in os._exit
-            try:
-                pumps = ((client_in, server_in), (server_out, client_out))
-                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w, self.limit)
-            finally:
-                os._exit(70)
-        self.pid = pid
-        self.helpers.add(pid)
-        for fd in (*theirs, ctl_r, status_w, server_in, server_out, client_in, client_out):
-            close_end(fd)
-        self._ctl, self._status = ctl_w, status_r
+        self.adopt(start_pumps(client_in, server_in, server_out, client_out, self.limit))
+        self.start_recorder()
+
+    def adopt(self, pumps: Pumps) -> None:
+        """The pump child, started already (a session's launch starts it with the server)."""
+        self.pid = pumps.pid
+        self.helpers.add(pumps.pid)
+        self._ctl, self._status, self._copies = pumps.ctl, pumps.status, pumps.copies
+
+    def start_recorder(self) -> None:
+        """Fork the recorder onto the copies the pump child has made and goes on making;
+        back once it has closed what it inherited."""
+        ours = self._copies
         ready_r, ready_w = os.pipe()
         try:
             rpid = os.fork()
@@ -307,6 +294,7 @@ class ForkedRelay:
                 os._exit(70)
         for fd in (*ours, ready_w):
             os.close(fd)
+        self._copies = []
         if rpid > 0:
             self.recorder_pid = rpid
             self.helpers.add(rpid)

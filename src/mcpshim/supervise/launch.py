@@ -41,6 +41,7 @@ from mcpshim.supervise.watcher import Watcher
 
 if TYPE_CHECKING:
     from mcpshim.paths import Locations
+    from mcpshim.relay.child import Pumps
     from mcpshim.trace.run import TraceRun
 
 __all__ = [
@@ -55,6 +56,11 @@ __all__ = [
 ]
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: how long a prelaunched `run --mcp` waits for its server's first output before it loads
+#: the rest (Playwright's MCP server answers `initialize` in 0.6 s, 1.2 s on a busy machine)
+FIRST_OUTPUT_S = 2.0
+_TRACE_LOOK_S = 0.02  # how often strace's FIFO is looked at meanwhile
+_TRACE_WAITING = 256 << 10  # of its 1 MiB: strace waits for a reader beyond that
 _PR_SET_CHILD_SUBREAPER = 36
 LINUX = sys.platform.startswith("linux")
 
@@ -131,6 +137,7 @@ class Launch:
         self.log_errors: list[OSError] = []
         self._old: dict[int, Any] = {}
         self._server_ends_open = False
+        self.pumps: Pumps | None = None  # the relay's pump child, started with the server
         self.args: RunArgs | None = None  # prelaunch: what it was started for
         self.why_not = ""  # prelaunch: why it runs untraced where it would trace
 
@@ -210,6 +217,38 @@ class Launch:
             raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
         except OSError as exc:
             raise SpawnError(f"{cmd}: cannot run: {exc.strerror}", 126) from None
+
+    def start_pumps(self) -> None:
+        """The relay's pump child, on the pipes the server holds (Linux): what the server
+        writes reaches the client from now on; the copies wait for the recorder, which
+        the supervisor forks once it is set up (relay.forked). Elsewhere, or when the fork
+        fails, the relay starts with the supervisor, as it always did."""
+        from mcpshim.relay import child as relaychild
+
+        if self.pipes is None or self.pumps is not None or not relaychild.available():
+            return
+        _, in_w, out_r, _ = self.pipes
+        with contextlib.suppress(OSError):
+            self.pumps = relaychild.start_pumps(0, in_w, out_r, 1)
+
+    def wait_for_server(self, limit: float) -> None:
+        """Until the server's first output has reached the client (the bell), a signal or
+        a child's end comes, strace's output waits in quantity, or `limit` passes: what
+        the rest of `run` loads and sets up takes CPU the server's start-up needs (on a
+        busy machine it made the first answer later by as much)."""
+        if self.pumps is None:
+            return
+        import select
+
+        poll = select.poll()
+        poll.register(self.pumps.bell, select.POLLIN)
+        poll.register(self.wake[0], select.POLLIN)
+        deadline = time.monotonic() + limit
+        while (left := deadline - time.monotonic()) > 0:
+            if poll.poll(min(left, _TRACE_LOOK_S) * 1000):
+                return
+            if self.tracer is not None and self.tracer.waiting() >= _TRACE_WAITING:
+                return  # strace stops every tracee once its FIFO is full
 
     def close_server_ends(self) -> None:
         """The server's ends of the relay's pipes, once it holds them: held here, they would
@@ -395,6 +434,9 @@ def prelaunch(argv: Sequence[str]) -> Launch | None:
     launch.tracer, launch.why_not = traced()
     launch.spawn()
     _LAUNCHED.append(launch)
+    if launch.child_pid:
+        launch.start_pumps()
+        launch.wait_for_server(FIRST_OUTPUT_S)
     return launch
 
 

@@ -131,6 +131,13 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
             from mcpshim.relay.gate import GatedRelay
 
             relay = GatedRelay(recorder, gate)
+        elif sup.launch.pumps is not None:  # started with the server (supervise.launch)
+            forked = ForkedRelay(recorder)
+            forked.adopt(sup.launch.pumps)
+            forked.start_recorder()
+            for pid in forked.helpers:
+                sup.add_helper(pid)
+            relay = forked
         elif relaychild.available():
             forked = ForkedRelay(recorder)
             try:

@@ -223,6 +223,18 @@ class TraceRun:
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
+    def waiting(self) -> int:
+        """Bytes strace has written into the FIFO that were not read yet."""
+        import array
+        import termios
+
+        buf = array.array("i", [0])
+        try:
+            fcntl.ioctl(self._rfd, termios.FIONREAD, buf)
+        except OSError:
+            return 0
+        return buf[0]
+
     @property
     def fd(self) -> int:
         """The FIFO's read end: the supervisor's loop calls `pump` when it is readable."""
