@@ -12,6 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mcpshim.log.redact_rules import (
     BARE_NEXT,
@@ -355,11 +356,31 @@ def _expand(glob: str) -> list[str]:
 
 @functools.cache
 def _quick() -> tuple[re.Pattern[bytes], re.Pattern[bytes] | None]:
-    """Any needle in one search (the alternation in C, not 158 `in` tests in Python), and
-    the shapes with too many spellings; built on first use, not when a module imports
-    this one (30 ms of glob expansion a process that never redacts never needs)."""
+    """Any needle in one search, and the shapes with too many spellings; built on first
+    use, not when a module imports this one (30 ms of glob expansion a process that never
+    redacts never needs). The needles as a trie (`(?:pa(?:ss|t)|...)`): 158 `in` tests in
+    Python took 12 times as long, a plain alternation 3 times."""
     needles, hard = _needles()
-    return re.compile(b"|".join(map(re.escape, needles))), hard
+    return re.compile(_trie(needles)), hard
+
+
+def _trie(words: Iterable[bytes]) -> bytes:
+    """A pattern that finds any of `words`: one branch per shared prefix. A word that is a
+    prefix of others ends its branch (any match of theirs holds it)."""
+    root: dict[int, Any] = {}
+    for w in words:
+        node = root
+        for c in w:
+            node = node.setdefault(c, {})
+        node[-1] = {}
+
+    def branch(node: dict[int, Any]) -> bytes:
+        if -1 in node:
+            return b""
+        alts = [re.escape(bytes([c])) + branch(sub) for c, sub in sorted(node.items())]
+        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+
+    return branch(root)
 
 
 def might_hold_secret(value: bytes) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -353,11 +353,13 @@ def parse_output(lines: Iterable[bytes], final: bool = True) -> dict[int, list[E
 
 class OutputParser:
     """parse_output, one line at a time: `run` parses the trace as the pump stores it, so
-    a session's end parses only what came last, not the whole output again."""
+    a session's end parses only what came last, not the whole output again. `on_exec`:
+    called with each exec attempt as it is parsed."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_exec: Callable[[Event], None] | None = None) -> None:
         self._out: dict[int, list[Event]] = {}
         self._pending: dict[int, bytes] = {}
+        self._on_exec = on_exec
 
     def feed(self, lines: bytes) -> None:
         """Whole lines (LinePump's), the last one's newline optional."""
@@ -369,7 +371,7 @@ class OutputParser:
         m = _PID.match(raw)
         if m is None:
             return
-        tid, out, pending = int(m.group(1)), self._out, self._pending
+        tid, pending = int(m.group(1)), self._pending
         line = raw[m.end() :].rstrip(b"\n")
         r = _RESUMED.match(line)
         if r is not None:
@@ -379,12 +381,17 @@ class OutputParser:
             line = head + line[r.end() :]
         elif line.endswith(_UNFINISHED):
             if tid in pending:  # an earlier split that never resumed
-                _add(out, tid, pending.pop(tid) + _UNFINISHED)
+                self._add(tid, pending.pop(tid) + _UNFINISHED)
             pending[tid] = line[: -len(_UNFINISHED)]
             return
         elif tid in pending and line[:1].isdigit() and b" +++ " in line[:40]:
-            _add(out, tid, pending.pop(tid) + _UNFINISHED)
-        _add(out, tid, line)
+            self._add(tid, pending.pop(tid) + _UNFINISHED)
+        self._add(tid, line)
+
+    def _add(self, tid: int, line: bytes) -> None:
+        ev = _add(self._out, tid, line)
+        if ev is not None and ev.kind == "exec" and self._on_exec is not None:
+            self._on_exec(ev)
 
     def events(self) -> dict[int, list[Event]]:
         """Every thread's events so far, each split never resumed with its entry half."""
@@ -394,10 +401,11 @@ class OutputParser:
         return out
 
 
-def _add(out: dict[int, list[Event]], tid: int, line: bytes) -> None:
+def _add(out: dict[int, list[Event]], tid: int, line: bytes) -> Event | None:
     ev = parse_line(tid, line)
     if ev is not None:
         out.setdefault(tid, []).append(ev)
+    return ev
 
 
 def read_output(path: Path, final: bool = True) -> dict[int, list[Event]]:

@@ -182,7 +182,7 @@ class TraceRun:
         if self._parsed is None:
             from mcpshim.trace.parse import OutputParser
 
-            self._parsed = OutputParser()
+            self._parsed = OutputParser(_redact_early)
         return self._parsed
 
     @property
@@ -484,6 +484,16 @@ class TraceRun:
             self._close_fds()  # the output goes with the last descriptor (the drain's)
             shutil.rmtree(self.dir, ignore_errors=True)
         return summary
+
+
+def _redact_early(ev: Event) -> None:
+    """Each exec's arguments redacted as the exec is parsed, the result dropped: what a
+    rule needs compiled for them (tens of ms each, trace.records redacts them the same way
+    at the session's end) is compiled while the session runs, not after its command
+    ended, when the client waits for run's exit."""
+    from mcpshim.log.redact import redact_argv
+
+    redact_argv(list(ev.argv or ()))
 
 
 def tracer_of(pid: int) -> int | None:
