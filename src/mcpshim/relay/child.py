@@ -2,7 +2,7 @@
 
 In the supervisor's process the pumps share the interpreter lock with the recorder (json
 parsing, redaction) and the sampler, and a message waits for them: 1.8 ms at p95 for one
-byte, several ms for 1 MiB. So the supervisor forks, before it starts the server, a child
+byte, several ms for 1 MiB. So the supervisor forks, as it starts the server, a child
 that does nothing but move bytes: client stdin -> server stdin, server stdout -> client
 stdout, with the thread Relay's semantics (EOF is passed on, and so is a reader that goes
 away: the pump stops and lets go of its source, so the writer gets EPIPE or SIGPIPE as it

@@ -16,12 +16,14 @@ bytes were read. It is a child of its own rather than a thread of
 the supervisor so that its work never holds the interpreter lock the supervisor's signal
 forwarding needs.
 
-Both are children of the supervisor, forked before the server starts and any thread does:
-`helpers` lists them for `Supervisor.add_helper` (never observed, a survivor or reaped in
-the log). `start` returns once the recorder has closed what it inherited, so no client or
-server waits on an end only the recorder still holds. The supervisor keeps two fds: a
-control pipe whose closing ends the pump child, and a status pipe on which the pump child
-reports each direction's end.
+Both are children of the supervisor, forked once the server runs and before any thread
+of the supervisor's: the pump child as the server starts (supervise.launch, or `start`),
+the recorder once the supervisor is set up (`start_recorder`), onto the copies waiting in
+the channel. `helpers` lists them for `Supervisor.add_helper` (never observed, a survivor
+or reaped in the log). `start_recorder` returns once the recorder has closed what it
+inherited, so no client or server waits on an end only the recorder still holds. The
+supervisor keeps two fds: a control pipe whose closing ends the pump child, and a status
+pipe on which the pump child reports each direction's end.
 """
 
 from __future__ import annotations
