@@ -17,11 +17,18 @@ Printed: medians, and per mode the ratios to `direct` of the same round (median 
 spread over the rounds), `start` and `stop` as milliseconds over direct's of the same
 round, with the load average of the rounds.
 
+`--variants` adds the server under strace alone with other options, into /dev/null (no
+mcpshim): `strace:bare` (the anchor's options), `strace:run` (run's command line,
+trace.strace.strace_argv), `strace:run-nosend` (without sendto, sendmsg, sendmmsg),
+`strace:run-nonet` (without the socket calls), `strace:run-s300` (-s 300 instead of
+Linux's MAX_ARG_STRLEN), `strace:run-nosignal` (-e signal=none): what each of strace's
+options costs the session (docs/performance.md, "A heavy family").
+
 Where chromium, node, the pinned server or strace is missing it says so and exits 2:
 nothing is measured, nothing passes.
 
     .venv/bin/python benchmarks/heavy_family.py [--rounds 5] [--modes direct,traced,...]
-        [--tree NAME=DIR ...] [--json FILE]
+        [--tree NAME=DIR ...] [--variants run,run-nosend,...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -334,6 +341,9 @@ def commands(
         out[f"strace:{v}"] = ([strace, *VARIANTS[v](strace), "--", *server], {})
     for name, src in trees.items():
         out[f"traced@{name}"] = ([*run, "--", *server], {"PYTHONPATH": str(src / "src")})
+        if "no-trace" in modes:
+            out[f"no-trace@{name}"] = ([*run, "--no-trace", "--", *server],
+                                       {"PYTHONPATH": str(src / "src")})  # fmt: skip
     return out
 
 

@@ -143,3 +143,24 @@ def test_a_launch_is_adopted_only_for_the_options_it_was_started_for() -> None:
     launch._LAUNCHED.append(Started())  # type: ignore[arg-type]
     with pytest.raises(McpshimError):
         launch.adopt(None)  # click asked for an option no launch takes
+
+
+def test_a_relayed_session_loads_the_rest_once_its_server_has_answered(home: Home) -> None:
+    """`run --mcp` started before click: its supervisor (and the session-start record)
+    comes once the server's first output has reached the client, not while the server
+    starts (a second here): the record follows the relayed line, which the server wrote
+    only after its second."""
+    server = "import sys, time; time.sleep(1); print('hello', flush=True); sys.stdin.read()"
+    argv = [*MCPSHIM, "run", "--dir", str(home.loc.shim_dir), "--mcp", "--no-trace", "--",
+            sys.executable, "-c", server]  # fmt: skip
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == b"hello\n"
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    sid = only_session(home)
+    got = {r.kind: r.data for r in home.records() if isinstance(r, execlog.EventRecord)
+           and r.data.get("session") == sid}  # fmt: skip
+    assert got["mcp-unparsed"]["direction"] == "server->client"
+    assert got["session-start"]["time"] > got["mcp-unparsed"]["time"]
