@@ -24,6 +24,10 @@ trace.strace.strace_argv), `strace:run-nosend` (without sendto, sendmsg, sendmms
 Linux's MAX_ARG_STRLEN), `strace:run-nosignal` (-e signal=none): what each of strace's
 options costs the session (docs/performance.md, "A heavy family").
 
+`--start-stop` drives sessions of `initialize` and `tools/list` only (Chromium never
+starts): the start and stop columns over many cheap rounds, where a whole session's
+seconds of noise would hide them.
+
 Where chromium, node, the pinned server or strace is missing it says so and exits 2:
 nothing is measured, nothing passes.
 
@@ -244,7 +248,9 @@ def _exited(pidfd: int) -> bool:
     return bool(select.select([pidfd], [], [], 0)[0])
 
 
-async def drive(argv: list[str], env: dict[str, str], cwd: str, base: str, errlog: Any) -> Marks:
+async def drive(
+    argv: list[str], env: dict[str, str], cwd: str, base: str, errlog: Any, browse: bool = True
+) -> Marks:
     marks = Marks()
     async with (
         timed_stdio(argv, env, cwd, errlog, marks) as (read, write),
@@ -252,7 +258,7 @@ async def drive(argv: list[str], env: dict[str, str], cwd: str, base: str, errlo
     ):
         await s.initialize()
         await s.list_tools()
-        for name, args in calls(base):
+        for name, args in calls(base) if browse else ():
             c0 = time.perf_counter()
             res = await s.call_tool(name, args)
             marks.calls.append(time.perf_counter() - c0)
@@ -306,15 +312,15 @@ class Result:
     load: float
 
 
-def one(argv: list[str], env: dict[str, str], base: str, work: Path) -> Result:
+def one(argv: list[str], env: dict[str, str], base: str, work: Path, browse: bool = True) -> Result:
     cpu0, load = _cpu(), os.getloadavg()[0]
     ws = Path(tempfile.mkdtemp(dir=work))
     with open(work / "server.stderr", "a") as err:
-        marks = anyio.run(drive, argv, env, str(ws), base, err)
+        marks = anyio.run(drive, argv, env, str(ws), base, err, browse)
     reap_all()
     shutil.rmtree(ws, ignore_errors=True)
     return Result(marks.exit - marks.spawn, _cpu() - cpu0, marks.first - marks.spawn,
-                  marks.exit - marks.close, sum(marks.calls[1:]), load)  # fmt: skip
+                  marks.exit - marks.close, sum(marks.calls[1:]) or 1.0, load)  # fmt: skip
 
 
 # ---- the rounds --------------------------------------------------------------------------
@@ -390,6 +396,9 @@ def main() -> int:
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--variants", default="", help="strace option sets: " + ",".join(VARIANTS))
     ap.add_argument("--json", type=Path, help="also write every session's figures here")
+    ap.add_argument("--start-stop", action="store_true",
+                    help="sessions of initialize and tools/list only (no browser): the start "
+                         "and stop columns, over more rounds")  # fmt: skip
     opts = ap.parse_args()
     why = missing()
     if why:
@@ -414,7 +423,7 @@ def main() -> int:
             rnd.shuffle(order)
             for mode in order:
                 argv, extra = cmds[mode]
-                res = one(argv, {**env, **extra}, base, work)
+                res = one(argv, {**env, **extra}, base, work, not opts.start_stop)
                 if r:
                     got[mode].append(res)
                 print(f"round {r} {mode:18} wall {res.wall:6.2f} s CPU {res.cpu:6.2f} s start "
