@@ -98,6 +98,10 @@ _SOCKET_DGRAM = re.compile(rb"\d+ +\d+\.\d+ socket\([A-Z0-9_]+, SOCK_DGRAM\b[^)]
                            + _HEX + rb">)")  # fmt: skip
 _PORT_53 = re.compile(rb"[^)]*sin6?_port=htons\(53\)")
 _SOCKET_ANN = b"<" + b"".join(b"\\x%02x" % c for c in b"socket:[")  # `<socket:[`, hex escaped
+#: how far from its line's end (sendto) or start (sendmsg) strace prints a send's address:
+#: the call's other arguments and the result, and the longest address, a Unix path of 108
+#: bytes in hex (432), hold in it
+_ADDR_SPAN = 2048
 
 
 def _unhex(s: bytes) -> bytes:
@@ -240,13 +244,21 @@ class Connected:
     def dns(self, ann: bytes | None) -> bool:
         return ann is not None and ann in self._dns
 
-    def keeps(self, line: bytes, ann: bytes | None) -> bool:
+    def keeps(self, line: bytes, ann: bytes | None, call: bytes = b"") -> bool:
         """Whether a send's line (its fd's annotation `ann`) can become a fact: it names an
         address (sendto's, a msg_name), goes out on a connected datagram socket or one
-        connected to port 53, or its socket is not known."""
+        connected to port 53, or its socket is not known. The address is looked for where
+        strace prints it: after sendto's buffer (its line's last bytes), before sendmsg's
+        (its first): not across a 64 KiB buffer's 256 KiB of hex."""
         if self.keep_all or ann is None or ann in self._peers or ann in self._dns:
             return True
-        return not ann.startswith(_SOCKET_ANN) or line.find(b"sa_family=") >= 0
+        if not ann.startswith(_SOCKET_ANN):
+            return True
+        if call == b"sendto":
+            return line.find(b"sa_family=", max(0, len(line) - _ADDR_SPAN)) >= 0
+        if call == b"sendmsg":
+            return line.find(b"sa_family=", 0, _ADDR_SPAN) >= 0
+        return line.find(b"sa_family=") >= 0
 
 
 def _kept(body: bytes, keep: int) -> bytes:
@@ -274,7 +286,7 @@ def shrink_send(line: bytes, known: Connected | None = None) -> bytes | None:
     m = _SEND_CALL.match(line)
     if m is None:
         return line
-    if known is not None and not known.keeps(line, m.group(3)):
+    if known is not None and not known.keeps(line, m.group(3), m.group(1)):
         return None
     on53 = known is not None and known.dns(m.group(3))
     cut = call_only(line, line.index(b"(", m.start(1)) + 1)
