@@ -412,9 +412,18 @@ _NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_.-]*")
 _AWS40 = re.compile(rb"[A-Za-z0-9+/]{40}")
 
 
+@functools.cache
+def _groups() -> dict[bytes, CommandOptions]:
+    """Each command name, the first group that names it (COMMANDS' order)."""
+    out: dict[bytes, CommandOptions] = {}
+    for c in COMMANDS:
+        for n in c.commands:
+            out.setdefault(n.encode(), c)
+    return out
+
+
 def _group_of(arg: bytes) -> CommandOptions | None:
-    base = arg.rsplit(b"/", 1)[-1]
-    return next((c for c in COMMANDS if base in {n.encode() for n in c.commands}), None)
+    return _groups().get(arg.rsplit(b"/", 1)[-1])
 
 
 def _scoped(arg: bytes, c: CommandOptions) -> tuple[str, bytes | None] | None:
