@@ -26,7 +26,7 @@ from mcpshim.shim import zdotdir as zdotdir_mod
 from mcpshim.supervise.launch import RunArgs, adopt
 from mcpshim.supervise.relayed import run_relayed
 from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
-from mcpshim.trace import run as trace_run
+from mcpshim.trace import prepare as trace_prepare
 
 if TYPE_CHECKING:
     from mcpshim.log import retention
@@ -260,7 +260,7 @@ def run(
         zdir = launched.zdotdir
     else:
         loc = locations(shim_dir, log_dir)
-        tracer, why_not = trace_run.prepare(loc, trace, os.environ.get("PATH"))
+        tracer, why_not = trace_prepare.prepare(loc, trace, os.environ.get("PATH"))
         zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
     _warn_without_shims(loc, tracer is not None)
     state = "strace" if tracer is not None else "unavailable" if why_not else "off"
@@ -276,7 +276,9 @@ def run(
             f"mcpshim: not tracing, recording with shims and sampling only: {escape(why_not)}",
             err=True,
         )
-        sup.emit("trace-fallback", trace_run.fallback_payload(sup.session, sup.boot_id, why_not))
+        sup.emit(
+            "trace-fallback", trace_prepare.fallback_payload(sup.session, sup.boot_id, why_not)
+        )
     if otlp is not None:
         from mcpshim.cli.export_cmd import start_live_stream
 

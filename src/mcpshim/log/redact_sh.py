@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import string
 
-from mcpshim.log.redact import PREFILTER_RUN, prefilter_len, run_chars
+from mcpshim.log.redact_match import PREFILTER_RUN, prefilter_len, run_chars
 from mcpshim.log.redact_rules import (
     BARE_NEXT,
     COMMANDS,

@@ -388,24 +388,18 @@ class OutputParser:
             self._add(tid, pending.pop(tid) + _UNFINISHED)
         self._add(tid, line)
 
-    def _add(self, tid: int, line: bytes) -> None:
-        ev = _add(self._out, tid, line)
-        if ev is not None and ev.kind == "exec" and self._on_exec is not None:
-            self._on_exec(ev)
+    def _add(self, tid: int, line: bytes, out: dict[int, list[Event]] | None = None) -> None:
+        if (ev := parse_line(tid, line)) is not None:
+            (self._out if out is None else out).setdefault(tid, []).append(ev)
+            if ev.kind == "exec" and out is None and self._on_exec is not None:
+                self._on_exec(ev)
 
     def events(self) -> dict[int, list[Event]]:
         """Every thread's events so far, each split never resumed with its entry half."""
         out = {tid: list(evs) for tid, evs in self._out.items()}
         for tid, head in self._pending.items():
-            _add(out, tid, head + _UNFINISHED)
+            self._add(tid, head + _UNFINISHED, out)
         return out
-
-
-def _add(out: dict[int, list[Event]], tid: int, line: bytes) -> Event | None:
-    ev = parse_line(tid, line)
-    if ev is not None:
-        out.setdefault(tid, []).append(ev)
-    return ev
 
 
 def read_output(path: Path, final: bool = True) -> dict[int, list[Event]]:

@@ -1,22 +1,22 @@
 """Running strace for `mcpshim run --trace`: the tracer's life and what it leaves in the log.
 
-Whether strace can trace here at all is `trace.probe`'s question, asked before the server
-starts. At the end of the session the trace is parsed and written to the log
-(`trace.records` builds the `trace-exec`, `trace-fork`, `trace-net` and `trace-gap`
-records), followed by a `trace-summary`. Exact starts are read from /proc as processes
-appear in the trace.
+Whether strace can trace here is asked before the server starts (trace.prepare); up to
+`wrap` a TraceRun is set up then too, on few modules: the parser, the records and the
+process readers load when the output is first read. The output is parsed as it is stored;
+at the session's end its records are written (trace.records: `trace-exec`, `trace-fork`,
+`trace-net`, `trace-gap`), then a `trace-summary`. Exact starts are read from /proc as
+processes appear in the trace.
 
 strace prints the whole environment of every exec (-v), secrets included, so its output
 never goes to a file: strace writes into a FIFO (in a 0700 directory, unlinked as soon as
 strace holds it) that the supervisor's loop drains (`pump`), cutting each exec's
 environment down to PATH and every send's bytes out (parse.sanitize) before anything is
-written. The sanitized lines
-still hold every argument as the command got it, so they go to a file that has no name
-(O_TMPFILE, or unlinked at once): it is read back through its descriptor and goes with the
-last process that holds it. A session killed outright (SIGKILL, the OOM killer) leaves no
-trace output behind; its empty directory, and whatever an older version left in one, is
-removed by the next traced session (`sweep`: a directory whose session still runs is
-locked by it).
+written. The sanitized lines still hold every argument as the command got it, so they go
+to a file that has no name (O_TMPFILE, or unlinked at once): it is read back through its
+descriptor and goes with the last process that holds it. A session killed outright
+(SIGKILL, the OOM killer) leaves no trace output behind; its empty directory, and whatever
+an older version left in one, is removed by the next traced session (`sweep`: a directory
+whose session still runs is locked by it).
 
 The tracer is never detached while tracees live: strace's seccomp filter stays in them and
 would make their execve/fork fail with ENOSYS. Survivors left running (`--on-exit report`)
@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpshim.base.fdio import write_all
-from mcpshim.errors import UsageError
 from mcpshim.paths import Locations
 from mcpshim.trace.strace import strace_argv
 from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
@@ -50,76 +49,11 @@ if TYPE_CHECKING:
     from mcpshim.trace.records import ExecRefused, PortRefused
     from mcpshim.trace.store import TraceParams
 
-# Up to `wrap`, a TraceRun is set up before the server starts (supervise.launch): the
-# parser, the records and the process readers load when the output is first read.
-
-__all__ = [
-    "TraceRun",
-    "fallback_payload",
-    "is_gone",
-    "prepare",
-    "prepare_meanwhile",
-    "tracer_of",
-]
+__all__ = ["TraceRun", "is_gone", "tracer_of"]
 
 _PIPE_SIZE = 1 << 20  # strace stops its tracees while it waits on a full pipe
 _LINE_PID = re.compile(rb"^(\d+) ", re.M)
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-
-
-def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | None, str]:
-    """For `mcpshim run [--trace[=auto]]`: (the trace run, '') or, for auto, (None, why not).
-
-    Plain --trace raises a UsageError (exit 2) before anything starts."""
-    if mode == "off":
-        return None, ""
-    from mcpshim.trace.probe import FIX, trace_unavailable
-
-    strace, why = trace_unavailable(path)
-    if strace is None:
-        if mode != "auto":
-            raise UsageError(f"--trace: {why}{FIX}")
-        return None, why
-    return _set_up(loc, mode, strace)
-
-
-def _set_up(loc: Locations, mode: str, strace: str) -> tuple[TraceRun | None, str]:
-    try:
-        return TraceRun(loc, strace), ""
-    except OSError as exc:  # a full or read-only disk: the command still runs (auto)
-        why = f"cannot set up the trace in {loc.log_dir / 'trace'}: {exc.strerror}"
-        if mode != "auto":
-            raise UsageError(f"--trace: {why}") from None
-        return None, why
-
-
-def prepare_meanwhile(
-    loc: Locations, mode: str, path: str | None
-) -> Callable[[], tuple[TraceRun | None, str]]:
-    """`prepare`, its probe running while the caller does other work: call what this
-    returns for prepare's answer. Plain --trace probes first (prepare's UsageError, before
-    anything starts)."""
-    if mode != "auto":
-        known = prepare(loc, mode, path)
-        return lambda: known
-    from mcpshim.trace.probe import forbidden, probing
-
-    strace, started, why = probing(path)
-
-    def answer() -> tuple[TraceRun | None, str]:
-        if strace is None or started is None:
-            return None, why
-        failed = started.why_not()
-        return (None, forbidden(failed)) if failed else _set_up(loc, mode, strace)
-
-    return answer
-
-
-def fallback_payload(session: str, boot_id: str, reason: str) -> dict[str, Any]:
-    from mcpshim.trace.records import iso_time
-
-    return {"session": session, "time": iso_time(time.time()), "boot_id": boot_id,
-            "reason": reason, "using": "shims and sampling"}  # fmt: skip
 
 
 # ---- the run -----------------------------------------------------------------------------
