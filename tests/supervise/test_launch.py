@@ -46,7 +46,8 @@ def click_args(argv: list[str]) -> RunArgs | None:
     """What click's `run` makes of argv, in the launch's terms (None: click refuses it, or
     it asks for an option a launch never takes)."""
     try:
-        ctx = run_command.make_context("run", list(argv))
+        # as under the group: click keeps the help option it makes on the command
+        ctx = run_command.make_context("run", list(argv), help_option_names=["-h", "--help"])
     except (click.exceptions.Exit, click.ClickException):
         return None
     p: dict[str, Any] = ctx.params
@@ -89,12 +90,14 @@ def test_the_parser_takes_a_command_line_as_click_does_or_leaves_it(tmp_path: Pa
 
 def test_the_server_starts_before_click_and_the_session_s_modules_load(tmp_path: Path) -> None:
     code = f"""
-import os, sys
+import os, sys, time
 from mcpshim.supervise import launch
 started = launch.prelaunch(["--mcp", "--no-trace", "--log-dir", {str(tmp_path / "log")!r},
                             "--", "/bin/true"])
 assert started is not None and started.child_pid > 0
-os.waitpid(started.child_pid, 0)
+while not started.command_ended:  # reaped by the launch's thread until a supervisor runs
+    time.sleep(0.01)
+started.hand_over()
 started.watcher.finish(done=True)
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("click", "psutil")
                       or m.startswith(("mcpshim.cli", "mcpshim.log.redact", "mcpshim.relay",
@@ -164,3 +167,25 @@ def test_a_relayed_session_loads_the_rest_once_its_server_has_answered(home: Hom
            and r.data.get("session") == sid}  # fmt: skip
     assert got["mcp-unparsed"]["direction"] == "server->client"
     assert got["session-start"]["time"] > got["mcp-unparsed"]["time"]
+
+
+def test_what_ends_before_the_supervisor_loads_is_reaped_when_it_ends(home: Home) -> None:
+    """An orphan that ends while the rest of `run` loads is reaped then, by the launch
+    (keep_watch), not once the supervisor's loop runs: a late `reaped` record read as a
+    process that outlived its tool call (MCS501)."""
+    server = ("import subprocess, sys, time; subprocess.run(['sh', '-c', 'sleep 0.1 &']); "
+              "time.sleep(0.5); print('hello', flush=True); sys.stdin.read()")  # fmt: skip
+    argv = [*MCPSHIM, "run", "--dir", str(home.loc.shim_dir), "--mcp", "--no-trace", "--",
+            sys.executable, "-c", server]  # fmt: skip
+    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == b"hello\n"
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    sid = only_session(home)
+    recs = [r for r in home.records() if isinstance(r, execlog.EventRecord)
+            and r.data.get("session") == sid]  # fmt: skip
+    [start] = [r.data for r in recs if r.kind == "session-start"]
+    reaped = [r.data for r in recs if r.kind == "reaped"]
+    assert reaped and all(r["time"] < start["time"] for r in reaped), (reaped, start)

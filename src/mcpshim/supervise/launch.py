@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpshim.errors import McpshimError
+from mcpshim.proc.ticks import start_of
 from mcpshim.relay.ends import iso
 from mcpshim.supervise.runargs import RunArgs, parse_run_args
-from mcpshim.supervise.session import child_environment, new_session_id
+from mcpshim.supervise.session import child_environment, new_session_id, utc_now
 from mcpshim.supervise.watcher import Watcher
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: the rest (Playwright's MCP server answers `initialize` in 0.6 s, 1.2 s on a busy machine)
 FIRST_OUTPUT_S = 2.0
 _TRACE_LOOK_S = 0.02  # how often strace's FIFO is looked at meanwhile
+_WATCH_S = 0.01  # keep_watch: how long a child may wait to be reaped, at most
 _TRACE_WAITING = 256 << 10  # of its 1 MiB: strace waits for a reader beyond that
 _PR_SET_CHILD_SUBREAPER = 36
 LINUX = sys.platform.startswith("linux")
@@ -128,6 +130,7 @@ class Launch:
         self.watcher = Watcher(self.session, grace, loc)
         self.pipes: tuple[int, int, int, int] | None = None  # in_r, in_w, out_r, out_w
         self.child_pid = 0
+        self.child_start: int | None = None
         self.spawned = False
         self.error: SpawnError | None = None
         self.subreaper = False
@@ -140,6 +143,9 @@ class Launch:
         self.pumps: Pumps | None = None  # the relay's pump child, started with the server
         self.args: RunArgs | None = None  # prelaunch: what it was started for
         self.why_not = ""  # prelaunch: why it runs untraced where it would trace
+        self._watching: Any = None  # keep_watch's thread
+        self.reaped: list[tuple[int, int | None, int, str]] = []
+        self.command_ended = False
 
     # -- before the spawn -----------------------------------------------------------------
 
@@ -201,6 +207,9 @@ class Launch:
         finally:
             self.close_server_ends()
         self.watcher.command(self.child_pid)
+        self.child_start = start_of(self.child_pid)  # read while it surely lives
+        if self.tracer is not None:  # at once too: strace's tracer, while the command runs
+            self.tracer.attached(self.child_pid)
         return self.child_pid
 
     def _spawn(self, actions: list[tuple[Any, ...]], spawn: Spawn) -> int:
@@ -249,6 +258,57 @@ class Launch:
                 return
             if self.tracer is not None and self.tracer.waiting() >= _TRACE_WAITING:
                 return  # strace stops every tracee once its FIFO is full
+
+    def keep_watch(self) -> None:
+        """Until the supervisor's loop takes over (`hand_over`), a thread does what the loop
+        would: forwards SIGINT, SIGTERM and SIGHUP to the command and reaps what ends, with
+        the time it did (a child reaped once the rest of `run` had loaded read as a process
+        that outlived the tool call it ran in)."""
+        import threading
+
+        if self._watching is not None or not self.child_pid:
+            return
+        self._halt = threading.Event()
+        self._watching = threading.Thread(target=self._watch_loop, name="mcpshim-launch",
+                                          daemon=True)  # fmt: skip
+        self._watching.start()
+
+    def _watch_loop(self) -> None:
+        import select
+
+        poll = select.poll()
+        poll.register(self.wake[0], select.POLLIN)
+        while not self._halt.is_set():
+            if poll.poll(_WATCH_S * 1000):
+                with contextlib.suppress(OSError):
+                    for signum in os.read(self.wake[0], 512):
+                        if signum != signal.SIGCHLD and not self.command_ended:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(self.child_pid, signum)
+            self._reap()
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is None:
+                    return
+                start = start_of(info.si_pid)  # a zombie's stat is still there
+                pid, status = os.waitpid(info.si_pid, 0)
+            except ChildProcessError:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            self.reaped.append((pid, start, 128 - code if code < 0 else code, utc_now()))
+            self.command_ended = self.command_ended or pid == self.child_pid
+
+    def hand_over(self) -> list[tuple[int, int | None, int, str]]:
+        """Stop the thread of `keep_watch`; what it reaped: (pid, start, status, UTC time)."""
+        if self._watching is not None:
+            self._halt.set()
+            self._watching.join()
+            self._watching = None
+        reaped, self.reaped = self.reaped, []
+        return reaped
 
     def close_server_ends(self) -> None:
         """The server's ends of the relay's pipes, once it holds them: held here, they would
@@ -330,6 +390,7 @@ def prelaunch(argv: Sequence[str]) -> Launch | None:
     if launch.child_pid:
         launch.start_pumps()
         launch.wait_for_server(FIRST_OUTPUT_S)
+        launch.keep_watch()
     return launch
 
 

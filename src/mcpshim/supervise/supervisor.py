@@ -113,8 +113,9 @@ class Supervisor:
         if tracer is not None:
             self.on_tick(tracer.tick)
         self.watcher = launch.watcher
-        if self.watcher.pid:
-            self.add_helper(self.watcher.pid)
+        for own in (self.watcher.pid, launch.pumps.pid if launch.pumps else 0):
+            if own:
+                self.add_helper(own)
         for exc in launch.log_errors:  # what the launch could not record, said once
             self._log_failed(exc)
         # run --contain: the ruleset the command starts in, and what the record says of it
@@ -190,7 +191,7 @@ class Supervisor:
     def add_helper(self, pid: int) -> None:
         """A child of mcpshim's own (the relay's pumps): never a member of the family, never
         observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
-        self.helpers[pid] = None
+        self.helpers.setdefault(pid, None)
         self.sampler.exclude(pid)
 
     # -- the session ----------------------------------------------------------------------
@@ -204,6 +205,9 @@ class Supervisor:
         started = launch.began
         self.subreaper = launch.subreaper
         wake_r = launch.wake[0]
+        self.child_pid = self.child_pgid = launch.child_pid
+        for pid, start, code, when in launch.hand_over():  # ended before this loop ran
+            self._reaped(pid, start, code, when)
         try:
             self.add_reader(wake_r, self._on_wakeup)
             self._started()
@@ -235,7 +239,7 @@ class Supervisor:
             command=tuple(os.fsencode(a) for a in self.argv),
             cwd=os.getcwdb(),
             child_pid=self.child_pid,
-            child_start=start_ticks(self.child_pid),
+            child_start=self.launch.child_start,
             boot_id=self.boot_id,
             path=self.path,
             env_names=tuple(self.env),
@@ -353,15 +357,16 @@ class Supervisor:
                     start = m.stat.start if m else None
             except ChildProcessError:
                 return
-            code = _exit_code(status)
-            if pid in self.helpers:
-                self.helpers[pid] = code
-            elif pid == self.child_pid:
-                self.status = code
-            else:
-                self.emit("reaped", {"session": self.session, "time": utc_now(),
-                                     "boot_id": self.boot_id, "pid": pid, "start": start,
-                                     "status": code})  # fmt: skip
+            self._reaped(pid, start, _exit_code(status), utc_now())
+
+    def _reaped(self, pid: int, start: int | None, code: int, when: str) -> None:
+        if pid in self.helpers:
+            self.helpers[pid] = code
+        elif pid == self.child_pid:
+            self.status = code
+        else:
+            self.emit("reaped", {"session": self.session, "time": when, "boot_id": self.boot_id,
+                                 "pid": pid, "start": start, "status": code})  # fmt: skip
 
     def terminate_family(self, reason: str) -> int:
         """End the whole family now, the command too (a departure under --on-departure

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpshim.base.fdio import write_all
 from mcpshim.paths import Locations
+from mcpshim.proc.ticks import start_of
 from mcpshim.trace.strace import strace_argv
 from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
 
@@ -231,11 +232,9 @@ class TraceRun:
 
     def _note_pids(self, lines: bytes) -> None:
         """Each pid once: a process gone by then keeps the start derived from its fork."""
-        from mcpshim.proc.procinfo import start_ticks
-
         for pid in {int(p) for p in _LINE_PID.findall(lines)} - self._seen:
             self._seen.add(pid)
-            st = start_ticks(pid)
+            st = start_of(pid)
             if st is not None:
                 self._live[pid] = st
 
@@ -252,10 +251,10 @@ class TraceRun:
         A command that is over before we first look (a busy machine) shows no TracerPid
         any more: the tracer is then the supervisor's child that strace left behind
         (`_orphaned_tracer`); unknown, it would be reaped as a member no record explains."""
-        from mcpshim.proc.procinfo import start_ticks
-
+        if self.root_pid == child_pid:
+            return self.tracer_pid  # looked for as the command started (supervise.launch)
         self.root_pid = child_pid
-        self.root_start = start_ticks(child_pid)
+        self.root_start = start_of(child_pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             left = self._execd(child_pid)  # first: if it has, TracerPid is set by now
