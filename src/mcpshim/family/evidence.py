@@ -175,6 +175,16 @@ class Candidates:
                 self._index.add(call, arguments, self.base)
         return self._index
 
+    def holds(self, call: int, value: str) -> bool:
+        """Whether one of the call's argument strings holds `value` (a destination: a URL
+        naming its host and port holds `127.0.0.1:8080`)."""
+        host, _, port = value.rpartition(":")
+        needles = (value, f"{host}:{port}") if host and port.isdigit() else (value,)
+        if host and port in ("80", "443"):
+            needles = (*needles, f"//{host}/", f"//{host}")
+        args = self.arguments[call] if 0 <= call < len(self.arguments) else None
+        return any(n in s for _w, s in _values(args) for n in needles if n)
+
     def choose(self, calls: Iterable[int], nodes: Sequence[Node]) -> Match:
         """The calls among `calls` that the records of `nodes` (a process, then the
         descendants it started) name, with why."""

@@ -35,6 +35,7 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 __all__ = [
     "ShimExec",
     "argv_field",
+    "fork_image",
     "gap_image",
     "pair_shim_records",
     "trace_image",
@@ -101,6 +102,34 @@ def trace_image(rec: EventRecord) -> Image | None:
         _str(d.get("session")),
         tuple(r for r in red if isinstance(r, str)) if isinstance(red, list) else (),
         shim_hop=d.get("shim_script") is True,
+    )
+
+
+def fork_image(rec: EventRecord, seen: Image | None = None) -> Image | None:
+    """A process that never exec'd (a `trace-fork` record: Chromium's zygote children, a
+    Python worker): a process of the tree, no exec (`entry` false). It runs its parent's
+    program; what the sampler saw of it while it lived (`seen`: the title a renderer gives
+    itself) is what is known of its command line."""
+    d = rec.data
+    pid = _int(d.get("pid"))
+    if pid is None or d.get("shim_helper") is True:
+        return None
+    return Image(
+        "trace-fork",
+        rec.where,
+        parse_time(d.get("time")),
+        _str(d.get("boot_id")),
+        pid,
+        _int(d.get("ppid")),
+        _int(d.get("start")),
+        _int(d.get("parent_start")),
+        bytes_field(d, "cwd"),
+        seen.command if seen is not None else "",
+        seen.target if seen is not None else b"",
+        seen.argv0 if seen is not None else b"",
+        seen.args if seen is not None else (),
+        _str(d.get("session")),
+        entry=False,
     )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "build_forest",
     "image_of",
     "images",
+    "relink_traced",
 ]
 
 
@@ -153,3 +154,44 @@ def build_forest(imgs: Iterable[Image]) -> Forest:
             orphanage.children = []
     roots = [n for n in nodes if n.parent is None and (n.known or n.children)]
     return Forest(roots, count, total)
+
+
+def relink_traced(forest: Forest) -> Forest:
+    """Move a process linked under a parent the log does not hold to the parent its traced
+    exec names. A detached child whose parent exits before its shim reads /proc/self/stat
+    is recorded with the subreaper as its ppid; the linker links at the first record, and
+    the tracer's record of the same exec, written later, holds the fork's real parent."""
+    known: dict[tuple[str, int], list[Node]] = {}
+    for root in forest.roots:
+        for n in root.walk():
+            if n.known:
+                known.setdefault((n.boot_id, n.pid), []).append(n)
+    moved = False
+    for root in list(forest.roots):
+        if root.known:
+            continue
+        for node in list(root.children):
+            traced = next((i for i in node.images
+                           if i.source.startswith("trace") and i.ppid is not None
+                           and i.ppid != root.pid), None)  # fmt: skip
+            if traced is None or traced.ppid is None:
+                continue
+            cands = [p for p in known.get((node.boot_id, traced.ppid), ())
+                     if traced.parent_start is None or p.start == traced.parent_start]  # fmt: skip
+            if len(cands) != 1 or any(a is node for a in _above(cands[0])):
+                continue
+            root.children.remove(node)
+            node.parent = cands[0]
+            cands[0].children.append(node)
+            moved = True
+    if not moved:
+        return forest
+    roots = [r for r in forest.roots if r.known or r.children]
+    return Forest(roots, forest.count, forest.images, forest.net)
+
+
+def _above(node: Node) -> Iterator[Node]:
+    p: Node | None = node
+    while p is not None:
+        yield p
+        p = p.parent

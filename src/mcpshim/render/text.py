@@ -13,7 +13,7 @@ from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.compact import CompactRoots
 from mcpshim.family.compact_text import compact_lines, net_lines
 from mcpshim.family.tree import Forest, Image, Node
-from mcpshim.family.view import argv_of, parent_line, stamp
+from mcpshim.family.view import argv_of, fork_words, parent_line, stamp
 from mcpshim.log.logview import cwd_text
 from mcpshim.render.report import Report, coverage_lines, sorted_findings
 from mcpshim.review.findings import Finding, Severity
@@ -118,6 +118,9 @@ def _image_text(img: Image) -> str:
             _REST.clear()
         parent = parent_line(img)
         tried = ", ".join(f"{escape(p)} ({escape(e)})" for p, e in img.attempts)
+        if img.source == "trace-fork":
+            rest = _REST[key] = f"({fork_words(img)})"
+            return f"[{img.source}] {stamp(img)} {rest}"
         rest = _REST[key] = (
             f"{quote_argv(argv_of(img))}  -> {escape(img.target) if img.target else '?'}"
             + (f"  started by {parent}" if parent else "")

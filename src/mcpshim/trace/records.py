@@ -148,6 +148,7 @@ def exec_payloads(
                     **_bytes_field("cwd", p.cwd),
                     "exit_status": p.status,
                     "signal": p.signal or None,
+                    "exit_time": iso_time(p.exit_time) if p.exit_time is not None else None,
                 },
             )
 
@@ -277,6 +278,8 @@ def _exec_payload(
         out["tid"] = e.tid
     if last is e and p.signal:
         out["signal"] = p.signal
+    if last is e and p.exit_time is not None:
+        out["exit_time"] = iso_time(p.exit_time)
     return out
 
 

@@ -159,6 +159,7 @@ class Process:
     # The start ticks of its first own event: it had started by then. `start` is derived
     # from the fork's entry, which a busy machine can leave well before the child exists.
     latest: int | None = None
+    exit_time: float | None = None  # when its leader exited (strace's `+++` line)
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def build_trace(
             proc.cwd = _join(proc.cwd, ev.path) if ev.path is not None else None
         elif ev.kind == "exit":
             if ev.tid == pid:  # the leader's exit is the process's
-                proc.status, proc.signal = ev.status, ev.signal
+                proc.status, proc.signal, proc.exit_time = ev.status, ev.signal, ev.time
         elif ev.kind == "exec":
             filename = ev.filename
             if ev.dirfd_path is not None and not filename.startswith(b"/"):

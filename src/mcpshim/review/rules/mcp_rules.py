@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 
 from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
-from mcpshim.family.overlap import Overlap, calls_label, ran_images, ran_line
+from mcpshim.family.lifetimes import KEPT
+from mcpshim.family.overlap import Overlap, Owner, calls_label, ran_images, ran_line
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
@@ -39,7 +40,10 @@ OUTLIVED = define_rule(
     "MCS501",
     "process-outlived-tool-call",
     Severity.MEDIUM,
-    "A process started by an MCP tool call was still running after the call returned.",
+    "A process started by an MCP tool call was still running after the call returned and "
+    "left the family's care: detached (its parent exited first, a subreaper reaped it) or "
+    "alive when the session ended (medium). A helper the server keeps under it between "
+    "calls and that ends with the session is said once per session (info).",
     "Make the tool wait for what it starts (or kill it before answering); run the server "
     "under `mcpshim run --on-exit terminate` so nothing outlives the session.",
 )
@@ -157,30 +161,51 @@ def _owned(att: Attribution, ids: Iterable[int]) -> dict[int, list[int]]:
     return out
 
 
+def _outlived_evidence(att: Attribution, n: Node, call: Call) -> Evidence:
+    # The pointer names the process's own record; the record that shows it still running
+    # (a response's family list, a sampler's, the trace's exit) is named in the text.
+    where, text = att.outlived[n.id]
+    how = att.outlived_kind[n.id][1]
+    return Evidence(
+        n.current.where,
+        f"{evidence_line(n.current)}: {text}; {how}"
+        + (f" ({where})" if where and where != n.current.where else ""),
+        _data(n, n.current, call),
+    )
+
+
 def outlived_findings(att: Attribution, policy: Policy) -> list[Finding]:
-    """MCS501: what a call started and left running after it answered."""
+    """MCS501: what a call started and left running after it answered. Detached, or alive
+    when the session ended: medium, under the call. Kept by the server and gone by the end
+    (GitPython's cat-file, a browser): said once for the session, as info (family.lifetimes)."""
     by_id = {n.id: n for n in att.nodes()}
     gone_by_call = _owned(att, att.outlived)
     out = []
+    kept: list[tuple[Node, Call]] = []
     for call in att.calls:
-        gone = [(by_id[i], att.outlived[i]) for i in gone_by_call.get(call.index, ())]
+        gone = []
+        for i in gone_by_call.get(call.index, ()):
+            if att.outlived_kind[i][0] == KEPT:
+                kept.append((by_id[i], call))
+            else:
+                gone.append(by_id[i])
         if not gone:
             continue
-        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n, _ in gone[:5])
-        # The pointer names the process's own record; the record that shows it still
-        # running (a response's family list, a sampler's) is named in the text.
-        evidence = tuple(
-            Evidence(
-                n.current.where,
-                f"{evidence_line(n.current)}: {text}"
-                + (f" ({where})" if where and where != n.current.where else ""),
-                _data(n, n.current, call),
-            )
-            for n, (where, text) in gone
-        )
+        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n in gone[:5])
+        more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
         out.append(Finding(OUTLIVED, f"{len(gone)} process(es) started by {call.label} outlived "
-                           f"it: {names}", evidence, call_group(att, call),
-                           key=f"{call.name}\0outlived", call=call_ref(att, call)))  # fmt: skip
+                           f"it, detached or still running when the session ended: {names}{more}",
+                           tuple(_outlived_evidence(att, n, call) for n in gone),
+                           call_group(att, call), key=f"{call.name}\0outlived",
+                           call=call_ref(att, call)))  # fmt: skip
+    if kept:
+        names = _counted(n.current.command for n, _c in kept)
+        out.append(Finding(
+            OUTLIVED, f"the server keeps {len(kept)} helper process(es) between calls, each "
+            f"gone by the session's end: {names}",
+            tuple(_outlived_evidence(att, n, c) for n, c in kept),
+            f"session {att.session}", key="kept helpers", severity=Severity.INFO,
+        ))  # fmt: skip
     return out
 
 
@@ -308,28 +333,35 @@ Place = tuple[str, CallRef | None]  # the heading evidence goes under, and its c
 
 @dataclass(frozen=True)
 class _Filing:
-    """Where each process's evidence goes: under its call (and why, where evidence chose
-    it among overlapping calls), under its overlap group, or by the moment (the server)."""
+    """Where each piece of evidence goes: a process's (its start) under the call in flight
+    when it started (and why, where evidence chose it among overlapping calls), or its
+    overlap group; a moment's (`at`: a socket call, a refused connect) under the call in
+    flight at that moment, whichever process made it (family.attribution.owner_at)."""
 
     calls: dict[Ident, Place] = field(default_factory=dict)
     why: dict[Ident, str] = field(default_factory=dict)
     groups: dict[Ident, str] = field(default_factory=dict)
-    servers: dict[Ident, Attribution] = field(default_factory=dict)
+    nodes: dict[Ident, tuple[Attribution, Node | None]] = field(default_factory=dict)
 
     def add(self, att: Attribution) -> None:
-        if att.server is not None:
-            self.servers[(att.server.boot_id, att.server.pid, att.server.start)] = att
         heads: dict[int, Place] = {}  # per call, not per process
         for node in att.nodes():
-            owner = att.owner.get(node.id)
+            ident = (node.boot_id, node.pid, node.start)
+            self.nodes[ident] = (att, node)
+            owner = None if node is att.server else att.owner.get(node.id)
             if isinstance(owner, int):
                 head = heads.get(owner)
                 if head is None:
                     call = att.calls[owner]
                     head = heads[owner] = (call_group(att, call), call_ref(att, call))
-                self.calls[(node.boot_id, node.pid, node.start)] = head
+                self.calls[ident] = head
                 if node.id in att.reasons:
-                    self.why[(node.boot_id, node.pid, node.start)] = att.reasons[node.id]
+                    self.why[ident] = att.reasons[node.id]
+        if att.server is None and att.start is not None:  # the server's own moments
+            start = att.start
+            ident = (str(start.get("boot_id")), int(start.get("child_pid") or -1),
+                     start.get("child_start"))  # fmt: skip
+            self.nodes.setdefault(ident, (att, None))
         for g in att.overlaps:  # what could be several calls': under their group
             heading = overlap_group(att, g)
             for top in g.tops:
@@ -337,21 +369,64 @@ class _Filing:
                     if node.known:
                         self.groups[(node.boot_id, node.pid, node.start)] = heading
 
+    def _moment(self, ident: Ident, ev: Evidence, default: str) -> tuple[Place, Evidence]:
+        """A fact with its own time, under the call in flight then."""
+        att, node = self.nodes[ident]
+        t = parse_time(ev.data.get("at"))
+        named = str(ev.data.get("destination") or ev.data.get("raddr") or "")
+        owner = att.owner_at(node, t, named) if t is not None else None
+        if isinstance(owner, int):
+            call = att.calls[owner]
+            ev = _with_context(att, node, owner, ev)
+            return (call_group(att, call), call_ref(att, call)), ev
+        if isinstance(owner, tuple):
+            text = f"{ev.text}; made while calls {calls_label(owner)} were in flight"
+            return (default, None), replace(ev, text=text, data={
+                **ev.data, "candidate_calls": [att.calls[i].id for i in owner]})  # fmt: skip
+        return (default, None), _with_context(att, node, None, ev)
+
     def place(self, ev: Evidence, default: str) -> tuple[Place, Evidence]:
         d = ev.data
         start = d["start_ticks"] if "start_ticks" in d else d.get("start")
         ident = (str(d.get("boot_id")), int(d.get("pid") or -1), start)
+        if "at" in d and ident in self.nodes:
+            return self._moment(ident, ev, self.groups.get(ident, default))
         found = self.calls.get(ident)
-        if found is None and "at" in d and (its := self.servers.get(ident)) is not None:
-            then = call_in_flight(its, d["at"])
-            found = (call_group(its, then), call_ref(its, then)) if then else None
         if found is None:
             return (self.groups.get(ident, default), None), ev
+        att, node = self.nodes[ident]
+        if node is not None and node.id in att.context:  # in what another call started
+            ev = _with_context(att, node, att.owner.get(node.id), ev)
         if ident in self.why:  # filed among overlapping calls: say why
             reason = self.why[ident]
             ev = replace(ev, text=f"{ev.text}; filed under this call: {reason}",
                          data={**ev.data, "call_evidence": reason})  # fmt: skip
         return found, ev
+
+
+def started_by(att: Attribution, node: Node | None, owner: Owner) -> str:
+    """Where a fact of `node` happened, when that is not what its own call started: "in
+    bash (pid 7), which tools/call session_create (id 3) started" (a terminal a later call
+    used), "in the server" (its own process), "" otherwise."""
+    if node is None or node is att.server:
+        return "in the server's own process"
+    here = att.owner.get(node.id)
+    if isinstance(here, int) and here != owner:
+        return f"in {node.current.command} (pid {node.pid}), which {att.calls[here].label} started"
+    ctx = att.context.get(node.id)
+    if ctx is not None and ctx[0] != owner:
+        call, top = ctx
+        return f"in {top.current.command} (pid {top.pid}), which {att.calls[call].label} started"
+    return ""
+
+
+def _with_context(att: Attribution, node: Node | None, owner: Owner, ev: Evidence) -> Evidence:
+    where = started_by(att, node, owner)
+    between = "between tool calls" if owner is None and att.calls else ""
+    said = "; ".join(x for x in (between, where) if x)
+    if not said:
+        return ev
+    return replace(ev, text=f"{ev.text} ({said})", data={**ev.data, "context": said})
 
 
 def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
@@ -361,14 +436,15 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
     occurrence keeps its evidence (review.engine), so the finding is split: one finding per
     tool call, and one for what no call started. A finding whose occurrences are not all in
     its evidence (a session not relayed) is not split: whose they are is never guessed.
-    Evidence of a moment in the server's own process (`at`: a connect it made) goes under
-    the call in flight then, when exactly one was; of a process several overlapping calls
+    Evidence of a moment (`at`: a socket call, a refused connect) goes under the call in
+    flight then, whichever process made it (the server's own too), and says in which
+    process when another call started that one; of a process several overlapping calls
     could have started, under their group (said once, MCS503).
     """
     filing = _Filing()
     for att in atts:
         filing.add(att)
-    if not filing.calls and not filing.servers and not filing.groups:
+    if not filing.calls and not filing.nodes and not filing.groups:
         return list(findings)
     out = []
     for f in findings:
@@ -376,8 +452,14 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
             out.append(f)  # occurrences not in evidence: whose they are is unknown
             continue
         parts: dict[Place, list[Evidence]] = {}
+        whose: dict[Place, set[tuple[object, ...]]] = {}
         for ev in f.evidence:
             where, said = filing.place(ev, f.group)
+            who = (said.data.get("boot_id"), said.data.get("pid"),
+                   said.data.get("start_ticks", said.data.get("start")))  # fmt: skip
+            if "at" in said.data and who in whose.get(where, ()):
+                continue  # the same process's same fact again under one call: one occurrence
+            whose.setdefault(where, set()).add(who)
             parts.setdefault(where, []).append(said)
         for (group, ref), evidence in parts.items():
             if ref is None:

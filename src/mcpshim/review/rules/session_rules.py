@@ -124,8 +124,11 @@ class _Session:
     net_traced: bool = False  # the tracer recorded the socket calls (trace-net, its summary)
     reached: set[tuple[int, int | None]] = field(default_factory=set)  # observed contact
     sampled_listens: list[Finding] = field(default_factory=list)  # said when not net_traced
-    #: the trace's findings by (rule, key): a process's repeats of one fact are one evidence
+    #: the trace's findings by (rule, key): a process's repeats of one fact are one evidence,
+    #: except in a relayed session, where each keeps its own time (review files each under
+    #: the call in flight then, and counts processes per call)
     net: dict[tuple[str, str], tuple[Finding, set[Any]]] = field(default_factory=dict)
+    relayed: bool = False
 
 
 class SessionEvidence:
@@ -270,6 +273,9 @@ class SessionEvidence:
             out.append(_finding(CREDENTIAL_NETWORK, msg, sid, rec, f"{name}\0{sorted(names)}"))
         return out
 
+    def _relayed(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        s.relayed = True
+
     def _summary(self, s: _Session, sid: str, rec: EventRecord) -> None:
         s.net_traced = s.net_traced or "net" in rec.data
 
@@ -297,11 +303,17 @@ class SessionEvidence:
                 f = had[0]
                 s.net[key] = (replace(f, evidence=f.evidence + found.evidence, count=f.count + 1),
                               had[1])  # fmt: skip
+            elif s.relayed and len(had[0].evidence) < _MOMENTS:  # the same process, later
+                f = had[0]
+                s.net[key] = (replace(f, evidence=f.evidence + found.evidence), had[1])
         if d.get("outcome") in ("connected", "sent") and isinstance(ident[0], int):
             s.reached.add(ident)  # type: ignore[arg-type]
 
 
+_MOMENTS = 256  # a relayed session's repeats of one socket fact kept, for filing by call
+
 _HANDLERS = {
+    "mcp-session": SessionEvidence._relayed,
     "trace-summary": SessionEvidence._summary,
     "trace-exec": SessionEvidence._trace_exec,
     "trace-net": SessionEvidence._net,
