@@ -151,16 +151,16 @@ def observed(expected: tuple[Expect, ...]) -> tuple[Expect, ...]:
     """What a traced session says of the network (issue 29): the kernel's connection
     (MCS306), always seen, where the sampler's socket (MCS304) was a matter of luck and a
     helper's arguments (MCS108) a guess; that guess stays, as the info hint it is then."""
-    out: dict[tuple[str, str, str, int | None], Expect] = {}
+    out: dict[tuple[object, ...], Expect] = {}
     for e in expected:
         if e.rule == "MCS304" or (e.rule == "MCS108" and e.rank >= 2):
-            key = ("MCS306", e.severity, e.tool, e.nth)
+            key = ("MCS306", e.severity, e.tool, e.nth, e.names)
             out.setdefault(key, replace(e, rule="MCS306", optional=False))
             if e.rule == "MCS108":
                 hint = replace(e, severity="info", optional=True)
-                out[("MCS108", "info", e.tool, e.nth)] = hint
+                out[("MCS108", "info", e.tool, e.nth, e.names)] = hint
             continue
-        out.setdefault((e.rule, e.severity, e.tool, e.nth), e)
+        out.setdefault((e.rule, e.severity, e.tool, e.nth, e.names, e.optional), e)
     return tuple(out.values())
 
 

@@ -17,9 +17,16 @@ from tests.corpus.scenarios.benign_vitest_server import (
     server,
 )
 
+CURL = Expect("MCS101", "info", "run_tests", names=("curl",))  # curl through its shim
 ATTACK = (
-    Expect("MCS108", "medium", "run_tests"),  # curl's destination, on no list
-    Expect("MCS304", "medium", "run_tests", optional=True),  # the sampler saw its socket
+    CURL,
+    Expect("MCS108", "medium", "run_tests", names=("127.0.0.1",)),  # curl's destination
+    Expect("MCS304", "medium", "run_tests", optional=True, names=("127.0.0.1",)),  # sampled
+)
+ATTACK_TRACED = (
+    CURL,
+    Expect("MCS306", "medium", "run_tests", names=("127.0.0.1",)),  # the kernel saw it
+    Expect("MCS108", "info", "run_tests", names=("127.0.0.1",)),
 )
 
 EVIL = (
@@ -54,5 +61,5 @@ SCENARIO = Scenario(
     linger=0.5,
     proof=_proof,
     expected=(*COMMON, *SAMPLED, *ATTACK),
-    traced_expected=(*COMMON, *TRACED, *ATTACK),
+    traced_expected=(*COMMON, *TRACED, *ATTACK_TRACED),
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from tests.corpus.harness import REPO, Expect, Scenario, Workspace, git_repo
 
@@ -21,16 +22,21 @@ def _setup(w: Workspace) -> None:
 
 
 _EXPECTED = (
-    Expect("MCS101", "info", "git_log", optional=True),
-    Expect("MCS101", "info", "search_todos", optional=True),
-    Expect("MCS101", "info", "run_test", optional=True),
-    Expect("MCS105", "medium", "search_todos"),
-    Expect("MCS502", "low", "search_todos"),  # sh (and, traced or sampled, grep and head)
-    # grep and head have no shim: true, and said when sampling catches them
-    Expect("MCS302", "info", "search_todos", optional=True),
-    Expect("MCS107", "medium", "run_test"),
-    Expect("MCS106", "info", "run_test", optional=True),  # npm's `sh -c 'node ...'`
+    Expect("MCS101", "info", "git_log", names=("git",)),
+    Expect("MCS101", "info", "search_todos", names=("sh",)),
+    Expect("MCS101", "info", "run_test", names=("npm",)),
+    Expect("MCS101", "info", "run_test", names=("sh",)),
+    Expect("MCS101", "info", "run_test", names=("node",)),
+    # a shell line composed from the call's argument: quoting decides what the word becomes
+    Expect("MCS105", "medium", "search_todos", names=("grep -rn 'TODO'",)),
+    Expect("MCS502", "low", "search_todos", names=("'sh'",)),  # a search does not say sh
+    # npm test runs the project's test script: project code, whoever edits the checkout
+    Expect("MCS107", "medium", "run_test", names=("package.json",)),
+    Expect("MCS106", "info", "run_test", names=("node test.js",)),  # npm's `sh -c 'node ...'`
 )
+# grep and head have no shim: said (and head unexplained by a search) when seen: the trace
+# always, the sampler when it catches them; a search explains grep
+_SEEN = (Expect("MCS502", "low", "search_todos", names=("'head'",)),)
 
 SCENARIO = Scenario(
     name="benign-demo-server",
@@ -44,9 +50,10 @@ SCENARIO = Scenario(
     ],
     setup=_setup,
     needs=("node", "npm"),
-    expected=_EXPECTED,
-    traced_expected=(
+    expected=(
         *_EXPECTED,
-        Expect("MCS401", "info", "run_test", optional=True),  # npm's `sh -c 'node test.js'`
+        *(replace(e, optional=True) for e in _SEEN),
+        Expect("MCS302", "info", "search_todos", optional=True, count=2),
     ),
+    traced_expected=(*_EXPECTED, *_SEEN),
 )

@@ -233,9 +233,14 @@ class SessionEvidence:
         """ESTABLISHED connections the family made: to another host, or to a local service
         that is not the family's own (a loopback peer is a network peer all the same)."""
         out = []
+        seen: set[tuple[object, ...]] = set()
         for rec, who in s.established:
             d = rec.data
             laddr, raddr = str(d.get("laddr") or ""), str(d.get("raddr"))
+            one = (d.get("boot_id"), d.get("pid"), d.get("start"), laddr, raddr)
+            if one in seen:
+                continue  # the same connection at a later sample: seen first is when it was
+            seen.add(one)
             if laddr.rsplit(":", 1)[-1] in s.listen_ports:
                 continue  # accepted by a listener of the family (a finding of its own)
             local = _is_loopback(raddr)
@@ -247,7 +252,11 @@ class SessionEvidence:
                 continue
             what = f"the local service at {raddr}" if local else raddr
             msg = f"{who} connected to {what} ({d.get('proto')}), which the policy does not list"
-            out.append(_finding(OUTBOUND, msg, sid, rec, raddr if local else _host(raddr)))
+            found = _finding(OUTBOUND, msg, sid, rec, raddr if local else _host(raddr))
+            # a moment: the sample that first saw it (review files it under the call then)
+            [ev] = found.evidence
+            data = {**ev.data, "at": d.get("time"), "destination": raddr}
+            out.append(replace(found, evidence=(replace(ev, data=data),)))
         return out
 
     def _survivor(self, s: _Session, sid: str, rec: EventRecord) -> None:
