@@ -474,8 +474,9 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
 
 def exec_counts(w: Workspace, session: str, review: dict[str, Any]) -> dict[str, int]:
     """The session's execs as each reader counts them: `sessions`, `tree`, review's
-    coverage line, `log --format ecs` (a process document each) and `export otlp` (a
-    process span each, made in-process: the exporter needs an endpoint)."""
+    coverage line, `log --format ecs` (a process document each) and `export otlp` (an exec
+    span each, made in-process: the exporter needs an endpoint; a process that never exec'd
+    is a span too, said as no exec)."""
     from mcpshim.family.attribution import anchors_for
     from mcpshim.log import execlog
     from mcpshim.otel.collect import collect_traces
@@ -494,7 +495,7 @@ def exec_counts(w: Workspace, session: str, review: dict[str, Any]) -> dict[str,
         "tree": tree["summary"]["images"],
         "review": cov["execs"],
         "ecs": sum(1 for line in ecs if json.loads(line)["event"]["dataset"] == "mcpshim.exec"),
-        "otlp": sum(1 for sp in trace.spans if "process.pid" in sp.attributes),
+        "otlp": sum(1 for sp in trace.spans if sp.attributes.get("mcpshim.process.exec")),
     }
 
 
@@ -616,6 +617,8 @@ def network_problems(out: Outcome) -> list[str]:
         dest = f"127.0.0.1:{out.port}"
         reached = [f for c in out.raw.get("calls", []) for f in c.get("net", [])
                    if f["destination"] == dest and f["reached"]]  # fmt: skip
+        # or between calls (a helper that phoned home once its call had answered)
+        reached += [g for g in out.got if g.rule == "MCS306" and any(dest in t for t in g.texts)]
         if not reached and not out.problems:
             bad.append(f"the listener {dest} heard the attack; no observed connection names it")
     return bad

@@ -427,7 +427,8 @@ def test_untraced_a_shell_by_absolute_path_is_counted_from_parent_evidence(home:
     assert cov["sources"]["parent"] + cov["sources"]["sampler"] == 1, cov["sources"]
     assert cov["trace"]["status"] == "off"
     # one statement about the shell: its line when the sampler caught it (MCS105), else
-    # the bypass its child's record shows (MCS405)
+    # the bypass its child's record shows (MCS405); a composed line the server wrote and a
+    # shell past its shim are both low (docs/verdicts.md: each program is on record)
     said = [f for f in review["findings"] if f["rule"] in ("MCS105", "MCS405")]
     [f] = [f for f in said if f["evidence"][0]["source"] in ("parent", "observed")]
-    assert f["severity"] == "medium"
+    assert f["severity"] == "low"

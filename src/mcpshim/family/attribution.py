@@ -220,7 +220,9 @@ class Collector:
         still held goes in), False for a live view that reads on."""
         if final:
             self._keep(self.model.finish())
-        out = [_attribute(sid, s, anchor, self.model.exits) for sid, s in self.sessions.items()]
+        model = self.model
+        out = [_attribute(sid, s, anchor, model.exits, model.forked_by)
+               for sid, s in self.sessions.items()]  # fmt: skip
         for att in out:
             att.net = self.model.net
         return out
@@ -333,11 +335,12 @@ def _attribute(
     s: _Session,
     anchor: Anchor,
     exits: Mapping[tuple[str, int, int | None], datetime] | None = None,
+    forked_by: Mapping[tuple[str, int, int | None], tuple[int, int | None]] | None = None,
 ) -> Attribution:
     start = next((e.data for e in s.events if e.kind == "session-start"), None)
     end = next((e.data for e in s.events if e.kind == "session-end"), None)
     calls, unparsed = parse_calls(s.events)
-    forest = relink_traced(build_forest(s.images))
+    forest = relink_traced(build_forest(s.images), forked_by or {})
     att = Attribution(session, start, end, calls, forest, _find_server(forest, start))
     att.unparsed = unparsed
     for ev in s.events:

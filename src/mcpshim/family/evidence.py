@@ -29,7 +29,7 @@ from typing import Any
 
 from mcpshim.family.tree import Image, Node
 
-__all__ = ["ArgIndex", "Candidates", "Hits", "Match"]
+__all__ = ["ArgIndex", "Candidates", "Hits", "Match", "arg_values"]
 
 _MARKERS = ("[REDACTED:", "more characters not recorded]")
 _MIN = 2
@@ -49,6 +49,11 @@ def _values(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _values(v, f"{where}[{i}]")
+
+
+def arg_values(value: Any) -> list[tuple[str, str]]:
+    """(where, string) for every string of a call's arguments, redacted ones left out."""
+    return [(w, s) for w, s in _values(value) if not any(m in s for m in _MARKERS)]
 
 
 def _within(path: str, root: str) -> bool:

@@ -94,7 +94,9 @@ def _alive_after(
         if ended.timestamp() > r + _LATE:
             return "", f"exited at {ended.isoformat()}, after the call returned at {when}"
         return None  # the trace saw it end in time
-    late = [(t, text) for t, _k, text in seen.get(ident, ()) if t > r + _LATE]
+    # A reaped record's time is when the subreaper collected the exit, which can come a
+    # sampling tick later: it says when the process was gone by, not that it still ran.
+    late = [(t, text) for t, k, text in seen.get(ident, ()) if t > r + _LATE and k != "reaped"]
     if late:
         return "", f"{late[-1][1]} (the call returned at {when})"
     return None

@@ -87,6 +87,9 @@ class Assembler:
         self.net = NetFacts()  # the sessions' socket calls, by process (trace-net)
         #: when each traced process of those sessions exited (trace-exec, trace-fork)
         self.exits: dict[tuple[str, int, int | None], datetime] = {}
+        #: each traced process's fork parent (ppid, its start), which a shim record made
+        #: after the parent had exited does not hold (family.tree.relink_traced)
+        self.forked_by: dict[tuple[str, int, int | None], tuple[int, int | None]] = {}
         #: a traced session's samples held until the trace decides, by identity: what a
         #: process that never exec'd (trace-fork) is known to run
         self._sampled: dict[str, EventRecord] = {}
@@ -211,10 +214,16 @@ class Assembler:
         return self.only is None or img.session == self.only
 
     def _exit(self, sid: str, d: Any) -> None:
-        t = parse_time(d.get("exit_time"))
         pid = _int(d.get("pid"))
-        if t is not None and pid is not None and self._keeps_net(sid):
-            self.exits[(str(d.get("boot_id") or ""), pid, _int(d.get("start")))] = t
+        if pid is None or not self._keeps_net(sid):
+            return
+        ident = (str(d.get("boot_id") or ""), pid, _int(d.get("start")))
+        t = parse_time(d.get("exit_time"))
+        if t is not None:
+            self.exits[ident] = t
+        ppid = _int(d.get("ppid"))
+        if ppid is not None:
+            self.forked_by.setdefault(ident, (ppid, _int(d.get("parent_start"))))
 
     def _keeps_net(self, sid: str) -> bool:
         keep = self.keep_net is not None and self.keep_net(sid)

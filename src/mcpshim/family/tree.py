@@ -15,7 +15,7 @@ nodes for the views in `render.text`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -156,11 +156,14 @@ def build_forest(imgs: Iterable[Image]) -> Forest:
     return Forest(roots, count, total)
 
 
-def relink_traced(forest: Forest) -> Forest:
-    """Move a process linked under a parent the log does not hold to the parent its traced
-    exec names. A detached child whose parent exits before its shim reads /proc/self/stat
-    is recorded with the subreaper as its ppid; the linker links at the first record, and
-    the tracer's record of the same exec, written later, holds the fork's real parent."""
+def relink_traced(
+    forest: Forest, forked_by: Mapping[tuple[str, int, int | None], tuple[int, int | None]]
+) -> Forest:
+    """Move a process linked under a parent the log does not hold to the parent the trace
+    saw fork it (`forked_by`: family.model's). A detached child whose parent exits before
+    its shim reads /proc/self/stat is recorded with the subreaper as its ppid; the linker
+    links at the first record, and the tracer's records of the same process, written
+    later, hold the fork's real parent."""
     known: dict[tuple[str, int], list[Node]] = {}
     for root in forest.roots:
         for n in root.walk():
@@ -171,13 +174,12 @@ def relink_traced(forest: Forest) -> Forest:
         if root.known:
             continue
         for node in list(root.children):
-            traced = next((i for i in node.images
-                           if i.source.startswith("trace") and i.ppid is not None
-                           and i.ppid != root.pid), None)  # fmt: skip
-            if traced is None or traced.ppid is None:
+            traced = forked_by.get((node.boot_id, node.pid, node.start))
+            if traced is None or traced[0] == root.pid:
                 continue
-            cands = [p for p in known.get((node.boot_id, traced.ppid), ())
-                     if traced.parent_start is None or p.start == traced.parent_start]  # fmt: skip
+            ppid, pstart = traced
+            cands = [p for p in known.get((node.boot_id, ppid), ())
+                     if pstart is None or p.start == pstart]  # fmt: skip
             if len(cands) != 1 or any(a is node for a in _above(cands[0])):
                 continue
             root.children.remove(node)

@@ -78,7 +78,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class CallRef:
-    """The MCP tool call a finding was filed under (see review.rules.mcp_rules.regroup)."""
+    """The MCP tool call a finding was filed under (see review.filing.regroup)."""
 
     session: str
     method: str

@@ -24,9 +24,10 @@ from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.engine import Progress, ReviewResult, review
 from mcpshim.review.engine import review_log as _review_log
+from mcpshim.review.filing import regroup
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.policy import Policy, apply_policy
-from mcpshim.review.rules.mcp_rules import regroup, session_findings
+from mcpshim.review.rules.mcp_rules import session_findings
 from mcpshim.review.verdicts import CallVerdict, call_verdicts
 from mcpshim.shim.manifest import Manifest, load_manifest
 

@@ -4,7 +4,7 @@ reach the network, did it come from a file the agent can edit, did it outlive th
 Review's findings say what is wrong; a reviewer of a session also needs what is *there*,
 call by call, so that "nothing" is an answer too. `call_verdicts` reads each call's
 processes from the attribution and its findings (already filed under it by
-`mcp_rules.regroup`) and answers each question in a few words. Routine events (a pinned
+`review.filing.regroup`) and answers each question in a few words. Routine events (a pinned
 git through PATH, a plain `sh -c` of one command) answer "no" and stay info findings.
 
 "reached the network" is what was observed, never a guess: in a session whose socket calls
@@ -25,15 +25,10 @@ from mcpshim.family.netfacts import destination, fact_json, kind_of, phrase
 from mcpshim.family.overlap import calls_label, ran_images, ran_line
 from mcpshim.family.tree import Image, Node
 from mcpshim.log.netrecords import NetRecord
+from mcpshim.review.filing import started_by
 from mcpshim.review.findings import CallRef, Finding, Severity
 from mcpshim.review.rules.execpaths import script_of
-from mcpshim.review.rules.mcp_rules import (
-    AMBIGUOUS,
-    call_group,
-    call_ref,
-    overlap_group,
-    started_by,
-)
+from mcpshim.review.rules.mcp_rules import AMBIGUOUS, call_group, call_ref, overlap_group
 from mcpshim.review.shapes import canonical
 
 __all__ = ["QUESTIONS", "CallVerdict", "call_verdicts"]
@@ -143,7 +138,7 @@ NetFact = tuple[Node, Image | None, NetRecord]
 def facts_by_call(att: Attribution) -> dict[int, list[NetFact]]:
     """Each socket call of the session (the server's own too) under the call in flight
     when it was made (family.attribution.owner_at), in time order: what review's network
-    findings are filed by too (mcp_rules.regroup), so a call's block and its findings say
+    findings are filed by too (review.filing.regroup), so a call's block and its findings say
     the same."""
     out: dict[int, list[NetFact]] = {}
     for node, img, n in att.net.facts(att.nodes()):
@@ -180,7 +175,7 @@ Ident = tuple[str, int, int | None]
 
 def _maybe(att: Attribution, findings: Sequence[Finding]) -> dict[int, dict[str, list[str]]]:
     """Per call of an overlap group, per question, the findings about processes it may
-    have started (filed under the group by mcp_rules.regroup)."""
+    have started (filed under the group by review.filing.regroup)."""
     heads = {overlap_group(att, g) for g in att.overlaps}
     if not heads:
         return {}

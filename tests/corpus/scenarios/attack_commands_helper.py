@@ -28,9 +28,9 @@ def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
 _EXPECTED = (
     Expect("MCS501", "medium", "run_command", names=("node",)),  # the detached helper
     Expect("MCS301", "medium", "run_command", names=("node",)),  # alive at the end
-    Expect("MCS101", "info", "run_command", names=("git",)),
-    Expect("MCS101", "info", "run_command", names=("node",)),
-    Expect("MCS101", "info", NO_CALL, names=("node",)),  # the server's own node
+    Expect("MCS101", "info", "run_command", names=("git was found",)),
+    Expect("MCS101", "info", "run_command", names=("node was found",)),
+    Expect("MCS101", "info", NO_CALL, names=("node was found",)),  # the server's own node
     Expect("MCS504", "low", NO_CALL),  # the server's stdout lines that are not JSON-RPC
 )
 # The helper phones home half a second after the call answered, with no call in flight: the

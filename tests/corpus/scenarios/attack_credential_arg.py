@@ -27,7 +27,7 @@ _COMMON = (
     # the git the shim recorded: the token in its arguments
     Expect("MCS110", "high", "deploy", names=("git got a credential", "github-token")),
     Expect("MCS502", "low", "deploy", names=("'git'",)),  # "deploy" does not say git
-    Expect("MCS101", "info", "deploy", names=("git",)),
+    Expect("MCS101", "info", "deploy", names=("git was found",)),
 )
 _EXPECTED = (
     *_COMMON,

@@ -34,11 +34,11 @@ SCENARIO = Scenario(
     expected=(
         Expect("MCS304", "medium", "format_code", names=("127.0.0.1",)),
         Expect("MCS502", "low", "format_code", names=("'node'",)),  # "format_code": not node
-        Expect("MCS101", "info", "format_code", names=("node",)),
+        Expect("MCS101", "info", "format_code", names=("node was found",)),
     ),
     traced_expected=(
         Expect("MCS306", "medium", "format_code", names=("127.0.0.1",)),
         Expect("MCS502", "low", "format_code", names=("'node'",)),
-        Expect("MCS101", "info", "format_code", names=("node",)),
+        Expect("MCS101", "info", "format_code", names=("node was found",)),
     ),
 )

@@ -47,9 +47,9 @@ _EXPECTED = (
     Expect("MCS106", "info", "run_test", names=("node test/run.js",)),  # npm's `sh -c`
     Expect("MCS501", "medium", "run_test", names=("node",)),  # the detached reporter
     Expect("MCS301", "medium", "run_test", names=("node",)),  # alive at the session's end
-    Expect("MCS101", "info", "run_test", names=("npm",)),
-    Expect("MCS101", "info", "run_test", names=("sh",)),
-    Expect("MCS101", "info", "run_test", names=("node",)),
+    Expect("MCS101", "info", "run_test", names=("npm was found",)),
+    Expect("MCS101", "info", "run_test", names=("sh was found",)),
+    Expect("MCS101", "info", "run_test", names=("node was found",)),
 )
 # The reporter phones home half a second after run_test answered, with no call in flight:
 # the server's time between calls, in the process run_test started (its context says so).

@@ -34,7 +34,8 @@ def _setup(w: Workspace) -> None:
 _EXPECTED = (
     Expect("MCS120", "high", "git_status", names=("node_modules/.bin/git",)),
     Expect("MCS502", "low", "git_status", names=("'node'",)),  # git_status started node
-    Expect("MCS101", "info", "git_status", names=("node",)),  # env found node: the pinned one
+    # env found node: the pinned one
+    Expect("MCS101", "info", "git_status", names=("node was found",)),
     # the shadow (node_modules/.bin first on PATH) and the real git it ran by absolute path
     # both missed git's shim; untraced, only a sample that catches them says so
     Expect("MCS405", "medium", "git_status", optional=True, names=("git",), count=2),

@@ -17,14 +17,18 @@ from tests.corpus.scenarios.benign_vitest_server import (
     server,
 )
 
-CURL = Expect("MCS101", "info", "run_tests", names=("curl",))  # curl through its shim
+CURL = Expect("MCS101", "info", "run_tests", names=("curl was found",))  # curl through its shim
+# a test runner runs tests; the curl a test started is the test's, not the runner's
+UNEXPLAINED = Expect("MCS502", "low", "run_tests", names=("'curl'",))
 ATTACK = (
     CURL,
+    UNEXPLAINED,
     Expect("MCS108", "medium", "run_tests", names=("127.0.0.1",)),  # curl's destination
     Expect("MCS304", "medium", "run_tests", optional=True, names=("127.0.0.1",)),  # sampled
 )
 ATTACK_TRACED = (
     CURL,
+    UNEXPLAINED,
     Expect("MCS306", "medium", "run_tests", names=("127.0.0.1",)),  # the kernel saw it
     Expect("MCS108", "info", "run_tests", names=("127.0.0.1",)),
 )

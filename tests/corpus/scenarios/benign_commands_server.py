@@ -18,9 +18,9 @@ from tests.corpus.harness import (
 )
 
 COMMON = (
-    Expect("MCS101", "info", NO_CALL, names=("node",)),  # the server's own node, its shim
-    Expect("MCS101", "info", "run_command", names=("git",), nth=1),
-    Expect("MCS101", "info", "run_command", names=("git",), nth=2),
+    Expect("MCS101", "info", NO_CALL, names=("node was found",)),  # the server's own node, its shim
+    Expect("MCS101", "info", "run_command", names=("git was found",), nth=1),
+    Expect("MCS101", "info", "run_command", names=("git was found",), nth=2),
     # the server writes lines that are not JSON-RPC to its stdout (true: the client's SDK
     # complains of each)
     Expect("MCS504", "low", NO_CALL),
@@ -56,7 +56,9 @@ SCENARIO = Scenario(
         Expect("MCS105", "low", "run_command", nth=2, optional=True, names=("git log",)),
         Expect("MCS105", "low", "run_command", nth=3, optional=True, names=("ls -la",)),
         # a shell the sampler missed: its child's record shows it ran past sh's shim
-        Expect("MCS405", "low", ANY_CALL, optional=True, names=("sh",), count=3),
+        Expect("MCS405", "low", ANY_CALL, optional=True, names=("sh ran",), count=3),
+        # ls and head have no shim: said when the sampler catches them
+        Expect("MCS302", "info", "run_command", nth=3, optional=True, count=2),
     ),
     traced_expected=(
         *COMMON,

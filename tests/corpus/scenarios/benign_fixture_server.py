@@ -18,7 +18,7 @@ SCENARIO = Scenario(
     calls=lambda w: [("git_version", {}), ("session_id", {}), ("git_version", {})],
     shims=("git",),
     expected=(
-        Expect("MCS101", "info", "git_version", names=("git",), nth=1),
-        Expect("MCS101", "info", "git_version", names=("git",), nth=2),
+        Expect("MCS101", "info", "git_version", names=("git was found",), nth=1),
+        Expect("MCS101", "info", "git_version", names=("git was found",), nth=2),
     ),
 )

@@ -22,13 +22,13 @@ def _setup(w: Workspace) -> None:
 
 
 _EXPECTED = (
-    Expect("MCS101", "info", "git_version", names=("git",)),
-    Expect("MCS101", "info", "shell", names=("git",)),
-    Expect("MCS101", "info", "shell", names=("sh",)),
-    Expect("MCS101", "info", "pause_git", names=("git",)),
-    Expect("MCS101", "info", "run_test", names=("npm",)),
-    Expect("MCS101", "info", "run_test", names=("sh",)),
-    Expect("MCS101", "info", "run_test", names=("node",)),
+    Expect("MCS101", "info", "git_version", names=("git was found",)),
+    Expect("MCS101", "info", "shell", names=("git was found",)),
+    Expect("MCS101", "info", "shell", names=("sh was found",)),
+    Expect("MCS101", "info", "pause_git", names=("git was found",)),
+    Expect("MCS101", "info", "run_test", names=("npm was found",)),
+    Expect("MCS101", "info", "run_test", names=("sh was found",)),
+    Expect("MCS101", "info", "run_test", names=("node was found",)),
     Expect("MCS106", "info", "shell", names=("git --version",)),
     # npm test runs the project's test script: project code, whoever edits the checkout
     Expect("MCS107", "medium", "run_test", names=("package.json",)),

@@ -51,7 +51,7 @@ SCENARIO = Scenario(
     # the server starts as `#!/usr/bin/env node`: env finds node through PATH, the pinned one
     # the server is started as `node ...` through PATH, and each tool's git: the pinned ones
     expected=(
-        Expect("MCS101", "info", NO_CALL, names=("node",)),
-        *(Expect("MCS101", "info", tool, names=("git",)) for tool in TOOLS),
+        Expect("MCS101", "info", NO_CALL, names=("node was found",)),
+        *(Expect("MCS101", "info", tool, names=("git was found",)) for tool in TOOLS),
     ),
 )

@@ -1,8 +1,8 @@
 """Tool-call rules (MCS5xx): findings over a session's attribution, not over one image.
 
 They need the whole session (which call started what, who lived how long), so instead of
-registering a per-image check they are run by `session_findings` after review's pass, and
-`regroup` files review's own findings under the tool call whose process they are about.
+registering a per-image check they are run by `session_findings` after review's pass
+(review.filing then files review's own findings under the call each fact belongs to).
 """
 
 from __future__ import annotations
@@ -10,17 +10,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mcpshim.family.attribution import Attribution, Call
+from mcpshim.family.evidence import arg_values
 from mcpshim.family.images import parse_time
 from mcpshim.family.lifetimes import KEPT
-from mcpshim.family.overlap import Overlap, Owner, calls_label, ran_images, ran_line
+from mcpshim.family.overlap import Overlap, calls_label, ran_images, ran_line
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.unreadable import is_unreadable, unreadable_findings
+from mcpshim.review.shapes import shell_line
 
 __all__ = [
     "AMBIGUOUS",
@@ -32,7 +34,6 @@ __all__ = [
     "call_ref",
     "explained",
     "overlap_group",
-    "regroup",
     "session_findings",
 ]
 
@@ -102,11 +103,22 @@ def _data(node: Node, img: Image, call: Call | None) -> dict[str, object]:
 
 
 _SPLIT = re.compile(r"[^a-z0-9]+")
+#: what a test runner runs: the runner, the interpreter of the project's tests, the package
+#: runner or build tool that starts them (not curl, not cp: what tests start is the tests')
+_TEST_RUNNERS = ("pytest", "py.test", "python", "python3", "node", "nodejs", "npm", "npx",
+                 "yarn", "pnpm", "sh", "bash", "dash", "vitest", "jest", "mocha", "tox",
+                 "nox", "make", "cargo", "go", "deno", "bun", "uv", "uvx", "poetry", "hatch",
+                 "ruby", "rake", "bundle", "mvn", "gradle", "dotnet", "phpunit")  # fmt: skip
 # Words in tool names that name a family of executables rather than one.
 _ALIASES = {
     "shell": ("sh", "bash", "dash", "zsh"),
     "python": ("python", "python3"),
     "node": ("node", "nodejs"),
+    "search": ("grep", "rg", "find", "ag", "ack"),
+    "grep": ("grep", "rg"),
+    "test": _TEST_RUNNERS,
+    "tests": _TEST_RUNNERS,
+    "pytest": _TEST_RUNNERS,
 }
 
 
@@ -118,32 +130,54 @@ def _words(name: str) -> set[str]:
 #: a tool that says it runs whatever command it is given (`run_command`, `shell_execute`,
 #: "Execute a shell command"): every program it starts is what it said it does
 _RUNS_ANY = re.compile(
-    r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,4}?"
-    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts|tests?)\b",
+    r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,2}?"
+    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts)\b",
     re.IGNORECASE,
 )
-#: two of these in a tool's name: it runs what it is given (a test runner runs the project's
-#: tests: node, sh, whatever the project's runner starts)
+_CODE = re.compile(r"`[^`]*`")  # a description's code spans name things, they say nothing
+#: two of these in a tool's name: it runs what it is given
 _RUNNER_WORDS = frozenset({"shell", "terminal", "bash", "cmd", "command", "commands", "exec",
-                           "execute", "run", "test", "tests"})  # fmt: skip
+                           "execute", "run"})  # fmt: skip
 
 
 def runs_any_command(tool: str, description: str = "") -> bool:
-    """The tool's name or description says it runs arbitrary commands."""
+    """The tool's name or description says it runs arbitrary commands (a test runner runs
+    tests: the runners of `_TEST_RUNNERS`, not whatever the tests start)."""
     words = _words(tool)
     if len(words & _RUNNER_WORDS) >= 2 or words & {"shell", "terminal", "bash"}:
         return True
-    return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(description))
+    said = _CODE.sub(" ", description)
+    return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(said))
+
+
+def family_of(command: str) -> str:
+    """A program's family: git's helpers (git-remote-https, git-upload-pack) are git."""
+    return "git" if command.startswith("git-") else command
+
+
+def named_by_arguments(command: str, arguments: Any) -> bool:
+    """The call's arguments name the program: `{"command": "bash"}`, an argv list's first
+    item `["git", "status"]`, a command line `"git log -3"`, a path `/usr/bin/bash`."""
+    for _where, v in arg_values(arguments):
+        head = v.strip().split(None, 1)[0] if v.strip() else ""
+        if command in (v, head, os.path.basename(v), os.path.basename(head)):
+            return True
+    return False
 
 
 def explained(
-    tool: str, command: str, tools: Mapping[str, tuple[str, ...]], description: str = ""
+    tool: str,
+    command: str,
+    tools: Mapping[str, tuple[str, ...]],
+    description: str = "",
+    arguments: Any = None,
 ) -> bool:
     """The policy's [tools] entry decides; without one, the tool's name must say it (or its
-    name and description say it runs any command)."""
+    name and description say it runs any command), or its arguments name the program."""
     if tool in tools:
-        return command in tools[tool]
-    if runs_any_command(tool, description):
+        return command in tools[tool] or family_of(command) in tools[tool]
+    command = family_of(command)
+    if runs_any_command(tool, description) or named_by_arguments(command, arguments):
         return True
     name = re.sub(r"[0-9.]+$", "", command.lower()) or command.lower()
     words = _words(tool)
@@ -209,6 +243,12 @@ def outlived_findings(att: Attribution, policy: Policy) -> list[Finding]:
     return out
 
 
+def _in_a_line(node: Node) -> bool:
+    """The process runs a program of its parent shell's -c line."""
+    p = node.parent
+    return p is not None and p.known and bool(p.images) and shell_line(p.current) is not None
+
+
 def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
     """MCS502: what a tools/call started that its [tools] entry, or its name and
     description, do not explain (one finding per tool call and command)."""
@@ -220,16 +260,21 @@ def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
         if call.method != "tools/call":
             continue
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
+        declared = call.name in policy.tools
         for node in (by_id[i] for i in owned.get(call.index, ())):
+            if not declared and _in_a_line(node):
+                continue  # a program of a shell line: the line is said (MCS105, MCS401)
             for img in (i for i in node.images if i.entry):  # what ran
-                ok = asked.get((call.name, img.command))
+                command = family_of(img.command)
+                if not declared and named_by_arguments(command, call.arguments):
+                    continue  # the call asked for it by name (a [tools] entry still decides)
+                ok = asked.get((call.name, command))
                 if ok is None:
-                    ok = asked[(call.name, img.command)] = explained(
+                    ok = asked[(call.name, command)] = explained(
                         call.name, img.command, policy.tools, att.descriptions.get(call.name, "")
                     )
                 if not ok:
-                    seen.setdefault(img.command, {}).setdefault(node.id, (node, img))
-        declared = call.name in policy.tools
+                    seen.setdefault(command, {}).setdefault(node.id, (node, img))
         how = "the policy's [tools] entry" if declared else "its name"
         for command, procs in sorted(seen.items()):
             evidence = tuple(Evidence(img.where, evidence_line(img), _data(node, img, call))
@@ -325,155 +370,3 @@ def call_in_flight(att: Attribution, when: object) -> Call | None:
         return None
     hit = [c for c in att.calls if c.request <= t and (c.response is None or t <= c.response)]
     return hit[0] if len(hit) == 1 else None
-
-
-Ident = tuple[str, int, int | None]  # (boot id, pid, start ticks)
-Place = tuple[str, CallRef | None]  # the heading evidence goes under, and its call
-
-
-@dataclass(frozen=True)
-class _Filing:
-    """Where each piece of evidence goes: a process's (its start) under the call in flight
-    when it started (and why, where evidence chose it among overlapping calls), or its
-    overlap group; a moment's (`at`: a socket call, a refused connect) under the call in
-    flight at that moment, whichever process made it (family.attribution.owner_at)."""
-
-    calls: dict[Ident, Place] = field(default_factory=dict)
-    why: dict[Ident, str] = field(default_factory=dict)
-    groups: dict[Ident, str] = field(default_factory=dict)
-    nodes: dict[Ident, tuple[Attribution, Node | None]] = field(default_factory=dict)
-
-    def add(self, att: Attribution) -> None:
-        heads: dict[int, Place] = {}  # per call, not per process
-        for node in att.nodes():
-            ident = (node.boot_id, node.pid, node.start)
-            self.nodes[ident] = (att, node)
-            owner = None if node is att.server else att.owner.get(node.id)
-            if isinstance(owner, int):
-                head = heads.get(owner)
-                if head is None:
-                    call = att.calls[owner]
-                    head = heads[owner] = (call_group(att, call), call_ref(att, call))
-                self.calls[ident] = head
-                if node.id in att.reasons:
-                    self.why[ident] = att.reasons[node.id]
-        if att.server is None and att.start is not None:  # the server's own moments
-            start = att.start
-            ident = (str(start.get("boot_id")), int(start.get("child_pid") or -1),
-                     start.get("child_start"))  # fmt: skip
-            self.nodes.setdefault(ident, (att, None))
-        for g in att.overlaps:  # what could be several calls': under their group
-            heading = overlap_group(att, g)
-            for top in g.tops:
-                for node in top.walk():
-                    if node.known:
-                        self.groups[(node.boot_id, node.pid, node.start)] = heading
-
-    def _moment(self, ident: Ident, ev: Evidence, default: str) -> tuple[Place, Evidence]:
-        """A fact with its own time, under the call in flight then."""
-        att, node = self.nodes[ident]
-        t = parse_time(ev.data.get("at"))
-        named = str(ev.data.get("destination") or ev.data.get("raddr") or "")
-        owner = att.owner_at(node, t, named) if t is not None else None
-        if isinstance(owner, int):
-            call = att.calls[owner]
-            ev = _with_context(att, node, owner, ev)
-            return (call_group(att, call), call_ref(att, call)), ev
-        if isinstance(owner, tuple):
-            text = f"{ev.text}; made while calls {calls_label(owner)} were in flight"
-            return (default, None), replace(ev, text=text, data={
-                **ev.data, "candidate_calls": [att.calls[i].id for i in owner]})  # fmt: skip
-        return (default, None), _with_context(att, node, None, ev)
-
-    def place(self, ev: Evidence, default: str) -> tuple[Place, Evidence]:
-        d = ev.data
-        start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-        ident = (str(d.get("boot_id")), int(d.get("pid") or -1), start)
-        if "at" in d and ident in self.nodes:
-            return self._moment(ident, ev, self.groups.get(ident, default))
-        found = self.calls.get(ident)
-        if found is None:
-            return (self.groups.get(ident, default), None), ev
-        att, node = self.nodes[ident]
-        if node is not None and node.id in att.context:  # in what another call started
-            ev = _with_context(att, node, att.owner.get(node.id), ev)
-        if ident in self.why:  # filed among overlapping calls: say why
-            reason = self.why[ident]
-            ev = replace(ev, text=f"{ev.text}; filed under this call: {reason}",
-                         data={**ev.data, "call_evidence": reason})  # fmt: skip
-        return found, ev
-
-
-def started_by(att: Attribution, node: Node | None, owner: Owner) -> str:
-    """Where a fact of `node` happened, when that is not what its own call started: "in
-    bash (pid 7), which tools/call session_create (id 3) started" (a terminal a later call
-    used), "in the server" (its own process), "" otherwise."""
-    if node is None or node is att.server:
-        return "in the server's own process"
-    here = att.owner.get(node.id)
-    if isinstance(here, int) and here != owner:
-        return f"in {node.current.command} (pid {node.pid}), which {att.calls[here].label} started"
-    ctx = att.context.get(node.id)
-    if ctx is not None and ctx[0] != owner:
-        call, top = ctx
-        return f"in {top.current.command} (pid {top.pid}), which {att.calls[call].label} started"
-    return ""
-
-
-def _with_context(att: Attribution, node: Node | None, owner: Owner, ev: Evidence) -> Evidence:
-    where = started_by(att, node, owner)
-    between = "between tool calls" if owner is None and att.calls else ""
-    said = "; ".join(x for x in (between, where) if x)
-    if not said:
-        return ev
-    return replace(ev, text=f"{ev.text} ({said})", data={**ev.data, "context": said})
-
-
-def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
-    """File each finding about a process under the tool call that started it.
-
-    A finding folds every occurrence in a family; in a session relayed with --mcp each
-    occurrence keeps its evidence (review.engine), so the finding is split: one finding per
-    tool call, and one for what no call started. A finding whose occurrences are not all in
-    its evidence (a session not relayed) is not split: whose they are is never guessed.
-    Evidence of a moment (`at`: a socket call, a refused connect) goes under the call in
-    flight then, whichever process made it (the server's own too), and says in which
-    process when another call started that one; of a process several overlapping calls
-    could have started, under their group (said once, MCS503).
-    """
-    filing = _Filing()
-    for att in atts:
-        filing.add(att)
-    if not filing.calls and not filing.nodes and not filing.groups:
-        return list(findings)
-    out = []
-    for f in findings:
-        if f.count > len(f.evidence) or f.call is not None or f.rule.id in SESSION_WIDE:
-            out.append(f)  # occurrences not in evidence: whose they are is unknown
-            continue
-        parts: dict[Place, list[Evidence]] = {}
-        whose: dict[Place, set[tuple[object, ...]]] = {}
-        for ev in f.evidence:
-            where, said = filing.place(ev, f.group)
-            who = (said.data.get("boot_id"), said.data.get("pid"),
-                   said.data.get("start_ticks", said.data.get("start")))  # fmt: skip
-            if "at" in said.data and who in whose.get(where, ()):
-                continue  # the same process's same fact again under one call: one occurrence
-            whose.setdefault(where, set()).add(who)
-            parts.setdefault(where, []).append(said)
-        for (group, ref), evidence in parts.items():
-            if ref is None:
-                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
-            else:
-                key = _call_key(f, f"{ref.method} {ref.name}")
-                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence),
-                               call=ref, key=key)  # fmt: skip
-            out.append(part)
-    return out
-
-
-def _call_key(f: Finding, tool: str) -> str:
-    """A finding filed under a tool call is told apart by the tool (its fingerprint, in
-    SARIF and JSON): the halves of a split finding are two results. The tool's name, not
-    the call's time, so the fingerprint is the same from one session to the next."""
-    return f"{f.key or f.message}\0{tool}"
