@@ -1,18 +1,21 @@
 """Precision and recall of review's findings over the labelled corpus (tests/corpus).
 
-Every scenario is a real session: a real MCP server (five third-party ones, pinned and
-installed by the test setup: @cyanheads/git-mcp-server, @modelcontextprotocol/server-filesystem,
-@djankies/vitest-mcp with vitest and @agent-infra/mcp-server-commands from npm, mcp-shell-server
-from PyPI; the project's own fixture servers; an attack server) under `mcpshim run --mcp`
-with shims installed, driven by the official SDK's client, with and without --trace. Its
-findings are compared with
-what a careful reviewer says is true of it (the scenario's expected findings, by rule id,
-severity and tool call). Printed per scenario and in total, at >= medium: true positives,
-false positives, false negatives; below medium, statements nobody expected; for attacks,
-whether each finding sits under the tool call that did it. Traced, every network statement
-must be one the kernel showed (harness.network_problems: a call's "reached the network"
-from observed connections, no guess from names at >= medium, an attack's connection to the
-listener found by its observed connect).
+Every scenario is a real session: a real MCP server (twelve third-party ones of eight kinds,
+pinned and installed by the test setup: from npm @cyanheads/git-mcp-server (git),
+@modelcontextprotocol/server-filesystem (files), @djankies/vitest-mcp with vitest (test
+runner), @agent-infra/mcp-server-commands (commands), @playwright/mcp with Debian's chromium
+(browser), cclsp with typescript-language-server (language server); from PyPI mcp-shell-server
+and cli-mcp-server (commands), terminal-mcp (persistent terminal), mcp-server-fetch (in-process
+fetcher), mcp-pytest-runner with pytest (test runner), mcp-server-git (git, GitPython); the
+project's own fixture servers; an attack server) under `mcpshim run --mcp` with shims
+installed, driven by the official SDK's client, with and without --trace. Its findings are
+compared with what a careful reviewer says is true of it (the scenario's expected findings, by
+rule id, severity and tool call). Printed per scenario and in total, at >= medium: true
+positives, false positives, false negatives; below medium, statements nobody expected; for
+attacks, whether each finding sits under the tool call that did it. Traced, every network
+statement must be one the kernel showed (harness.network_problems: a call's "reached the
+network" from observed connections, no guess from names at >= medium, an attack's connection to
+the listener found by its observed connect).
 
     python benchmarks/findings_quality.py [--only NAME] [--no-trace] [--verbose]
 """

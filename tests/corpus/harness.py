@@ -100,7 +100,9 @@ class Got:
         return f"{self.rule} {self.severity} under {self.tool}{nth}: {self.message[:160]}"
 
 
-Call = tuple[str, dict[str, Any]]
+#: a tool call: its name and arguments, or a function of the earlier answers' texts that
+#: gives them (a session id a server made up, as an agent reads it from an answer)
+Call = tuple[str, dict[str, Any] | Callable[[list[str]], dict[str, Any]]]
 
 
 @dataclass
@@ -125,7 +127,7 @@ class Scenario:
     kind: str  # "benign" | "attack"
     summary: str
     server: Callable[[Workspace], list[str]]  # the server's argv
-    calls: Callable[[Workspace], list[Call]]
+    calls: Callable[[Workspace], Sequence[Call]]
     expected: tuple[Expect, ...]
     setup: Callable[[Workspace], None] = lambda w: None
     shims: tuple[str, ...] = ("git", "sh", "npm", "node")
@@ -209,9 +211,12 @@ def review_policy(w: Workspace) -> tuple[str, ...]:
     runs its servers (and the venv's python) from there, and its scenario worlds' cwds are
     there, which review rightly calls MCS102 and MCS104: the policy a user would write for
     such a CI checkout says the checkout is meant to be there, so the scenario's own
-    findings are what is judged."""
+    findings are what is judged. A page server the scenario started (worlds.PageServer)
+    is listed, as a user lists their own dev server."""
     policy = w.root / "corpus-policy.toml"
     text = '[network]\nloopback = "medium"\n'
+    if dests := w.notes.get("destinations"):  # a page server of the scenario's (worlds.py)
+        text += f"destinations = {json.dumps(dests)}\n"
     if _checkout_in_temp():
         text += "".join(
             f'\n[[ignore]]\nrule = "{rule}"\npath = "{REPO}/*"\n'
@@ -425,10 +430,12 @@ async def _calls(
     async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         await s.list_tools()
+        answers: list[str] = []
         for name, args in calls:
-            res = await s.call_tool(name, args)
+            res = await s.call_tool(name, args(answers) if callable(args) else args)
+            text = " ".join(getattr(c, "text", "") for c in res.content)
+            answers.append(text)
             if res.is_error:
-                text = " ".join(getattr(c, "text", "") for c in res.content)
                 errors.append(f"{name}: {text[:300]}")
             await anyio.sleep(0.05)  # an agent reads the answer before the next call
         await anyio.sleep(linger)
