@@ -25,6 +25,7 @@ CHECK_MODULES = (
     "mcpshim.review.rules.execpaths",
     "mcpshim.review.rules.shell",
     "mcpshim.review.rules.runners",
+    "mcpshim.review.rules.project_code",
     "mcpshim.review.rules.network",
     "mcpshim.review.rules.secrets",
     "mcpshim.review.rules.policy_rules",
