@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, dropped_reason
+from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, Split, dropped_reason
 from mcpshim.relay.listings import LISTED, contract_event
 from mcpshim.relay.recordable import loads as _loads
 from mcpshim.relay.redact import redact_json
@@ -256,7 +256,8 @@ class Transcriber:
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
-        self._framers = {C2S: Framer(), S2C: Framer()}
+        # the client's lines as the Python SDK's server cuts them (relay.framer)
+        self._framers = {C2S: Framer(universal=True), S2C: Framer()}
         self._ended: set[str] = set()
 
     @property
@@ -283,16 +284,32 @@ class Transcriber:
                 else:
                     rec.unparsed(direction, t, framer.pending(), "incomplete message at end",
                                  framer.rest_sha256(), "incomplete")  # fmt: skip
+            if (split := framer.split_at_end()) is not None:
+                self._split(direction, t, split)
             return
         for line in framer.feed(data):
             try:
-                if isinstance(line, Oversize):
+                if isinstance(line, Split):
+                    self._split(direction, t, line)
+                elif isinstance(line, Oversize):
                     rec.unparsed(direction, t, line.size, "message too large to parse",
                                  line.sha256, "too-large")  # fmt: skip
                 else:
                     rec.message(direction, t, line, mark)
             except Exception as exc:  # never let one message stop the recorder
                 rec.unparsed(direction, t, 0, f"recorder error: {type(exc).__name__}")
+
+    def _split(self, direction: str, t: float, split: Split) -> None:
+        """A line a bare \\r cut: recorded message by message as the Python SDK's server
+        reads it (above), and said as a whole, since a server that ends lines at \\n only
+        reads one message (or none) where that one reads several."""
+        self.recorder.unparsed(
+            direction, t, split.size,
+            f"a bare carriage return cuts this line into {split.pieces} lines: the Python "
+            "SDK's server reads each apart (recorded so), a server that ends lines at a "
+            "newline only reads them as one",
+            split.sha256, "line-ends",
+        )  # fmt: skip
 
 
 # ---- the relay ---------------------------------------------------------------------------
