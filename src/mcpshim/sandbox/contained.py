@@ -7,9 +7,11 @@ costs 0.7; but a Landlock domain, like no_new_privs, belongs to the thread that 
 it and is inherited by what that thread starts. So a short-lived thread restricts itself
 and calls posix_spawn: the server starts in the domain with the spawn's own file actions
 (the relay's pipes onto stdin and stdout), process group and signal defaults, and the
-thread ends. Everything the family does from then on is held by the kernel; strace, when
-tracing, is that exec and runs inside the domain (a tracer may trace its own domain; the
-relay, recorder and sealer are started before and stay outside).
+thread ends. Where the lock's ports are held, the same thread installs the seccomp filter
+that refuses MPTCP sockets (sandbox.seccomp) before it spawns: a filter, too, is the
+thread's and is inherited. Everything the family does from then on is held by the kernel;
+strace, when tracing, is that exec and runs inside the domain (a tracer may trace its own
+domain; the relay, recorder and sealer are started before and stay outside).
 
 `exec_refused` and `connect_refused` tell the tracer, at the session's end, which EACCES
 it recorded were this ruleset's: the file the exec named is not one it allowed (or a file
@@ -29,7 +31,7 @@ from typing import Any
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
-from mcpshim.sandbox import landlock
+from mcpshim.sandbox import landlock, seccomp
 from mcpshim.sandbox.binfmt import started_by
 from mcpshim.sandbox.plan import DEVICES, Plan, make_plan
 from mcpshim.shim.manifest import load_manifest
@@ -118,6 +120,8 @@ class Containment:
         def restricted() -> None:
             try:
                 landlock.enforce(self.ruleset.fd)
+                if self.plan.connect is not None:  # ports held: MPTCP too (sandbox.seccomp)
+                    seccomp.install_no_mptcp()
             except OSError as exc:
                 done.append(
                     ContainError(

@@ -3,8 +3,11 @@
 Execute: every executable the lock approved for the server (its own program, what it ran
 outside tool calls, every tool's), each file the kernel opens to run one of them (binfmt),
 the shims and the tracer. Connect: the TCP ports of the destinations the lock lists, when
-it lists any and every one has a port. Write: only beneath the directories asked for and
-the log directory (the shims write their records there), when asked. Read stays open.
+it lists any and every TCP one has a port (a Unix socket or UDP destination is no TCP
+port: it leaves the TCP rules as they are, and stays unrestricted); MPTCP sockets are then
+refused (seccomp: Landlock's port rules do not hold them). Write: only beneath the
+directories asked for and the log directory (the shims write their records there), when
+asked. Read stays open; so do UDP, Unix sockets and listening.
 
 Pure but for the file system reads that find interpreters; `contained` builds the ruleset.
 """
@@ -17,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpshim.contract.lockfile import ServerApproval
+from mcpshim.sandbox import seccomp
 from mcpshim.sandbox.binfmt import started_by
 
-__all__ = ["DEVICES", "Allowed", "Plan", "make_plan", "ports_of"]
+__all__ = ["DEVICES", "Allowed", "Plan", "is_unix", "make_plan", "ports_of"]
 
 #: character devices anyone may write (`> /dev/null`), allowed when writes are restricted
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -45,6 +49,7 @@ class Plan:
     connect: tuple[int, ...] | None  # None: connections are not restricted
     open_net: str  # why connections are not restricted ("" when they are)
     notes: tuple[str, ...]  # what this kernel leaves unrestricted
+    unix: tuple[str, ...] = ()  # the Unix socket destinations the lock lists (not restricted)
 
     def restricts(self) -> list[str]:
         return (
@@ -66,8 +71,20 @@ class Plan:
             "write": list(self.write) if self.write is not None else None,
             "connect": list(self.connect) if self.connect is not None else None,
             "connect_open": self.open_net,
+            "mptcp": "refused" if self.connect is not None else "not restricted",
+            "not_restricted": self.unrestricted(),
             "notes": list(self.notes),
         }
+
+    def unrestricted(self) -> list[str]:
+        """What the family may still do on the network, whatever the lock says."""
+        unix = f" (the lock lists {_shown(self.unix)})" if self.unix else ""
+        return [
+            "UDP",
+            f"Unix sockets{unix}",
+            "listening",
+            *(["TCP connects"] if self.connect is None else []),
+        ]
 
     def summary(self, abi: int) -> str:
         """The line `run` prints on start."""
@@ -83,21 +100,33 @@ class Plan:
         )
         if self.connect is not None:
             ports = ", ".join(map(str, self.connect))
-            parts.append(f"connect: TCP ports {ports} only")
+            parts.append(f"connect: TCP ports {ports} only, MPTCP sockets refused")
         else:
             parts.append(f"connect: not restricted ({self.open_net})")
+        parts.append("not restricted: " + ", ".join(self.unrestricted()))
         head = f"contained by Landlock ABI {abi} ({os.uname().release})"
         tail = f" ({'; '.join(self.notes)})" if self.notes else ""
         return f"{head}: {'; '.join(parts)}{tail}"
 
 
+def is_unix(destination: str) -> bool:
+    """A Unix socket's destination as the lock writes it: a path, `@name` (abstract), or
+    `(unnamed)` (family.netfacts.destination)."""
+    return destination.startswith(("/", "@")) or destination == "(unnamed)"
+
+
+def _shown(items: Sequence[str]) -> str:
+    return ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
+
+
 def ports_of(destinations: Iterable[str]) -> tuple[set[int], list[str]]:
     """The TCP ports of `host:port` destinations, and the destinations that name none
-    (UDP ones, marked ` (udp)`, are neither: Landlock does not restrict UDP)."""
+    (UDP ones, marked ` (udp)`, and Unix sockets are neither: no TCP port rule is about
+    them, and Landlock restricts neither)."""
     ports: set[int] = set()
     portless: list[str] = []
     for d in destinations:
-        if d.endswith(" (udp)"):
+        if d.endswith(" (udp)") or is_unix(d):
             continue
         host, sep, port = d.rpartition(":")
         bare_v6 = ":" in host and not host.startswith("[")  # 2001:db8::1 names no port
@@ -118,15 +147,26 @@ def _approved(server: ServerApproval) -> list[str]:
 def _connect(server: ServerApproval, abi: int) -> tuple[tuple[int, ...] | None, str]:
     """The TCP ports the family may connect to, or None and why any port is allowed."""
     boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
-    ports, portless = ports_of(d for b in boundaries for d in b.destinations)
-    if not ports and not portless:
+    listed = [d for b in boundaries for d in b.destinations]
+    ports, portless = ports_of(listed)
+    if not listed:
         return None, "the lock lists no network destinations"
     if portless:
-        shown = ", ".join(portless[:3]) + (", ..." if len(portless) > 3 else "")
-        return None, f"the lock lists destinations without a port: {shown}"
+        return None, f"the lock lists destinations without a port: {_shown(portless)}"
+    if not ports:
+        return None, "the lock lists no TCP destinations"
     if abi < _NET_ABI:
         return None, f"Landlock ABI {abi} has no network rules; Linux {_FIRST_NET_KERNEL}+ has"
+    why = seccomp.available()
+    if why is not None:  # Landlock's port rules do not hold MPTCP: no rule without the filter
+        return None, f"MPTCP sockets would pass the port rules and {why}"
     return tuple(sorted(ports)), ""
+
+
+def _unix(server: ServerApproval) -> tuple[str, ...]:
+    boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
+    found = [d for b in boundaries for d in b.destinations if is_unix(d)]
+    return tuple(dict.fromkeys(found))
 
 
 def make_plan(
@@ -172,4 +212,5 @@ def make_plan(
         connect,
         open_net,
         tuple(notes),
+        _unix(server),
     )
