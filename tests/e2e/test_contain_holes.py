@@ -1,11 +1,17 @@
 """What `run --mcp --lock L --contain` did not hold (issue 39), each tried through the SDK's
-client driving a real SDK server under the real `mcpshim run`: every protocol the start
-line claims (MPTCP to a port the lock does not list is refused; a Unix socket among the
-lock's destinations leaves the TCP rules on)."""
+client driving a real SDK server under the real `mcpshim run`: every executable the ruleset
+allows is named and chosen (an exec of /proc/self/exe is approved and allowed as the file
+it named in the process that made it, never as mcpshim's own interpreter); every protocol
+the start line claims (MPTCP to a port the lock does not list is refused; a Unix socket
+among the lock's destinations leaves the TCP rules on)."""
 
 from __future__ import annotations
 
+import json
+import os
+import site
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,15 +19,161 @@ from pathlib import Path
 import pytest
 
 from mcpshim.contract.lockfile import load_lock
+from mcpshim.shim.manifest import load_manifest
 from tests.e2e.test_contain import _call, _calls
 from tests.fixtures.approvescenario import run_mcp
 from tests.fixtures.home import FIXTURES, Home, install
 from tests.fixtures.landlockhelp import ABI, needs_landlock
+from tests.fixtures.nativekit import need_cc
 from tests.fixtures.runhelp import command as mcpshim
 from tests.fixtures.runhelp import events, needs_trace
 
 SERVER = [sys.executable, str(FIXTURES / "mcp_contain_server.py")]
 pytestmark = [needs_landlock, needs_trace]
+#: mcpshim's own interpreter, which /proc/self/exe names in mcpshim's process
+OURS = os.path.realpath(sys.executable)
+#: another Python for the server, so that the lock approving the server's program does not
+#: approve ours (the SDK from our site-packages, through PYTHONPATH)
+OTHER_PYTHON = "/usr/bin/python3.11"
+SELF_EXEC = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {  /* a zygote's child: never exec'd */
+        pid_t pid = fork();
+        if (pid == 0) {
+            char *forked[] = { "selfexec", "forked", NULL };
+            execv("/proc/self/exe", forked);
+            _exit(127);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        return WEXITSTATUS(st);
+    }
+    if (argc > 1) { puts(argv[1]); return 0; }   /* the second run: say so */
+    char *again[] = { "selfexec", "again", NULL };
+    execv("/proc/self/exe", again);               /* what Chromium's services do */
+    perror("execv");
+    return 127;
+}
+"""
+
+
+def _self_exec(tmp_path: Path) -> str:
+    cc = need_cc()
+    src, prog = tmp_path / "selfexec.c", tmp_path / "tools" / "selfexec"
+    src.write_text(SELF_EXEC)
+    prog.parent.mkdir()
+    subprocess.run([*cc, "-O", "-o", str(prog), str(src)], check=True, timeout=120)
+    return os.path.realpath(prog)
+
+
+@pytest.mark.skipif(
+    not os.path.isfile(OTHER_PYTHON) or os.path.samefile(OTHER_PYTHON, OURS),
+    reason=f"needs a Python other than mcpshim's ({OURS}) at {OTHER_PYTHON}",
+)
+def test_proc_self_exe_is_approved_and_allowed_as_the_file_it_named(
+    home: Home, tmp_path: Path
+) -> None:
+    prog = _self_exec(tmp_path)
+    server = [OTHER_PYTHON, str(FIXTURES / "mcp_contain_server.py")]
+    env = {"PYTHONPATH": site.getsitepackages()[0]}
+    runs = _calls(_call("run", argv=[prog]), _call("run", argv=[prog, "fork"]))
+    sid, out = run_mcp(home, server, runs, "--name", "selfexe", env=env)
+    assert out == ["status 0: again", "status 0: forked"]
+    # its own previous image, and a forked child's parent's image
+    links = [e for e in events(home, "trace-exec", sid) if e["filename"] == "/proc/self/exe"]
+    assert [(e["resolved"], e["result"]) for e in links] == [(prog, "ok"), (prog, "ok")]
+    lock = tmp_path / "mcpshim.lock"
+    done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "/proc/self/exe" not in done.stdout and prog in done.stdout  # the card names it
+    approval = load_lock(lock).servers["selfexe"]
+    paths = {e.path for b in (approval.startup, approval.tools["run"].boundary)
+             for e in b.executables}  # fmt: skip
+    assert prog in paths and "/proc/self/exe" not in paths and OURS not in paths
+
+    sid, out = run_mcp(home, server, _calls(
+        _call("run", argv=[prog]),
+        _call("run", argv=[OURS, "-c", "print(42)"]),
+        _call("run", argv=[prog, "fork"]),
+    ), "--name", "selfexe", "--lock", str(lock), "--contain", env=env)  # fmt: skip
+    assert out == ["status 0: again", "error: Permission denied", "status 0: forked"]
+    [start] = events(home, "session-start", sid)
+    allowed = {a["path"]: a["why"] for a in start["contain"]["execute"]}
+    assert allowed[prog] == "approved" and OURS not in allowed
+    assert not any(p.startswith("/proc/") for p in allowed)
+    links = [e for e in events(home, "trace-exec", sid) if e["filename"] == "/proc/self/exe"]
+    assert [(e["resolved"], "blocked" in e) for e in links] == [(prog, False), (prog, False)]
+    # every reader names the file: the tree, and review's account of the calls
+    tree = mcpshim(home, "tree", "--session", sid, "--format", "json").stdout
+    assert "/proc/self/exe" not in tree
+    images = [i for i in _images(json.loads(tree)["roots"]) if i["argv"] == ["selfexec", "again"]]
+    assert [i["target"] for i in images] == [prog]
+    text = mcpshim(home, "review", "--session", sid).stdout
+    assert "/proc/self/exe" not in text
+    blocked = text.split("tools/call run (id 4)")[1]
+    assert f"blocked by the lock: exec of {OURS} refused (EACCES)" in blocked
+
+
+def _images(nodes: list[dict[str, object]]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for n in nodes:
+        out += n["images"]  # type: ignore[arg-type]
+        out += _images(n["children"])  # type: ignore[arg-type]
+    return out
+
+
+def test_the_shims_make_no_shell_executable_the_lock_did_not_approve(
+    home: Home, tmp_path: Path
+) -> None:
+    """The sh shims' #! interpreter was in every execute set, so `sh -c` and `dash -c` ran
+    in every contained family. Where a compiler can build native shims they are built at
+    start and no shell is executable; where none can, the start line says why one is."""
+    need_cc()
+    install(home, ["git"])  # an sh shim: #!/usr/bin/dash (or the system's sh)
+    manifest = load_manifest(home.loc.shim_dir)
+    assert manifest is not None and manifest.shims["git"].kind == "sh"
+    shell = manifest.interpreter
+    sid, out = run_mcp(home, SERVER, _calls(_call("run", argv=["git", "--version"])),
+                       "--name", "noshell")  # fmt: skip
+    lock = tmp_path / "mcpshim.lock"
+    done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")
+    assert done.returncode == 0, done.stderr
+    tries = _calls(
+        _call("run", argv=["git", "--version"]),
+        _call("run", argv=["sh", "-c", "echo hi"]),
+        _call("run", argv=[shell, "-c", "echo hi"]),
+    )
+    contain = ("--name", "noshell", "--lock", str(lock), "--contain")
+
+    # no compiler: the sh shims stay, and so does their shell, said at start
+    sid, out = run_mcp(home, SERVER, tries, *contain, env={"CC": "/nonexistent/cc"})
+    assert out[0].startswith("status 0: git version") and out[1] == out[2] == "status 0: hi"
+    [start] = events(home, "session-start", sid)
+    allowed = {a["path"]: a["why"] for a in start["contain"]["execute"]}
+    assert allowed[shell] == "sh is executable because the shims need it"
+    assert any("sh is executable because the shims need it" in n
+               for n in start["contain"]["notes"])  # fmt: skip
+
+    # a compiler: native shims are built at start, and no shell runs
+    sid, out = run_mcp(home, SERVER, tries, *contain)
+    assert out[0].startswith("status 0: git version")  # through the native shim
+    assert out[1] == out[2] == "error: Permission denied"
+    manifest = load_manifest(home.loc.shim_dir)
+    assert manifest is not None and manifest.shims["git"].kind == "native"
+    [start] = events(home, "session-start", sid)
+    allowed = {a["path"]: a["why"] for a in start["contain"]["execute"]}
+    assert shell not in allowed and os.path.realpath("/bin/sh") not in allowed
+    git_shim = str(home.loc.shim_dir / "git")
+    assert allowed[git_shim] == "shim git, native, needs no interpreter"
+    notes = start["contain"]["notes"]
+    assert any(n.startswith("built native shims for git") for n in notes)
+    assert any("sh fallback cannot run" in n for n in notes)
+    blocked = {e["filename"] for e in events(home, "trace-exec", sid) if e.get("blocked")}
+    assert shell in blocked and "/usr/bin/sh" in blocked  # refused: review says blocked
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def test_the_plan_allows_approved_programs_what_runs_them_shims_and_the_tracer(
     shim.parent.mkdir()
     shim.write_text('#!/bin/sh\nexec /usr/bin/git "$@"\n')
     strace = shutil.which("strace") or TRUE
-    plan = make_plan(_server(tmp_path), "L", 7, {str(shim): "git"}, strace, "/usr/bin",
+    plan = make_plan(_server(tmp_path), "L", 7, {str(shim): "shim git"}, strace, "/usr/bin",
                      None, str(tmp_path / "log"))  # fmt: skip
     why = {a.path: a.why for a in plan.execute}
     assert why[TRUE] == why[SH] == "approved"

@@ -127,7 +127,9 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "off",
     "Linux (Landlock, no root needed): the kernel holds the family to the lock's entry "
     "for this server. It may execute only the programs the lock approved (by path; with the "
-    "ELF loader and #! interpreters they need, the shims and the tracer), connect over TCP "
+    "ELF loader and #! interpreters they need, the shims and the tracer; sh shims are "
+    "rebuilt native at start where the lock did not approve their shell, else the start "
+    "line says sh stays executable), connect over TCP "
     "only to the ports of the destinations the lock lists (when it lists any, all with a "
     "port; kernel 6.7+; MPTCP sockets are then refused), and, with --contain-write, write "
     "only beneath those directories and "

@@ -33,9 +33,9 @@ from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
 from mcpshim.sandbox import landlock, seccomp
 from mcpshim.sandbox.binfmt import started_by
-from mcpshim.sandbox.plan import DEVICES, Plan, make_plan
+from mcpshim.sandbox.plan import DEVICES, Plan, approved_files, make_plan
+from mcpshim.sandbox.shims import shim_needs
 from mcpshim.shim.manifest import load_manifest
-from mcpshim.shim.native_install import fallback_path
 
 __all__ = ["ContainError", "Containment", "build"]
 
@@ -187,20 +187,20 @@ def build(
 ) -> Containment:
     """The containment of `server`'s family (the shims of `loc`, the tracer's strace, the
     child's PATH for `#!/usr/bin/env` scripts); ContainError when the server's own program
-    (`command`, as the supervisor will find it) is not one the lock approved."""
+    (`command`, as the supervisor will find it) is not one the lock approved. The shims
+    get no shell the lock did not approve where native ones can be built (sandbox.shims:
+    sh shims are rebuilt here)."""
+    needs = shim_needs(loc, approved_files(server)[0])
     manifest = load_manifest(loc.shim_dir)
     names = manifest.shims if manifest is not None else {}
-    shims = {str(loc.shim_dir / n): n for n in names}
-    # a native shim hands its rare paths to the sh shim beside it: that one's #! runs too
-    shims.update(
-        {str(fallback_path(loc.shim_dir, n)): n for n, e in names.items() if e.kind == "native"}
-    )
     log_dir = str(loc.log_dir.resolve())
-    plan = make_plan(server, lock, abi, shims, tracer, child_path, write, log_dir)
+    plan = make_plan(server, lock, abi, needs.files, tracer, child_path, write, log_dir,
+                     needs.interpreter, needs.notes)  # fmt: skip
     containment = Containment(plan, abi)
     found = command if "/" in command else shutil.which(command, path=child_path)
     if found is None:
         return containment  # the supervisor says "command not found" (127) as ever
+    shims = {str(loc.shim_dir / n): n for n in names}
     runs = names[shims[found]].target if found in shims else found  # a shim execs its target
     if not containment.allows(runs):
         containment.ruleset.close()

@@ -19,11 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcpshim.contract.identity import in_proc
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.sandbox import seccomp
 from mcpshim.sandbox.binfmt import started_by
 
-__all__ = ["DEVICES", "Allowed", "Plan", "is_unix", "make_plan", "ports_of"]
+__all__ = ["DEVICES", "Allowed", "Plan", "approved_files", "is_unix", "make_plan", "ports_of"]
 
 #: character devices anyone may write (`> /dev/null`), allowed when writes are restricted
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -88,11 +89,8 @@ class Plan:
 
     def summary(self, abi: int) -> str:
         """The line `run` prints on start."""
-        approved = sum(a.why == "approved" for a in self.execute)
-        parts = [
-            f"execute: {approved} program(s) the lock approved for {self.server}, what the "
-            f"kernel opens to run them, the shims"
-        ]
+        parts = [f"execute for {self.server}: " + ", ".join(f"{a.path} ({a.why})"
+                                                          for a in self.execute)]  # fmt: skip
         parts.append(
             "write: only beneath " + ", ".join(self.write)
             if self.write is not None
@@ -169,6 +167,23 @@ def _unix(server: ServerApproval) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def approved_files(server: ServerApproval) -> tuple[list[str], list[str], list[str]]:
+    """The lock's executables for `server`: (files here, paths not on this machine, paths
+    in /proc). A /proc path (`/proc/self/exe`, from an approval made before the tracer
+    named what it ran) is never opened here: here it would name mcpshim's interpreter."""
+    here: list[str] = []
+    missing: list[str] = []
+    proc: list[str] = []
+    for path in _approved(server):
+        if in_proc(path):
+            proc.append(path)
+        elif os.path.isfile(path):
+            here.append(path)
+        else:
+            missing.append(path)
+    return here, missing, proc
+
+
 def make_plan(
     server: ServerApproval,
     lock: str,
@@ -178,25 +193,34 @@ def make_plan(
     path_env: str,
     write: Sequence[str] | None,
     log_dir: str,
+    shell: tuple[str, str] | None = None,
+    shim_notes: Sequence[str] = (),
 ) -> Plan:
-    """The rules for `server`'s family. `shims`: shim file -> its name; `tracer`: strace's
-    path when the session is traced (it runs inside the domain, as the server's parent)."""
+    """The rules for `server`'s family. `shims`: shim file -> why it is allowed; `shell`:
+    the shims' interpreter and why, when they need one the lock did not approve
+    (sandbox.shims); `tracer`: strace's path when the session is traced (it runs inside
+    the domain, as the server's parent)."""
     wanted: dict[str, str] = {}
-    missing: list[str] = []
-    for path in _approved(server):
-        if os.path.isfile(path):
-            wanted.setdefault(path, "approved")
-        else:
-            missing.append(path)
-    for path, name in shims.items():
-        wanted.setdefault(path, f"shim {name}")
+    here, missing, proc = approved_files(server)
+    for path in here:
+        wanted.setdefault(path, "approved")
+    for path, why in shims.items():
+        wanted.setdefault(path, why)
+    if shell is not None:
+        wanted.setdefault(*shell)
     if tracer is not None:
         wanted.setdefault(tracer, "the tracer (strace)")
     for path in list(wanted):
         for extra, why in started_by(path, path_env):
             if os.path.isfile(extra):
                 wanted.setdefault(extra, why)
-    notes: list[str] = []
+    notes: list[str] = list(shim_notes)
+    if proc:
+        notes.append(
+            f"not allowed: {_shown(proc)} (the lock names a /proc path, which names a "
+            "different file in each process: approve a session again, and the tracer names "
+            "the file it ran)"
+        )
     connect, open_net = _connect(server, abi)
     if abi < 2:
         notes.append(f"Landlock ABI {abi}: renaming or linking a file into another directory fails")
@@ -207,7 +231,7 @@ def make_plan(
         server.name,
         lock,
         tuple(Allowed(p, w) for p, w in wanted.items()),
-        tuple(missing),
+        tuple(missing + proc),
         dirs,
         connect,
         open_net,

@@ -39,6 +39,7 @@ from mcpshim.log.logview import argv_fields
 from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.supervise.session import utc_now
 from mcpshim.trace.parse import Event
+from mcpshim.trace.selfexe import is_exe_link
 
 if TYPE_CHECKING:
     from mcpshim.supervise.supervisor import Supervisor
@@ -95,7 +96,12 @@ class DepartureWatch:
             return  # a shim script: its record and its exec of the pinned target follow
         pid = ev.tid
         filename = ev.filename
-        if not filename.startswith(b"/"):  # relative to its cwd, if it is still there
+        if is_exe_link(filename):  # /proc/self/exe: the file it named there, not here
+            try:
+                filename = os.readlink(f"/proc/{pid}/exe").encode("utf-8", "surrogateescape")
+            except OSError:
+                filename = b"(an exe link in /proc whose file could not be read)"
+        elif not filename.startswith(b"/"):  # relative to its cwd, if it is still there
             with contextlib.suppress(OSError):
                 filename = os.path.join(os.readlink(f"/proc/{pid}/cwd").encode(), filename)
         path = filename.decode("utf-8", "surrogateescape")

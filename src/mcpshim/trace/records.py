@@ -24,6 +24,7 @@ from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
 from mcpshim.trace.net import NetAttempt
+from mcpshim.trace.selfexe import Images, is_exe_link
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
 
 __all__ = [
@@ -108,13 +109,20 @@ def exec_payloads(
     `shim_paths`, wherever the shims live), then the target the shim exec's (`via_shim`:
     the shim's name). A native shim that hands an exec to its sh shim makes one more in
     between, the interpreter sourcing it (`_native_hop`): a shim hop too. In a contained
-    session (`refused`), an attempt its ruleset refused says why (`blocked`)."""
+    session (`refused`), an attempt its ruleset refused says why (`blocked`). An exec of an
+    exe link in /proc (`/proc/self/exe`) says which file that was in the process that
+    made it (`resolved`: trace.selfexe; null when the trace cannot tell)."""
     paths = {pid: set(p) for pid, p in (shim_paths or {}).items()}
     starts = process_starts(trace, exact)
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
     prev_script: dict[int, bytes] = {}
+    images = Images(trace)
     for e in trace.execs:
         payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
+        ran: bytes | None = e.filename
+        if is_exe_link(e.filename):
+            ran = images.ran(e)
+            payload.update(_bytes_field("resolved", ran))
         if e.argv is not None and is_shim_helper(e.argv):
             payload["shim_helper"] = True  # the shim library's own (a parent's argv read)
         elif e.result == "ok":
@@ -127,7 +135,7 @@ def exec_payloads(
                 prev_script[e.pid] = script
             elif script is not None:
                 payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
-        elif refused is not None and (why := refused(e.filename, e.cwd, e.result)):
+        elif refused is not None and ran is not None and (why := refused(ran, e.cwd, e.result)):
             payload["blocked"] = why
         yield "trace-exec", payload
     helpers = shim_helper_pids(trace)
