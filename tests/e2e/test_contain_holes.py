@@ -176,6 +176,40 @@ def test_the_shims_make_no_shell_executable_the_lock_did_not_approve(
     assert shell in blocked and "/usr/bin/sh" in blocked  # refused: review says blocked
 
 
+def test_metadata_changes_outside_the_write_dirs_are_facts(home: Home, tmp_path: Path) -> None:
+    """Landlock does not refuse chmod or utime outside --contain-write: the changes happen,
+    and a contained session with write rules records each as a fact under its call."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside.sh"
+    ws.mkdir()
+    (ws / "inside").write_text("x")
+    outside.write_text("#!/bin/sh\n")
+    outside.chmod(0o644)
+    sid, _ = run_mcp(home, SERVER, _calls(_call("metadata", path=str(ws / "inside"), mode=0o600)),
+                     "--name", "meta")  # fmt: skip
+    lock = tmp_path / "mcpshim.lock"
+    done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")
+    assert done.returncode == 0, done.stderr
+    sid, out = run_mcp(home, SERVER, _calls(
+        _call("metadata", path=str(ws / "inside"), mode=0o640, mtime=1),
+        _call("metadata", path=str(outside), mode=0o755),
+        _call("metadata", path=str(outside), mtime=946684800),
+    ), "--name", "meta", "--lock", str(lock), "--contain", "--contain-write", str(ws))  # fmt: skip
+    assert out == ["changed", "changed", "changed"]  # Landlock refused none of them
+    assert outside.stat().st_mode & 0o777 == 0o755 and outside.stat().st_mtime == 946684800
+    facts = events(home, "trace-file", sid)
+    assert [(f["change"], f["path"], f["detail"], f["result"]) for f in facts] == [
+        ("mode", str(outside), "0755", "ok"),
+        ("times", str(outside), "", "ok"),
+    ]  # the changes inside the write directory are no facts
+    assert all("outside the --contain-write directories" in f["outside"] for f in facts)
+    text = mcpshim(home, "review", "--session", sid).stdout
+    chmod = text.split("tools/call metadata (id 4)")[1].split("\n== ")[0]
+    assert "[MEDIUM] MCS412 metadata-outside-write-dirs: " in chmod
+    assert f"changed the mode of {outside} to 0755" in chmod
+    utime = text.split("tools/call metadata (id 5)")[1].split("\n== ")[0]
+    assert "[LOW] MCS412 metadata-outside-write-dirs: " in utime and str(outside) in utime
+
+
 @pytest.fixture
 def ports() -> Iterator[tuple[int, int]]:
     socks = []

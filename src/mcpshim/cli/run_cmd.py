@@ -138,8 +138,9 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "lock entry or Landlock; auto warns and runs uncontained. Limits: Landlock checks paths, "
     "not contents (review still checks the lock's hashes); an approved interpreter (sh, "
     "python, node) runs any script it is given, the ELF loader run by hand any binary, and "
-    "a program in a memfd is not checked (review flags both, MCS411); UDP and Unix sockets "
-    "are not restricted, reads never are.",
+    "a program in a memfd is not checked (review flags both, MCS411); UDP, Unix sockets and "
+    "listening are not restricted, reads never are, nor chmod, chown and utime outside the "
+    "write directories (traced and recorded under --contain-write: MCS412).",
 )
 @click.option(
     "--contain-write",
@@ -369,7 +370,8 @@ def _contain(
     else:
         plan = containment.plan
         ports = containment.connect_refused if plan.connect is not None else None
-        tracer.contained(containment.exec_refused, ports)
+        meta = containment.write_outside if plan.write is not None else None
+        tracer.contained(containment.exec_refused, ports, meta)
 
 
 def _containment(

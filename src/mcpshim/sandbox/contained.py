@@ -168,6 +168,17 @@ class Containment:
                 return f"it needs {extra}, which the lock did not approve"
         return None
 
+    def write_outside(self, path: bytes) -> str | None:
+        """Why a file at `path` is outside the write directories (where a metadata change
+        is one Landlock let through), or None when it is beneath one of them."""
+        if self.plan.write is None:
+            return None
+        name = os.path.realpath(os.fsdecode(path))
+        for d in (*self.plan.write, *DEVICES):
+            if name == d or name.startswith(d.rstrip("/") + "/"):
+                return None
+        return "outside the --contain-write directories (Landlock does not refuse it)"
+
     def connect_refused(self, port: int, result: str) -> str | None:
         """Why the ruleset refused this traced TCP connect, or None if it did not."""
         if result != "EACCES" or self.plan.connect is None or port in self.plan.connect:

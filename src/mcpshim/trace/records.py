@@ -23,6 +23,7 @@ from mcpshim.log.redact import redact_argv, redact_text
 from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
+from mcpshim.trace.metaparse import MetaFact
 from mcpshim.trace.net import NetAttempt
 from mcpshim.trace.selfexe import Images, is_exe_link
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
@@ -30,10 +31,12 @@ from mcpshim.trace.strace import ExecAttempt, Process, Trace
 __all__ = [
     "ExecRefused",
     "PortRefused",
+    "WriteOutside",
     "exact_starts",
     "exec_payloads",
     "find_gaps",
     "iso_time",
+    "meta_payload",
     "net_payload",
     "process_starts",
     "shim_helper_pids",
@@ -45,6 +48,8 @@ __all__ = [
 ExecRefused = Callable[[bytes, bytes | None, str], str | None]
 #: why it refused a TCP connect (port, result), or None
 PortRefused = Callable[[int, str], str | None]
+#: whether a path is outside a contained session's write directories (why), or None
+WriteOutside = Callable[[bytes], str | None]
 
 
 def iso_time(t: float) -> str:
@@ -75,12 +80,20 @@ def trace_payloads(
     refused: ExecRefused | None = None,
     port_refused: PortRefused | None = None,
     shim_paths: Mapping[int, Iterable[bytes]] | None = None,
+    write_outside: WriteOutside | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every record of one trace: its execs and forks, and its socket calls. In a contained
     session (`refused`, `port_refused`) an exec or a connect the ruleset refused says why
-    (`blocked`) on its own record: one record per fact."""
+    (`blocked`) on its own record: one record per fact; with write rules
+    (`write_outside`), each metadata change outside them is a `trace-file` record."""
     yield from exec_payloads(trace, session, boot_id, exact, shim_dirs, refused, shim_paths)
     starts = process_starts(trace, exact)
+    for m in trace.meta:
+        if write_outside is None:
+            break
+        why = write_outside(m.path) if m.path is not None else "a file the trace did not name"
+        if why:
+            yield "trace-file", meta_payload(m, session, boot_id, starts, why)
     for a in trace.net:
         payload = net_payload(a, session, boot_id, starts)
         inet = a.call == "connect" and a.port is not None and a.family in ("inet", "inet6")
@@ -226,6 +239,30 @@ def net_payload(
     if a.count > 1:
         out["count"] = a.count
         out["last_time"] = iso_time(a.last_time or a.time)
+    return out
+
+
+def meta_payload(
+    m: MetaFact, session: str, boot_id: str, starts: Mapping[int, int | None], outside: str
+) -> dict[str, Any]:
+    """A `trace-file` record: a chmod, chown or utime call of a contained family's process
+    on a file outside its write directories (Landlock does not refuse them). The path goes
+    through the one redaction, as argv does."""
+    out: dict[str, Any] = {
+        "session": session,
+        "time": iso_time(m.time),
+        "boot_id": boot_id,
+        "pid": m.pid,
+        "start": starts.get(m.pid),
+        "call": m.call.call,
+        "change": m.call.what,
+        **_redacted_field("path", m.path),
+        "detail": m.call.detail,
+        "result": m.call.result,
+        "outside": outside,
+    }
+    if m.tid != m.pid:
+        out["tid"] = m.tid
     return out
 
 

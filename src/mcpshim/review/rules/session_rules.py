@@ -27,6 +27,7 @@ from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.connections import net_finding
 from mcpshim.review.rules.contain_rules import blocked_connect
+from mcpshim.review.rules.file_rules import metadata_finding
 from mcpshim.review.rules.network import HELPERS, allowed
 
 __all__ = [
@@ -279,6 +280,12 @@ class SessionEvidence:
             name = d.get("via_shim") or os.path.basename(str(d.get("filename") or "")) or "?"
             self.feed_exec(sid, d["pid"], d.get("start"), str(name))
 
+    def _file(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        ident = (rec.data.get("pid"), rec.data.get("start"))
+        found = metadata_finding(sid, rec, self._names.get(ident) or "?")  # type: ignore[arg-type]
+        if found is not None:
+            s.findings.append(found)
+
     def _net(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
         s.net_traced = True
@@ -302,6 +309,7 @@ class SessionEvidence:
 
 
 _HANDLERS = {
+    "trace-file": SessionEvidence._file,
     "trace-summary": SessionEvidence._summary,
     "trace-exec": SessionEvidence._trace_exec,
     "trace-net": SessionEvidence._net,
