@@ -73,7 +73,8 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     type=click.FloatRange(min=0),
     default=5.0,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL for --on-exit terminate.",
+    help="Seconds between SIGTERM and SIGKILL for --on-exit terminate and --on-departure "
+    "terminate.",
 )
 @_tristate(
     "--trace",
@@ -117,10 +118,12 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     default="report",
     show_default=True,
     help="terminate: end the whole family at the first executable the lock does not approve "
-    "for this server (recorded, with its evidence, first). Containment, not prevention: it "
-    "acts after the exec (traced: within milliseconds, as strace reports it; untraced: at "
-    "the next shim record or sample), so what the program does until the signal lands, a "
-    "short one's whole run, still happens (docs/threat-model.md).",
+    "for this server: the departure is recorded, one stderr line and (with --mcp) an MCP log "
+    "notification tell the client, each member's evidence is read, then SIGTERM, SIGKILL "
+    "after --grace. Containment, not prevention: it acts after the exec (traced: within "
+    "milliseconds, as strace reports it; untraced: at the next shim record or sample), so "
+    "between the exec and the signal the program runs, and what it starts: a short one's "
+    "whole run, one that ignores SIGTERM until --grace is over (docs/threat-model.md).",
 )
 @_tristate(
     "--contain",

@@ -50,6 +50,7 @@ __all__ = [
     "close_end",
     "dropped_reason",
     "iso",
+    "log_notification",
     "relay_pipe",
 ]
 
@@ -75,6 +76,13 @@ Probe = Callable[[], list[tuple[int, int | None]]]
 def iso(t: float) -> str:
     """ISO 8601 UTC with microseconds (the time key of every mcp-* event)."""
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
+
+
+def log_notification(text: str, level: str = "critical") -> bytes:
+    """An MCP log notification (`notifications/message`) from mcpshim, as one line."""
+    params = {"level": level, "logger": "mcpshim", "data": text}
+    msg = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
 
 
 def announce(emit: Emit, session: str) -> None:
@@ -348,3 +356,8 @@ class Relaying(Protocol):
 
     def finish(self, timeout: float = ...) -> None:
         """Record everything relayed so far."""
+
+    def say(self, line: bytes) -> None:
+        """Write a whole line of mcpshim's own to the client, between two of the server's
+        lines (never inside one): now if the server's output is at a line's end, else once
+        its line is done, or at its end (after a newline that ends what was cut short)."""

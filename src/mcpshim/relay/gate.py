@@ -31,6 +31,7 @@ A server's line that is not JSON at all, or that answers no awaited listing, goe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -220,6 +221,13 @@ class GatedRelay(Relay):
         )
         for th in self._threads.values():
             th.start()
+
+    def say(self, line: bytes) -> None:
+        """A line of mcpshim's own to the client: between whole lines (self._out)."""
+        with self._out:
+            if S2C not in self.broken:
+                with contextlib.suppress(OSError):
+                    fdio.write_all(self._client_out, line)
 
     def _send(self, fd: int, direction: str, data: bytes, copy: bytes | None = None) -> None:
         """Pass `data` on and queue its copy (`copy` when what the peer sent differs from

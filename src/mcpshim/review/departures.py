@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
@@ -42,11 +42,11 @@ from mcpshim.review.departure_rules import (
     NEW_TOOL,
     OUTLIVED,
     SERVER_CHANGED,
-    TERMINATED,
 )
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity
 from mcpshim.review.rules.contain_rules import blocked_departures
-from mcpshim.review.rules.mcp_rules import call_group
+from mcpshim.review.rules.mcp_rules import call_group, call_in_flight
+from mcpshim.review.rules.terminated import terminated_finding
 from mcpshim.review.shapes import under
 
 __all__ = ["departures"]
@@ -323,19 +323,19 @@ def _listings_changed(ev: SessionEvidence, server: ServerApproval, at: _Where) -
 
 
 def _terminated(att: Attribution, ev: SessionEvidence) -> list[Finding]:
+    """MCS537 under the call whose process departed (as plain review files it: the same
+    finding, session_rules.terminated_finding, placed by the attribution here)."""
     out = []
     for d, where in ev.departures:
-        text = f"{d.get('what')}: {d.get('path')} (pid {d.get('pid')}) {d.get('argv', '')}"
-        out.append(
-            Finding(
-                TERMINATED,
-                f"the family was terminated at a departure: {escape(str(d.get('what')))} "
-                f"{escape(str(d.get('path')))}",
-                (Evidence(where, escape(text)),),
-                f"session {att.session}",
-                key=str(d.get("path")),
-            )
-        )
+        pid, start = d.get("pid"), d.get("start")
+        owner = att.owner_of(str(d.get("boot_id")), pid, start) if isinstance(pid, int) else None
+        server = att.server
+        if server is not None and (server.pid, server.start) == (pid, start):
+            call = call_in_flight(att, d.get("time"))
+            owner = call.index if call is not None else None
+        at = _where(att, owner)
+        found = terminated_finding(att.session, d, where)
+        out.append(replace(found, group=at.group, key=f"{at.tool}\0{found.key}"))
     return out
 
 
