@@ -1,14 +1,17 @@
 """What `run --mcp --lock L --contain` did not hold (issue 39), each tried through the SDK's
 client driving a real SDK server under the real `mcpshim run`: every executable the ruleset
 allows is named and chosen (an exec of /proc/self/exe is approved and allowed as the file
-it named in the process that made it, never as mcpshim's own interpreter); every protocol
-the start line claims (MPTCP to a port the lock does not list is refused; a Unix socket
-among the lock's destinations leaves the TCP rules on)."""
+it named in the process that made it, never as mcpshim's own interpreter; the shims bring
+no shell the lock did not approve); every protocol the start line claims (MPTCP to a port
+the lock does not list is refused; a Unix socket among the lock's destinations leaves the
+TCP rules on); metadata changes outside the write directories are facts; and an escape
+past the path rules has one severity in every view."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import socket
 import subprocess
@@ -23,8 +26,9 @@ from mcpshim.shim.manifest import load_manifest
 from tests.e2e.test_contain import _call, _calls
 from tests.fixtures.approvescenario import run_mcp
 from tests.fixtures.home import FIXTURES, Home, install
-from tests.fixtures.landlockhelp import ABI, needs_landlock
+from tests.fixtures.landlockhelp import ABI, LOADER, needs_landlock
 from tests.fixtures.nativekit import need_cc
+from tests.fixtures.otelscenario import traces_of
 from tests.fixtures.runhelp import command as mcpshim
 from tests.fixtures.runhelp import events, needs_trace
 
@@ -208,6 +212,53 @@ def test_metadata_changes_outside_the_write_dirs_are_facts(home: Home, tmp_path:
     assert f"changed the mode of {outside} to 0755" in chmod
     utime = text.split("tools/call metadata (id 5)")[1].split("\n== ")[0]
     assert "[LOW] MCS412 metadata-outside-write-dirs: " in utime and str(outside) in utime
+
+
+MEMFD = (
+    "import os\n"
+    "fd = os.memfd_create('payload', 0)\n"
+    "os.write(fd, open('/bin/true', 'rb').read())\n"
+    "os.execve(fd, ['payload'], {})\n"
+)
+
+
+def test_an_escape_past_the_path_rules_has_one_severity_in_every_view(
+    home: Home, tmp_path: Path
+) -> None:
+    """The ELF loader run by hand and a memfd were MCS411 high in plain review and a new
+    executable, MCS530 medium (the loader: a package vouches for it), under --lock."""
+    copy = tmp_path / "copied-true"
+    shutil.copy("/bin/true", copy)
+    sid, _ = run_mcp(home, SERVER, _calls(_call("run", argv=["/bin/true"])), "--name", "esc")
+    lock = tmp_path / "mcpshim.lock"
+    done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")
+    assert done.returncode == 0, done.stderr
+    sid, out = run_mcp(home, SERVER, _calls(
+        _call("run", argv=[LOADER, str(copy)]),
+        _call("run", argv=[sys.executable, "-c", MEMFD]),
+    ), "--name", "esc")  # fmt: skip
+    assert out == ["status 0: ", "status 0: "]
+    for view in ((), ("--lock", str(lock))):
+        doc = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json",
+                                 *view).stdout)  # fmt: skip
+        found = {f["message"]: (f["severity"], f["group"].rsplit(" ", 2)[-2:])
+                 for f in doc["findings"] if f["rule"] == "MCS411"}  # fmt: skip
+        assert found == {  # the same finding, under the call that ran it
+            f"ran the ELF loader {LOADER} on {copy}: code no exec of its file shows": (
+                "high", ["(id", "3)"]),
+            "ran a program from memory (/memfd:payload): code no exec of its file shows": (
+                "high", ["(id", "4)"]),
+        }, view  # fmt: skip
+        said = [f for f in doc["findings"] if f["rule"] == "MCS530"]
+        assert not [f for f in said if LOADER in f["message"] or "memfd" in f["message"]]
+        sarif = json.loads(mcpshim(home, "review", "--session", sid, "--format", "sarif",
+                                   *view).stdout)  # fmt: skip
+        levels = {r["level"] for r in sarif["runs"][0]["results"] if r["ruleId"] == "MCS411"}
+        assert levels == {"error"}, view
+    [trace] = traces_of(home, sid)
+    spans = [ev.attributes for span in trace.spans for ev in span.events
+             if ev.attributes.get("mcpshim.finding.rule.id") == "MCS411"]  # fmt: skip
+    assert {a["mcpshim.finding.severity"] for a in spans} == {"high"} and len(spans) == 2
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from mcpshim.contract.lockfile import Boundary, ServerApproval, ToolApproval
 from mcpshim.family.attribution import Attribution, Owner
 from mcpshim.family.tree import Node
 from mcpshim.family.view import evidence_line
-from mcpshim.review.boundary import Seen, SessionEvidence, seen_by_owner, tool_of
+from mcpshim.review.boundary import Seen, SessionEvidence, Use, seen_by_owner, tool_of
 from mcpshim.review.departure_rules import (
     DRIFT,
     GONE_TOOL,
@@ -44,7 +44,11 @@ from mcpshim.review.departure_rules import (
     SERVER_CHANGED,
 )
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity
-from mcpshim.review.rules.contain_rules import blocked_departures
+from mcpshim.review.rules.contain_rules import (
+    PAST_RULESET,
+    blocked_departures,
+    past_ruleset_message,
+)
 from mcpshim.review.rules.mcp_rules import call_group, call_in_flight
 from mcpshim.review.rules.terminated import terminated_finding
 from mcpshim.review.shapes import under
@@ -129,6 +133,11 @@ def _exec_departures(
     content changed, a subcommand shape it does not list."""
     found = ids.lookup(seen.uses)
     for path, use in sorted(seen.uses.items()):
+        escapes = _past_ruleset(use)
+        if escapes:  # MCS411, as plain review says it: one escape, one severity
+            for msg, node in escapes:
+                yield _finding(PAST_RULESET, msg, [_node_ev(node)], at, f"past\0{msg}")
+            continue
         known = approved.executable(path)
         ev = [_node_ev(use.node)]
         if known is None:
@@ -150,6 +159,17 @@ def _exec_departures(
             if sh not in known.shapes:
                 msg = f"{path} {sh or '(no subcommand)'}: a shape its card does not list"
                 yield _finding(NEW_SHAPE, msg, [_node_ev(node)], at, f"shape\0{path}\0{sh}")
+
+
+def _past_ruleset(use: Use) -> list[tuple[str, Node]]:
+    """The loader run as a program or a memfd among a use's images: (MCS411's message,
+    its process), each message once."""
+    out: dict[str, Node] = {}
+    for node, img in [(use.node, use.image), *use.shapes.values()]:
+        msg = past_ruleset_message(img)
+        if msg is not None:
+            out.setdefault(msg, node)
+    return list(out.items())
 
 
 def _cwd_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
