@@ -82,6 +82,21 @@ def test_a_call_hidden_between_bare_carriage_returns_is_refused(home: Home, tmp_
     assert "tools/call lookup (id 21)\n   answered: error\n   ran: nothing" in text, text
 
 
+def test_a_cut_line_with_no_id_to_answer_ends_the_session(home: Home, tmp_path: Path) -> None:
+    lock = _approved(home, tmp_path)
+    before = {e["session"] for e in events(home, "session-start")}
+    client = RawClient(home, "--lock", str(lock), "--enforce")
+    client.start()
+    client.send(b'{"jsonrpc":"2.0","method":"notifications/a"}\r'
+                b'{"jsonrpc":"2.0","method":"notifications/b"}\n')  # fmt: skip
+    assert client.line() == b""  # the client's stream ends
+    assert client.close() is not None
+    sid = _session(home, before)
+    poll(lambda: events(home, "session-end", sid), "the end")
+    [ended] = [e for e in events(home, "mcp-refused", sid) if e.get("ended")]
+    assert ended["unreadable"] == "line-ends" and ended["id"] is None
+
+
 def test_without_enforce_the_hidden_call_is_recorded_as_the_server_read_it(home: Home) -> None:
     install(home, ["git"])
     before = {e["session"] for e in events(home, "session-start")}
