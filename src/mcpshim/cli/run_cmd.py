@@ -73,8 +73,7 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     type=click.FloatRange(min=0),
     default=5.0,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL for --on-exit terminate and --on-departure "
-    "terminate.",
+    help="Seconds between SIGTERM and SIGKILL (--on-exit, --on-departure terminate).",
 )
 @_tristate(
     "--trace",
@@ -132,10 +131,9 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "for this server. It may execute only the programs the lock approved (by path; with the "
     "ELF loader and #! interpreters they need, the shims and the tracer; sh shims are "
     "rebuilt native at start where the lock did not approve their shell, else the start "
-    "line says sh stays executable), connect over TCP "
-    "only to the ports of the destinations the lock lists (when it lists any, all with a "
-    "port; kernel 6.7+; MPTCP sockets are then refused), and, with --contain-write, write "
-    "only beneath those directories and "
+    "line says sh stays executable), connect over TCP only to the ports of the destinations "
+    "the lock lists (when it lists any, all with a port; kernel 6.7+; MPTCP sockets are then "
+    "refused), and, with --contain-write, write only beneath those directories and "
     "the log directory. What it refuses fails with EACCES and, traced, is recorded: review "
     "shows it as blocked by the lock (MCS410). --contain refuses to start (exit 2) without a "
     "lock entry or Landlock; auto warns and runs uncontained. Limits: Landlock checks paths, "
@@ -371,10 +369,7 @@ def _contain(
             "mcpshim: warning: not traced: what the ruleset refuses is not recorded", err=True
         )
     else:
-        plan = containment.plan
-        ports = containment.connect_refused if plan.connect is not None else None
-        meta = containment.write_outside if plan.write is not None else None
-        tracer.contained(containment.exec_refused, ports, meta)
+        tracer.contained(*containment.tracer_hooks())
 
 
 def _containment(

@@ -25,7 +25,7 @@ import os
 import shutil
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcpshim.contract.lockfile import ServerApproval
@@ -167,6 +167,19 @@ class Containment:
             if not self.allows(extra):
                 return f"it needs {extra}, which the lock did not approve"
         return None
+
+    def tracer_hooks(
+        self,
+    ) -> tuple[
+        Callable[[bytes, bytes | None, str], str | None],
+        Callable[[int, str], str | None] | None,
+        Callable[[bytes], str | None] | None,
+    ]:
+        """What the tracer asks about its records (trace.run.TraceRun.contained): which
+        exec attempts were refused, and where ports or writes are held, which connects
+        were refused and which metadata changes were outside the write directories."""
+        ports = self.connect_refused if self.plan.connect is not None else None
+        return self.exec_refused, ports, self.write_outside if self.plan.write is not None else None
 
     def write_outside(self, path: bytes) -> str | None:
         """Why a file at `path` is outside the write directories (where a metadata change
