@@ -6,9 +6,10 @@ per-image review rules stay pure over the image: `trace` (an exec no shim took p
 target it exec'd), `trace-search/ERRNO` (a failed step of a PATH search that went on to the
 next directory), `trace-failed/ERRNO` (an exec that failed for good), `trace-blocked/ERRNO`
 (an attempt a contained session's ruleset refused: `run --contain`). An image's `target` is
-the path passed to execve and `argv0` the argv[0] string; a failed attempt ran nothing, so
-its `target` is empty and `argv0` holds the path it tried. A `trace-gap` record (a family
-member no record explains) becomes a `trace-gap` image.
+the path passed to execve (for `/proc/self/exe` and the like, the file it named in the
+process that called execve: the record's `resolved`) and `argv0` the argv[0] string; a
+failed attempt ran nothing, so its `target` is empty and `argv0` holds the path it tried.
+A `trace-gap` record (a family member no record explains) becomes a `trace-gap` image.
 
 Merge rule. A shim's exec is recorded three times: the tracer sees the caller's execve of
 the shim script (filename in the shim dir), the shim writes its ExecRecord, and the tracer
@@ -81,6 +82,8 @@ def trace_image(rec: EventRecord) -> Image | None:
     if pid is None or d.get("shim_helper") is True:  # (the shim library's own helper)
         return None
     filename = bytes_field(d, "filename")
+    if d.get("resolved"):  # an exe link (/proc/self/exe): the file it named in that process
+        filename = bytes_field(d, "resolved")
     argv = argv_field(d, "argv")
     red = d.get("argv_redacted")
     source = trace_source(d)

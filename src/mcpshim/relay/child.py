@@ -56,7 +56,7 @@ from mcpshim.relay.channel import DIRECTIONS, EOF, Channel
 from mcpshim.relay.core import COPY_LIMIT, S2C, close_end, relay_pipe
 from mcpshim.relay.pidmark import PidMark
 
-__all__ = ["FLUSH_S", "LOSS_REPORT", "available", "keep_only", "pump_main"]
+__all__ = ["FLUSH_S", "LOSS_REPORT", "SAID", "SAY", "available", "keep_only", "pump_main"]
 
 _READ = 1 << 20
 # A chunk of _LARGE_CHUNK bytes or more (its writer filled half a pipe) is part of a large
@@ -73,6 +73,10 @@ _LARGE_PIPE = 512 << 10
 FLUSH_S = 5.0  # after the control pipe closes: how long the recorder may make no progress
 #: on the status pipe, after a direction's index as each ends: what was never recorded
 LOSS_REPORT = 0xFF
+#: on the status pipe: a line of the supervisor's (SAY on the control pipe) was taken
+SAID = 0xFE
+#: on the control pipe, after the recorder's pid: SAY, a 4-byte length, a line for the client
+SAY = b"S"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -99,11 +103,21 @@ class _Pump:
     the bell gets a byte after each chunk is passed on."""
 
     def __init__(
-        self, src: int, dst: int, index: int, channel: Channel, bell: int, rings: bool
-    ) -> None:
+        self, src: int, dst: int, index: int, channel: Channel, bell: int, rings: bool,
+        lines: bool = False,
+    ) -> None:  # fmt: skip
         self.src, self.dst, self.index, self.channel = src, dst, index, channel
         self.bell, self.rings = bell, rings
         self.splice_in = self.splice_out = pipeio.SPLICE_OK
+        # `lines`: the supervisor may have a line to say between the server's (say): the
+        # bytes are read and written, so the pump knows where each of the server's lines ends
+        self.lines = lines
+        if lines:
+            self.splice_in = False
+        self.out = threading.Lock()
+        self.line_end = True
+        self.said = b""
+        self.closed = False  # the destination is let go of: nothing more is written
         self.mid_r, self.mid_w = (-1, -1) if _is_pipe(src) else relay_pipe()
         self.probe_r, self.probe_w = relay_pipe()  # blocking, and always empty
         self.marks = PidMark()
@@ -119,8 +133,12 @@ class _Pump:
             if not more:
                 break
         _hang_up(self.src)  # a reader gone is passed on: the writer gets EPIPE, as directly
-        if not self.broken:
-            close_end(self.dst)
+        with self.out:
+            if self.said and not self.broken:  # a newline ends what was cut short
+                self._write((b"" if self.line_end else b"\n") + self.said)
+            self.said, self.closed = b"", True
+            if not self.broken:
+                close_end(self.dst)
         why = self.broken.encode()  # why writing stopped, if it did
         self.channel.write(self.index | EOF, self.channel.number(), time.time(), why)
 
@@ -131,7 +149,12 @@ class _Pump:
                 return False
             seq, t, mark = self.channel.number(), time.time(), self.marks.read()
             try:
-                self._write(data)
+                with self.out:
+                    self._write(data)
+                    self.line_end = data.endswith(b"\n")
+                    if self.said and self.line_end:
+                        self._write(self.said)
+                        self.said = b""
             finally:
                 self.channel.write(self.index, seq, t, data, mark)
             self._ring()
@@ -185,6 +208,17 @@ class _Pump:
                 else:
                     self._stop(err)
 
+    def say(self, line: bytes) -> None:
+        """A line of the supervisor's for the client: now, between two of the server's
+        lines, or once the server's line is done (or at its end)."""
+        with self.out:
+            if self.broken or self.closed:
+                return
+            if self.lines and not self.line_end:
+                self.said += line
+            else:
+                self._write(line)
+
     def _ring(self) -> None:
         if self.rings:
             with contextlib.suppress(OSError):  # full: rung already; closed: nobody listens
@@ -228,10 +262,12 @@ def pump_main(
     ctl_r: int,
     status: int,
     limit: int = COPY_LIMIT,
+    lines: bool = False,
 ) -> NoReturn:
     """The pump child's whole life: forward both ways until both end or `ctl_r` closes;
     one byte (the direction's index) to `status` as each direction ends; a byte to `bell`
-    as the server's output is passed on."""
+    as the server's output is passed on. `lines`: the supervisor may say a line to the
+    client (SAY on `ctl_r`, SAID on `status` once it is taken), between the server's."""
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
     gc.disable()  # nothing here makes cycles; no collector pause on the forwarding path
@@ -252,11 +288,25 @@ def pump_main(
                 over.set()
 
     said = bytearray()  # the supervisor's word on the control pipe: the recorder's pid
+    lines_said = bytearray()  # then SAY frames: a line for the client each
 
     def control() -> None:
         with contextlib.suppress(OSError):
-            while got := os.read(ctl_r, 64):
-                said.extend(got)
+            while got := os.read(ctl_r, 4096):
+                take = max(0, 4 - len(said))
+                said.extend(got[:take])
+                lines_said.extend(got[take:])
+                while len(lines_said) >= 5 and lines_said[:1] == SAY:
+                    n = int.from_bytes(lines_said[1:5], "little")
+                    if len(lines_said) < 5 + n:
+                        break
+                    line = bytes(lines_said[5 : 5 + n])
+                    del lines_said[: 5 + n]
+                    for w in workers:
+                        if DIRECTIONS[w.index] == S2C:
+                            w.say(line)
+                    with contextlib.suppress(OSError):
+                        os.write(status, bytes([SAID]))
         closed.set()
         over.set()
 
@@ -270,8 +320,9 @@ def pump_main(
     # real SDK client and server, recording a large request while the server parsed it made
     # 256 KiB calls 0.1 ms and 1 MiB calls 0.2-0.5 ms slower than recording it with the
     # response.
+    s2c = [DIRECTIONS[index] == S2C for index in range(len(pumps))]
     workers = [
-        _Pump(src, dst, index, channel, bell, DIRECTIONS[index] == S2C)
+        _Pump(src, dst, index, channel, bell, s2c[index], lines and s2c[index])
         for index, (src, dst) in enumerate(pumps)
     ]
     # Named once every fd it will hold is open, before any thread (threads take the name

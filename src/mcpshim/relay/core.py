@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, dropped_reason
+from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, Split, dropped_reason
 from mcpshim.relay.listings import LISTED, contract_event
 from mcpshim.relay.recordable import loads as _loads
 from mcpshim.relay.redact import redact_json
@@ -50,6 +50,7 @@ __all__ = [
     "close_end",
     "dropped_reason",
     "iso",
+    "log_notification",
     "relay_pipe",
 ]
 
@@ -75,6 +76,13 @@ Probe = Callable[[], list[tuple[int, int | None]]]
 def iso(t: float) -> str:
     """ISO 8601 UTC with microseconds (the time key of every mcp-* event)."""
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
+
+
+def log_notification(text: str, level: str = "critical") -> bytes:
+    """An MCP log notification (`notifications/message`) from mcpshim, as one line."""
+    params = {"level": level, "logger": "mcpshim", "data": text}
+    msg = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
 
 
 def announce(emit: Emit, session: str) -> None:
@@ -256,7 +264,8 @@ class Transcriber:
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
-        self._framers = {C2S: Framer(), S2C: Framer()}
+        # the client's lines as the Python SDK's server cuts them (relay.framer)
+        self._framers = {C2S: Framer(universal=True), S2C: Framer()}
         self._ended: set[str] = set()
 
     @property
@@ -283,16 +292,32 @@ class Transcriber:
                 else:
                     rec.unparsed(direction, t, framer.pending(), "incomplete message at end",
                                  framer.rest_sha256(), "incomplete")  # fmt: skip
+            if (split := framer.split_at_end()) is not None:
+                self._split(direction, t, split)
             return
         for line in framer.feed(data):
             try:
-                if isinstance(line, Oversize):
+                if isinstance(line, Split):
+                    self._split(direction, t, line)
+                elif isinstance(line, Oversize):
                     rec.unparsed(direction, t, line.size, "message too large to parse",
                                  line.sha256, "too-large")  # fmt: skip
                 else:
                     rec.message(direction, t, line, mark)
             except Exception as exc:  # never let one message stop the recorder
                 rec.unparsed(direction, t, 0, f"recorder error: {type(exc).__name__}")
+
+    def _split(self, direction: str, t: float, split: Split) -> None:
+        """A line a bare \\r cut: recorded message by message as the Python SDK's server
+        reads it (above), and said as a whole, since a server that ends lines at \\n only
+        reads one message (or none) where that one reads several."""
+        self.recorder.unparsed(
+            direction, t, split.size,
+            f"a bare carriage return cuts this line into {split.pieces} lines: the Python "
+            "SDK's server reads each apart (recorded so), a server that ends lines at a "
+            "newline only reads them as one",
+            split.sha256, "line-ends",
+        )  # fmt: skip
 
 
 # ---- the relay ---------------------------------------------------------------------------
@@ -331,3 +356,8 @@ class Relaying(Protocol):
 
     def finish(self, timeout: float = ...) -> None:
         """Record everything relayed so far."""
+
+    def say(self, line: bytes) -> None:
+        """Write a whole line of mcpshim's own to the client, between two of the server's
+        lines (never inside one): now if the server's output is at a line's end, else once
+        its line is done, or at its end (after a newline that ends what was cut short)."""

@@ -53,7 +53,7 @@ from mcpshim.relay.channel import (
     REPORT,
     unpack_loss,
 )
-from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, keep_only, pump_main
+from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, SAID, SAY, keep_only, pump_main
 from mcpshim.relay.core import (
     COPY_LIMIT,
     S2C,
@@ -256,9 +256,10 @@ class ForkedRelay:
     """A relay (relay.core.Relaying) with the pumps and the recorder in children (module
     docstring)."""
 
-    def __init__(self, recorder: Recorder, limit: int = COPY_LIMIT) -> None:
+    def __init__(self, recorder: Recorder, limit: int = COPY_LIMIT, lines: bool = False) -> None:
         self.recorder = recorder
         self.limit = limit  # of the copies waiting for the recorder (relay.channel)
+        self.lines = lines  # the supervisor may say lines to the client (say)
         self.pid = 0  # the pump child
         self.recorder_pid = 0
         self.helpers: set[int] = set()
@@ -266,6 +267,7 @@ class ForkedRelay:
         self._ended: set[int] = set()
         self._said = bytearray()  # heard on the status pipe, not yet understood
         self._abandoned = b""  # the pump child's REPORT, if it had to make one
+        self._heard_said = 0  # lines the pump child took (SAID), not yet waited for
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
@@ -286,7 +288,8 @@ class ForkedRelay:
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
                 pumps = ((client_in, server_in), (server_out, client_out))
-                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w, self.limit)
+                pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w,
+                          self.limit, self.lines)  # fmt: skip
             finally:
                 os._exit(70)
         self.pid = pid
@@ -312,8 +315,27 @@ class ForkedRelay:
             self.helpers.add(rpid)
             with contextlib.suppress(OSError):
                 os.read(ready_r, 1)  # EOF once the recorder let go of what it inherited
-                os.write(self._ctl, rpid.to_bytes(4, "little"))  # whose progress to judge
+        with contextlib.suppress(OSError):  # whose progress to judge (0: nobody records)
+            os.write(self._ctl, max(rpid, 0).to_bytes(4, "little"))
         os.close(ready_r)
+
+    def say(self, line: bytes, timeout: float = 1.0) -> None:
+        """A line of mcpshim's own to the client, between the server's (the pump child
+        writes it: relay.child SAY); returns once the child has taken it."""
+        if not self.lines or self._ctl < 0:
+            return
+        try:
+            os.write(self._ctl, SAY + len(line).to_bytes(4, "little") + line)
+        except OSError:
+            return
+        deadline = time.monotonic() + timeout
+        while not self._heard_said:
+            left = deadline - time.monotonic()
+            if left <= 0 or not fdio.wait_for(self._status, select.POLLIN, left):
+                return
+            if not self._hear():
+                return
+        self._heard_said -= 1
 
     def server_done(self, timeout: float) -> bool:
         """Wait for the server's output to end; True when it did within `timeout`."""
@@ -333,7 +355,10 @@ class ForkedRelay:
         got = os.read(self._status, 256)
         self._said += got
         while self._said:
-            if self._said[0] != LOSS_REPORT:
+            if self._said[0] == SAID:
+                self._heard_said += 1
+                del self._said[0]
+            elif self._said[0] != LOSS_REPORT:
                 self._ended.add(self._said.pop(0))
             elif len(self._said) > REPORT.size:
                 self._abandoned = bytes(self._said[1 : 1 + REPORT.size])

@@ -20,7 +20,8 @@ lock has no entry for. The cost of parsing on the forwarding path is in
 docs/performance.md; without --enforce nothing is parsed before it is passed on.
 
 Fail closed. A message the gate cannot read completely (relay.readable: past the 64 MiB
-limit, nested too deep, not UTF-8, not JSON, not a JSON-RPC object or batch of them) is
+limit, nested too deep, not UTF-8, not JSON, not a JSON-RPC object or batch of them, or a
+client's line a bare `\r` cuts into lines the Python SDK's server reads apart) is
 never passed on as if approved: a client's is refused, each id it carries answered with
 an error; a server's line that may answer an awaited listing is withheld the same way, and
 every tool's definition is then unverified (each call refused until a listing is read).
@@ -30,6 +31,7 @@ A server's line that is not JSON at all, or that answers no awaited listing, goe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -51,7 +53,7 @@ from mcpshim.relay.core import (
     iso,
 )
 from mcpshim.relay.pidmark import PidMark
-from mcpshim.relay.readable import Lines, Unreadable, early_id, read
+from mcpshim.relay.readable import Lines, Unreadable, early_id, read, read_request
 from mcpshim.relay.threaded import Relay
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
@@ -220,6 +222,13 @@ class GatedRelay(Relay):
         for th in self._threads.values():
             th.start()
 
+    def say(self, line: bytes) -> None:
+        """A line of mcpshim's own to the client: between whole lines (self._out)."""
+        with self._out:
+            if S2C not in self.broken:
+                with contextlib.suppress(OSError):
+                    fdio.write_all(self._client_out, line)
+
     def _send(self, fd: int, direction: str, data: bytes, copy: bytes | None = None) -> None:
         """Pass `data` on and queue its copy (`copy` when what the peer sent differs from
         what goes on); a reader that is gone is no error: the pump stops (_pump)."""
@@ -305,7 +314,7 @@ class GatedRelay(Relay):
         """(the relay's own answer or None, what goes on to the server) for a whole line."""
         if not line.strip():
             return None, line
-        doc = read(line)
+        doc = read_request(line)  # framed as every server reads it (relay.readable)
         if isinstance(doc, Unreadable):
             return self._unreadable(C2S, doc, len(line), hashlib.sha256(line).hexdigest())
         items = doc if isinstance(doc, list) else [doc]

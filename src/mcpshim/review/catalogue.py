@@ -38,6 +38,7 @@ MODULES = (
     *CHECK_MODULES,
     "mcpshim.review.rules.session_rules",
     "mcpshim.review.rules.connections",
+    "mcpshim.review.rules.file_rules",
     "mcpshim.review.rules.coverage_rules",
     "mcpshim.review.rules.mcp_rules",
     "mcpshim.review.rules.unreadable",

@@ -22,7 +22,7 @@ import psutil
 
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat, start_ticks
 from mcpshim.relay import child as relaychild
-from mcpshim.relay.core import Recorder, Relaying, announce, relay_pipe
+from mcpshim.relay.core import Recorder, Relaying, announce, log_notification, relay_pipe
 from mcpshim.relay.forked import ForkedRelay
 from mcpshim.relay.gate import Gate, GatedRelay
 from mcpshim.relay.threaded import Relay
@@ -124,7 +124,8 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
     # process's interpreter lock (relay.forked); elsewhere they are threads here.
     relay: Relaying | None = GatedRelay(recorder, gate) if gate is not None else None
     if relay is None and relaychild.available():
-        forked = ForkedRelay(recorder)
+        # with a departure watch the pump reads the server's lines, so it can say one between
+        forked = ForkedRelay(recorder, lines=sup.say is not None)
         try:
             forked.start(0, in_w, out_r, 1)
         except OSError:  # fork failed (EAGAIN, ENOMEM): threads
@@ -137,6 +138,13 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
         relay = Relay(recorder)
     if not isinstance(relay, ForkedRelay):
         relay.start(0, in_w, out_r, 1)
+    if sup.say is not None:  # (--on-departure terminate asked for it: departwatch)
+        told = relay
+
+        def say(text: str) -> None:
+            told.say(log_notification(text))
+
+        sup.say = say
     actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1)]
     closed = False
 

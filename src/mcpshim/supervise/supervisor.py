@@ -136,6 +136,7 @@ class Supervisor:
         self._tty_pgrp: int | None = None
         self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
         self.ended_family = False  # terminate_family ended it (a departure)
+        self.say: Callable[[str], None] | None = None  # an MCP log line to the client (--mcp)
         self.log_failures = 0
         every = round(SOCKET_PASS_MS / options.sample_ms)
         tail = Follower.tail(loc)

@@ -44,9 +44,16 @@ from mcpshim.errors import UsageError
 from mcpshim.log import eventlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
+from mcpshim.trace.metaparse import META_SYSCALLS
 from mcpshim.trace.parse import Event, ExecFeed, LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
-from mcpshim.trace.records import ExecRefused, PortRefused, iso_time, shim_helper_pids
+from mcpshim.trace.records import (
+    ExecRefused,
+    PortRefused,
+    WriteOutside,
+    iso_time,
+    shim_helper_pids,
+)
 from mcpshim.trace.store import (
     TraceParams,
     lock_dir,
@@ -119,6 +126,7 @@ class TraceRun:
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
         self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
         self._port_refused: PortRefused | None = None
+        self._write_outside: WriteOutside | None = None
         self._params: TraceParams | None = None  # set by finish, for the drain too
         try:
             self._open()
@@ -153,15 +161,24 @@ class TraceRun:
         if output:
             self._out = self._lock = -1
 
-    def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
+    def contained(
+        self,
+        exec_refused: ExecRefused,
+        port_refused: PortRefused | None,
+        write_outside: WriteOutside | None = None,
+    ) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
         say so, and with `port_refused` so do the connects it refused (their `trace-net`
-        record, outcome denied, says why: `blocked`)."""
+        record, outcome denied, says why: `blocked`). With write rules (`write_outside`)
+        the metadata calls Landlock does not refuse are traced too, and each change
+        outside the write directories is recorded (`trace-file`: trace.metaparse)."""
         self._exec_refused, self._port_refused = exec_refused, port_refused
+        self._write_outside = write_outside
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
-        argv = strace_argv(self.strace, str(self.fifo), command)
+        extra = META_SYSCALLS if self._write_outside is not None else ()
+        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -370,6 +387,7 @@ class TraceRun:
             trace, gaps = write_trace(
                 self.loc, self.output, self._params, complete, self._live, self._log_mark,
                 refused=(self._exec_refused, self._port_refused),
+                write_outside=self._write_outside,
             )  # fmt: skip
             # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
             helper = shim_helper_pids(trace)

@@ -35,6 +35,7 @@ from mcpshim.paths import Locations
 from mcpshim.trace.records import (
     ExecRefused,
     PortRefused,
+    WriteOutside,
     exact_starts,
     find_gaps,
     iso_time,
@@ -169,6 +170,7 @@ def write_trace(
     mark: tuple[int, int] | None,
     late: bool = False,
     refused: tuple[ExecRefused | None, PortRefused | None] = (None, None),
+    write_outside: WriteOutside | None = None,
 ) -> tuple[Trace, int]:
     """Parse the output and append its records; (the trace, how many gaps were found).
     `late` (the drain): only records the log does not hold yet, marked so, and no gaps
@@ -184,7 +186,7 @@ def write_trace(
     skip = _written(records) if late else set()
     exec_refused, port_refused = refused
     found = trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused,
-                           port_refused, shim_paths(records))  # fmt: skip
+                           port_refused, shim_paths(records), write_outside)  # fmt: skip
     for kind, payload in found:
         if late:
             if (kind, payload.get("pid"), payload.get("time")) in skip:

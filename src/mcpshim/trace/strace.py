@@ -49,6 +49,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mcpshim.trace.metaparse import MetaFact
 from mcpshim.trace.net import NetAttempt, follow
 from mcpshim.trace.parse import Event, parse_line, parse_output, read_output
 
@@ -182,6 +183,7 @@ class Trace:
     processes: dict[int, Process]
     execs: list[ExecAttempt]
     net: list[NetAttempt] = field(default_factory=list)
+    meta: list[MetaFact] = field(default_factory=list)  # chmod, chown, utime (trace.metaparse)
 
     def last_exec(self, pid: int) -> ExecAttempt | None:
         ok = [e for e in self.execs if e.pid == pid and e.result == "ok"]
@@ -217,6 +219,7 @@ def build_trace(
     procs: dict[int, Process] = {}
     execs: list[ExecAttempt] = []
     net: list[tuple[int, Event]] = []
+    meta: list[MetaFact] = []
     for ev in _merged(files):
         pid = tgid.get(ev.tid)
         if pid is None:  # a thread or process whose creation we did not see
@@ -268,7 +271,11 @@ def build_trace(
                 proc.exec_count += 1
         elif ev.kind == "net":
             net.append((pid, ev))
-    return Trace(procs, _mark_search_steps(execs), follow(net))
+        elif ev.kind == "meta" and ev.meta is not None:  # (only traced under --contain-write)
+            path = ev.meta.path
+            path = path if path is None or path.startswith(b"/") else _join(proc.cwd, path)
+            meta.append(MetaFact(ev.time, pid, ev.tid, ev.meta, path))
+    return Trace(procs, _mark_search_steps(execs), follow(net), meta)
 
 
 def _mark_search_steps(execs: list[ExecAttempt]) -> list[ExecAttempt]:

@@ -27,7 +27,9 @@ from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.connections import net_finding
 from mcpshim.review.rules.contain_rules import blocked_connect
+from mcpshim.review.rules.file_rules import metadata_finding
 from mcpshim.review.rules.network import HELPERS, allowed
+from mcpshim.review.rules.terminated import terminated_finding
 
 __all__ = [
     "CREDENTIAL_NETWORK",
@@ -291,8 +293,18 @@ class SessionEvidence:
     def _trace_exec(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
         if d.get("result") == "ok" and not d.get("shim_script") and isinstance(d.get("pid"), int):
-            name = d.get("via_shim") or os.path.basename(str(d.get("filename") or "")) or "?"
+            ran = d.get("resolved") or d.get("filename") or ""  # (/proc/self/exe: the file)
+            name = d.get("via_shim") or os.path.basename(str(ran)) or "?"
             self.feed_exec(sid, d["pid"], d.get("start"), str(name))
+
+    def _departure(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        s.findings.append(terminated_finding(sid, rec.data, rec.where))  # MCS537, as --lock
+
+    def _file(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        ident = (rec.data.get("pid"), rec.data.get("start"))
+        found = metadata_finding(sid, rec, self._names.get(ident) or "?")  # type: ignore[arg-type]
+        if found is not None:
+            s.findings.append(found)
 
     def _net(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
@@ -323,6 +335,8 @@ _MOMENTS = 256  # a relayed session's repeats of one socket fact kept, for filin
 
 _HANDLERS = {
     "mcp-session": SessionEvidence._relayed,
+    "departure": SessionEvidence._departure,
+    "trace-file": SessionEvidence._file,
     "trace-summary": SessionEvidence._summary,
     "trace-exec": SessionEvidence._trace_exec,
     "trace-net": SessionEvidence._net,

@@ -31,9 +31,10 @@ UNREADABLE = define_rule(
     "mcp-message-unreadable",
     Severity.MEDIUM,
     "A message between the MCP client and server could not be read completely (larger than "
-    "the relay's limit, nested too deep, not UTF-8, not JSON, not JSON-RPC, or its copy never "
-    "reached the recorder): what it said is not on record, and no approval was checked "
-    "against it.",
+    "the relay's limit, nested too deep, not UTF-8, not JSON, not JSON-RPC, cut by a bare "
+    "carriage return into lines servers read differently, or its copy never reached the "
+    "recorder): what it said is not on record, or not as every server reads it, and no "
+    "approval was checked against it.",
     "Find which side sent it (its direction, size and SHA-256 are on record) and why; run the "
     "server under `mcpshim run --mcp --lock L --enforce`, which refuses such a message (or "
     "ends the session when it carries no id to answer).",
