@@ -19,7 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from tests.corpus.harness import NO_CALL, Expect, Scenario, Workspace, git_repo
-from tests.corpus.scenarios.benign_terminal import CREATE, KEPT, close, server, typed
+from tests.corpus.scenarios.benign_terminal import (
+    CREATE,
+    KEPT,
+    SAMPLED_BASH,
+    close,
+    server,
+    typed,
+)
 from tests.corpus.worlds import Remote, heard, tmp_copy
 
 
@@ -55,12 +62,14 @@ SCENARIO = Scenario(
         Expect("MCS101", "info", "session_interact", nth=2, names=("curl",)),
         Expect("MCS108", "medium", "session_interact", nth=2, names=("curl", "127.0.0.1")),
         Expect("MCS501", "info", NO_CALL, optional=True, names=("bash",)),  # sampled
+        SAMPLED_BASH,
         # issue 40: a file the session wrote and then ran
     ),
     traced_expected=(
         Expect("MCS102", "high", "session_interact", nth=1, names=TMP),
         Expect("MCS101", "info", "session_interact", nth=2, names=("curl",)),
         Expect("MCS306", "medium", "session_interact", nth=2, names=("curl", "127.0.0.1")),
+        Expect("MCS108", "info", "session_interact", nth=2, names=("127.0.0.1",)),  # the hint
         KEPT,
         # issue 40: a file the session wrote and then ran
     ),

@@ -39,10 +39,18 @@ def _calls(w: Workspace) -> list[tuple[str, Any]]:
 
 
 def ran(file: str, optional: bool = False) -> tuple[Expect, ...]:
-    return tuple(
-        Expect("MCS107", "medium", tool, optional=optional, names=(file,))
-        for tool in ("discover_tests", "execute_tests")
-    )
+    """Under each call: the project's code ran; pytest (the venv's, a Python of pyenv's:
+    outside the trusted directories) ran. Untraced pytest has no shim: only a sample sees
+    it, then as the python it is, outside the trusted directories and with no shim."""
+    out: tuple[Expect, ...] = ()
+    for tool in ("discover_tests", "execute_tests"):
+        out += (Expect("MCS107", "medium", tool, optional=optional, names=(file,)),)
+        if optional:
+            out += (Expect("MCS119", "low", tool, optional=True, names=("python",)),
+                    Expect("MCS302", "info", tool, optional=True, names=("python",)))  # fmt: skip
+        else:
+            out += (Expect("MCS119", "low", tool, names=("pytest",)),)
+    return out
 
 
 SCENARIO = Scenario(

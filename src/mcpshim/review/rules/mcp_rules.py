@@ -150,17 +150,28 @@ def runs_any_command(tool: str, description: str = "") -> bool:
     return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(said))
 
 
-def family_of(command: str) -> str:
-    """A program's family: git's helpers (git-remote-https, git-upload-pack) are git."""
-    return "git" if command.startswith("git-") else command
+def family_of(command: str, target: bytes = b"") -> str:
+    """A program's family: git's helpers (git-remote-https, git-upload-pack) and the hooks
+    git runs (a project's code: MCS107 says so) are git."""
+    if command.startswith("git-") or (b"/hooks/" in target and b".git/" in target):
+        return "git"
+    return command
+
+
+_SEGMENTS = re.compile(r"[;&|()\n`]+|\$\(")  # where a shell line starts another command
 
 
 def named_by_arguments(command: str, arguments: Any) -> bool:
     """The call's arguments name the program: `{"command": "bash"}`, an argv list's first
-    item `["git", "status"]`, a command line `"git log -3"`, a path `/usr/bin/bash`."""
+    item `["git", "status"]`, a command of a line `"cd d && git log -3"`, a path
+    `/usr/bin/bash`."""
     for _where, v in arg_values(arguments):
-        head = v.strip().split(None, 1)[0] if v.strip() else ""
-        if command in (v, head, os.path.basename(v), os.path.basename(head)):
+        heads = {v, os.path.basename(v)}
+        for seg in _SEGMENTS.split(v):
+            words = seg.split()
+            if words:
+                heads |= {words[0], os.path.basename(words[0])}
+        if command in heads:
             return True
     return False
 
@@ -265,7 +276,7 @@ def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
             if not declared and _in_a_line(node):
                 continue  # a program of a shell line: the line is said (MCS105, MCS401)
             for img in (i for i in node.images if i.entry):  # what ran
-                command = family_of(img.command)
+                command = family_of(img.command, img.target)
                 if not declared and named_by_arguments(command, call.arguments):
                     continue  # the call asked for it by name (a [tools] entry still decides)
                 ok = asked.get((call.name, command))

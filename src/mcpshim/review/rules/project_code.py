@@ -69,10 +69,10 @@ def project_files(img: Image) -> tuple[str, list[str]]:
     """What project-defined code this exec runs, and the files that hold it (empty: none)."""
     name = command_name(img)
     cwd = img.cwd.decode("utf-8", "surrogateescape")
-    target = img.target.decode("utf-8", "surrogateescape")
+    target = os.path.join(cwd, img.target.decode("utf-8", "surrogateescape"))
     args = [a.decode("utf-8", "surrogateescape") for a in img.args]
     if "/.git/hooks/" in target or ("/hooks/" in target and "/.git/" in target):
-        return "a git hook of the checkout", [target]
+        return "a git hook of the checkout", [os.path.normpath(target)]
     if not cwd or img.cwd_unknown:
         return "", []
     if name in _PYTEST or (name.startswith("python") and args[:2] == ["-m", "pytest"]):
