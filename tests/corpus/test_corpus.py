@@ -23,6 +23,11 @@ _BROWSER = (
     "issue 37/38: the launch's facts (UDP source ports as listeners, the wrapper's GOOGLE_* "
     "as inherited, its helpers as MCS502, dpkg binaries low), the kept browser as MEDIUM"
 )
+_LSP = (
+    "cclsp signals its language server and exits at once: the server's processes end "
+    "moments later, and run accounts them survivors at the instant the server exited "
+    "(medium MCS301 and MCS501 for each, a count that varies with the race)"
+)
 #: Cases review is known to get wrong, and why (issue 38 item 6: labels before rules).
 #: Strict: when the model is fixed the case passes, and its entry must go.
 XFAIL: dict[str, str] = {
@@ -33,30 +38,12 @@ XFAIL: dict[str, str] = {
     "attack-playwright-page-and-rce": _BROWSER,
     "attack-playwright-page-and-rce-trace": _BROWSER + "; the page's beacon filed under "
     "browser_navigate #1, not browser_evaluate (issue 37 item 3)",
-    "benign-terminal-mcp": "issue 37 item 1: bash's work filed under session_create, MEDIUM MCS501",
-    "benign-terminal-mcp-trace": "issue 37 item 1: bash's work filed under session_create",
-    "attack-terminal-mcp": "issue 37 item 1: cp, the copy and curl filed under session_create",
-    "attack-terminal-mcp-trace": "issue 37 item 1: cp, the copy, curl filed under session_create",
-    "benign-pytest-runner": "issue 38 item 3: the test files pytest runs are no MCS107",
-    "benign-pytest-runner-trace": "issue 38 item 3: the test files pytest runs are no MCS107",
-    "attack-pytest-conftest": "issue 38 item 3: conftest.py is named nowhere (no MCS107)",
-    "attack-pytest-conftest-trace": "issue 38 items 3, 4: no MCS107 for conftest.py; "
-    "/bin/sh -c at medium",
-    "benign-mcp-server-git": "issue 37 item 4: GitPython's kept helpers as MEDIUM MCS501",
-    "benign-mcp-server-git-trace": "issue 37 item 4: GitPython's helpers as MEDIUM MCS501",
-    "benign-mcp-server-git-reordered": "issue 37 item 4: GitPython's helpers as MEDIUM MCS501",
-    "benign-mcp-server-git-reordered-trace": "issue 37 item 4: GitPython helpers, MEDIUM MCS501",
-    "attack-mcp-server-git-hook": "issue 38 item 3: the hook GitPython ran is no MCS107",
-    "attack-mcp-server-git-hook-trace": "issue 38 item 3: the hook GitPython ran is no MCS107",
-    "attack-git-mcp-server-hook": "issue 38 item 3: the hook git ran is no MCS107",
-    "attack-git-mcp-server-hook-trace": "issue 38 item 3: the hook git ran is no MCS107",
-    "benign-cclsp": "issue 37 item 4: the kept language server as MEDIUM MCS501; node's "
-    "own forks as MEDIUM MCS405",
-    "benign-cclsp-trace": "issue 37 item 4: the kept language server as MEDIUM MCS501; "
-    "node's own forks as MEDIUM MCS405",
-    "attack-cclsp-project-config": "issue 38 item 3: a checkout's cclsp.json is no MCS107",
-    "attack-cclsp-project-config-trace": "issue 38 item 3: the checkout's cclsp.json: no MCS107",
-    "attack-cli-mcp-server-pipe-trace": "issue 38 item 1: /bin/sh -c's composed line at medium",
+    "benign-cclsp": _LSP,
+    "benign-cclsp-trace": _LSP,
+    "attack-cclsp-project-config": _LSP + "; the checkout's cclsp.json chose the command: "
+    "known only from the server's read of it (issue 40, file evidence)",
+    "attack-cclsp-project-config-trace": _LSP + "; the checkout's cclsp.json chose the "
+    "command: known only from the server's read of it (issue 40, file evidence)",
 }
 
 

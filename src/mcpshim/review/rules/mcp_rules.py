@@ -21,6 +21,7 @@ from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
+from mcpshim.review.rules.execpaths import script_of
 from mcpshim.review.rules.unreadable import is_unreadable, unreadable_findings
 from mcpshim.review.shapes import shell_line
 
@@ -276,7 +277,7 @@ def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
             if not declared and _in_a_line(node):
                 continue  # a program of a shell line: the line is said (MCS105, MCS401)
             for img in (i for i in node.images if i.entry):  # what ran
-                command = family_of(img.command, img.target)
+                command = family_of(img.command, os.fsencode(script_of(img) or "") or img.target)
                 if not declared and named_by_arguments(command, call.arguments):
                     continue  # the call asked for it by name (a [tools] entry still decides)
                 ok = asked.get((call.name, command))

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 
 from mcpshim.family.tree import Image
+from mcpshim.review.rules.execpaths import script_of
 from mcpshim.review.rules.registry import Context, Hit, check
 from mcpshim.review.rules.runners import PROJECT_SCRIPTS
 from mcpshim.review.shapes import command_name
@@ -25,6 +27,7 @@ __all__ = ["project_files", "sha256_of"]
 
 _PYTEST = frozenset({"pytest", "py.test"})
 _CONFIGS = {"tox": ("tox.ini",), "nox": ("noxfile.py",), "pre-commit": (".pre-commit-config.yaml",)}
+_HOOK = re.compile(r"(?:^|/)\.git/hooks/")  # relative when the record knows no cwd
 _DEPTH = 3  # directories below the runner's working directory it looks in
 _MOST = 200  # entries it reads, at most
 _NAMED = 5  # files a finding names
@@ -34,6 +37,8 @@ _SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox
 def sha256_of(path: str) -> str:
     """A file's SHA-256 (hex), '' when it cannot be read (gone, not a regular file)."""
     h = hashlib.sha256()
+    if not os.path.isabs(path):
+        return ""  # a parent shell's record knows no cwd: which file is not known here
     try:
         if not os.path.isfile(path):  # a FIFO would block the read
             return ""
@@ -69,10 +74,13 @@ def project_files(img: Image) -> tuple[str, list[str]]:
     """What project-defined code this exec runs, and the files that hold it (empty: none)."""
     name = command_name(img)
     cwd = img.cwd.decode("utf-8", "surrogateescape")
-    target = os.path.join(cwd, img.target.decode("utf-8", "surrogateescape"))
     args = [a.decode("utf-8", "surrogateescape") for a in img.args]
-    if "/.git/hooks/" in target or ("/hooks/" in target and "/.git/" in target):
-        return "a git hook of the checkout", [os.path.normpath(target)]
+    # the hook as the program (the trace, a shim), or as the script its `#!` interpreter
+    # was given (a sample, a shim's record of its parent shell)
+    for run in (img.target.decode("utf-8", "surrogateescape"), script_of(img) or ""):
+        target = os.path.join(cwd, run) if run else ""
+        if _HOOK.search(target) or ("/hooks/" in target and "/.git/" in target):
+            return "a git hook of the checkout", [os.path.normpath(target)]
     if not cwd or img.cwd_unknown:
         return "", []
     if name in _PYTEST or (name.startswith("python") and args[:2] == ["-m", "pytest"]):
@@ -87,9 +95,9 @@ def project_files(img: Image) -> tuple[str, list[str]]:
     return "", []
 
 
-@check(PROJECT_SCRIPTS)
+@check(PROJECT_SCRIPTS, parents=True)
 def project_code(ctx: Context, img: Image) -> Iterator[Hit]:
-    if not img.entry or not img.target:
+    if not img.entry:
         return
     what, files = project_files(img)
     if not files:
