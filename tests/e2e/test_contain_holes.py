@@ -208,10 +208,12 @@ def test_metadata_changes_outside_the_write_dirs_are_facts(home: Home, tmp_path:
     assert all("outside the --contain-write directories" in f["outside"] for f in facts)
     text = mcpshim(home, "review", "--session", sid).stdout
     chmod = text.split("tools/call metadata (id 4)")[1].split("\n== ")[0]
-    assert "[MEDIUM] MCS412 metadata-outside-write-dirs: " in chmod
+    assert "[MEDIUM] MCS412 metadata-outside-write-dirs (observed): " in chmod
     assert f"changed the mode of {outside} to 0755" in chmod
     utime = text.split("tools/call metadata (id 5)")[1].split("\n== ")[0]
-    assert "[LOW] MCS412 metadata-outside-write-dirs: " in utime and str(outside) in utime
+    assert (
+        "[LOW] MCS412 metadata-outside-write-dirs (observed): " in utime and str(outside) in utime
+    )
 
 
 MEMFD = (

@@ -90,7 +90,7 @@ def test_the_client_and_stderr_are_told_and_review_files_it_under_the_call(
     text = mcpshim(home, "review", "--session", sid).stdout
     call = text.split("tools/call run (id 3)")[1].split("\n== ")[0]
     assert (
-        f"[HIGH] MCS537 departure-terminated-family: the family was terminated at a "
+        f"[HIGH] MCS537 departure-terminated-family (observed): the family was terminated at a "
         f"departure: new executable {napper}"
     ) in call, text
     held = mcpshim(home, "review", "--session", sid, "--lock", str(lock)).stdout

@@ -17,7 +17,8 @@ from mcpshim.render.md import render_calls_text
 from mcpshim.review.engine import review
 from mcpshim.review.filing import regroup
 from mcpshim.review.policy import default_policy, parse_policy
-from mcpshim.review.rules.mcp_rules import explained, session_findings
+from mcpshim.review.rules.explain import explained
+from mcpshim.review.rules.mcp_rules import session_findings
 from mcpshim.shim.manifest import load_manifest
 from tests.fixtures.home import Home
 from tests.fixtures.mcpscenario import attribution_of, kill_helpers, make_package, run_session

@@ -141,6 +141,7 @@ def test_json_envelope_is_pinned(composed: Lab, capsys: pytest.CaptureFixture[st
         "rule",
         "name",
         "severity",
+        "confidence",
         "message",
         "count",
         "group",
@@ -182,7 +183,8 @@ def test_rules_lists_every_review_rule(capsys: pytest.CaptureFixture[str]) -> No
     for rid in review_ids:
         assert listed[rid]["summary"] and listed[rid]["remediation"]
     _, text, _ = _run(capsys, "rules")
-    assert "MCS101 path-resolved-exec [low] (CWE-426, CWE-427)" in text
+    assert "MCS101 path-resolved-exec [low, observed] (CWE-426, CWE-427)" in text
+    assert "MCS502 executable-not-explained-by-tool [medium, hint]" in text
 
 
 def test_policy_init_writes_a_loadable_starter(

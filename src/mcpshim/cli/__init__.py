@@ -49,8 +49,8 @@ COMMAND_TABLE = {
     "tree": ("review_cmd", "Rebuild process families from the exec log."),
     "review": ("review_cmd", "Review the exec log: findings per process family, with the "
                "records that prove them."),
-    "rules": ("review_cmd", "List every rule: stable id, default severity, summary and "
-              "remediation."),
+    "rules": ("review_cmd", "List every rule: stable id, default severity and confidence, "
+              "summary and remediation (the severity rubric: docs/verdicts.md)."),
     "policy": ("review_cmd", "Review policies (TOML; `policy init` writes one with every key "
                "explained)."),
     "baseline": ("review_cmd", "Baselines of routine, approved sessions, for drift findings "

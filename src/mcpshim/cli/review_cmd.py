@@ -310,7 +310,8 @@ def _review_lock(
 @click.command("rules")
 @format_option("text", "json", help="text for reading; json (mcpshim.rules/1) for tools.")
 def rules_(fmt: str) -> None:
-    """List every rule: stable id, default severity, summary and remediation."""
+    """List every rule: stable id, default severity and confidence, summary and remediation
+    (the severity rubric: docs/verdicts.md)."""
     from mcpshim.review.catalogue import rules
 
     ordered = [r for k, r in rules().items() if not k.startswith("MCS9")]
@@ -320,6 +321,7 @@ def rules_(fmt: str) -> None:
                 "id": r.id,
                 "name": r.name,
                 "severity": r.severity.label,
+                "confidence": r.confidence,
                 "summary": r.summary,
                 "remediation": r.remediation,
                 "cwe": list(r.cwe),
@@ -330,7 +332,7 @@ def rules_(fmt: str) -> None:
         return
     for r in ordered:
         cwe = f" ({', '.join(r.cwe)})" if r.cwe else ""
-        click.echo(f"{r.id} {r.name} [{r.severity.label}]{cwe}")
+        click.echo(f"{r.id} {r.name} [{r.severity.label}, {r.confidence}]{cwe}")
         click.echo(f"    {r.summary}")
         click.echo(f"    fix: {r.remediation}")
 

@@ -161,6 +161,10 @@ class Attribution:
                 return holders[0]
         return hits
 
+    def holds(self, call: int, value: str) -> bool:
+        """Whether the call's arguments hold `value` (a destination, named by a URL)."""
+        return self._cands is not None and self._cands.holds(call, value)
+
     def owner_of(self, boot: str, pid: int, start: int | None) -> Owner:
         for n in self.nodes():
             if (n.boot_id, n.pid, n.start) == (boot, pid, start):

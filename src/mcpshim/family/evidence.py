@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,15 +113,19 @@ class ArgIndex:
                 yield hit, False
             up = os.path.dirname(up)
 
-    def named(self, img: Image, base: str, among: Container[int]) -> dict[int, str]:
+    def named(self, img: Image, base: str, among: Collection[int]) -> dict[int, str]:
         """Per call of `among` that this image's record names, why (the strongest reason:
         an argument, the program, the command line, a path, the working directory)."""
         out: dict[int, str] = {}
+        alone = len(among) <= 1
 
         def take(hits: Hits | None, why: str) -> None:
-            for call, where in (hits or {}).items():
-                if call in among and call not in out:
-                    out[call] = why.format(where)
+            mine = [c for c in (hits or {}) if c in among]
+            if not alone and len(mine) == len(among):
+                return  # a value every candidate holds tells none from the others
+            for call in mine:
+                if call not in out:
+                    out[call] = why.format((hits or {})[call])
 
         head = _text(img.argv0)
         args = [_text(a) for a in img.args]

@@ -56,6 +56,8 @@ def kind_of(n: NetRecord) -> str:
     """reached, listened, tried, plumbing (nscd's probe), or other (a UDP association)."""
     if n.purpose == "name-service" and not n.reached:
         return "plumbing"
+    if n.purpose == "source-port":
+        return "other"  # a client's own port: its connect or send is the fact
     if n.reached:
         return "reached"
     if n.outcome in _LISTENED:
@@ -82,6 +84,8 @@ def phrase(n: NetRecord) -> str:
         return f"accepted a connection from {dest}{on} ({how})"
     if n.outcome == "listening":
         return f"listened on {dest} ({how})"
+    if n.outcome == "bound" and n.purpose == "source-port":
+        return f"bound {dest} as its own port for what it sends ({how})"
     if n.outcome == "bound":
         return f"bound {dest} to receive ({how})"
     if n.outcome == "associated":

@@ -72,6 +72,7 @@ def _attrs(f: Finding, fingerprints: dict[tuple[str, str], str]) -> dict[str, An
         "mcpshim.finding.rule.id": f.rule.id,
         "mcpshim.finding.rule.name": f.rule.name,
         "mcpshim.finding.severity": f.level.label,
+        "mcpshim.finding.confidence": f.confidence,
         "mcpshim.finding.message": f.text,
         "mcpshim.finding.fingerprint": fp,
     }

@@ -27,6 +27,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "rule": f.rule.id,
         "name": f.rule.name,
         "severity": f.level.label,
+        "confidence": f.confidence,
         "message": f.text,
         "count": f.count,
         "group": f.group,

@@ -10,7 +10,7 @@ from mcpshim import __version__
 from mcpshim.base.display import dumps
 from mcpshim.render.report import Report, sorted_findings
 from mcpshim.review.catalogue import rules
-from mcpshim.review.findings import Rule, Severity
+from mcpshim.review.findings import Finding, Rule, Severity
 
 __all__ = ["render_sarif"]
 
@@ -43,8 +43,21 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
             "markdown": f"{rule.summary}\n\n**Remediation:** {rule.remediation}",
         },
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
-        "properties": {"tags": tags, "security-severity": _SECURITY_SEVERITY[rule.severity]},
+        "properties": {
+            "tags": tags,
+            "security-severity": _SECURITY_SEVERITY[rule.severity],
+            "confidence": rule.confidence,
+        },
     }
+
+
+#: a result's rank (SARIF: 0-100, its importance): the severity, weighed by how it is known
+_RANK = {Severity.INFO: 10.0, Severity.LOW: 30.0, Severity.MEDIUM: 60.0, Severity.HIGH: 90.0}
+_WEIGHT = {"observed": 1.0, "inferred": 0.8, "hint": 0.5}
+
+
+def rank(f: Finding) -> float:
+    return round(_RANK[f.level] * _WEIGHT.get(f.confidence, 1.0), 1)
 
 
 def render_sarif(report: Report) -> str:
@@ -75,6 +88,8 @@ def render_sarif(report: Report) -> str:
                 "message": {"text": f.text + "".join(f"\n{e.where}: {e.text}" for e in f.evidence)},
                 "locations": [loc],
                 "partialFingerprints": {"mcpshim/v1": f.fingerprint},
+                "rank": rank(f),
+                "properties": {"confidence": f.confidence},
             }
         )
     doc = {

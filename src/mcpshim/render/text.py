@@ -53,7 +53,9 @@ def _call_block(v: CallVerdict) -> list[str]:
 def _finding_lines(f: Finding, limit: int | None) -> list[str]:
     # Messages and evidence hold argv already quoted by display.quote_argv: escaping
     # again would double its backslashes; safe() still escapes any control character.
-    lines = [f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.text)}"]
+    lines = [
+        f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name} ({f.confidence}): {safe(f.text)}"
+    ]
     shown = f.evidence if limit is None else f.evidence[:limit]
     for ev in shown:
         lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")

@@ -16,6 +16,7 @@ from mcpshim.family.images import parse_time
 from mcpshim.family.overlap import Owner, calls_label
 from mcpshim.family.tree import Node
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity
+from mcpshim.review.rules.connections import NET_RULES, net_message
 from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_group, call_ref, overlap_group
 
 __all__ = ["regroup", "started_by"]
@@ -171,23 +172,27 @@ def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Fi
             out.append(f)  # occurrences not in evidence: whose they are is unknown
             continue
         parts: dict[Place, list[Evidence]] = {}
-        whose: dict[Place, set[tuple[object, ...]]] = {}
+        whose: dict[Place, dict[tuple[object, ...], set[object]]] = {}
         for ev in f.evidence:
             where, said = filing.place(ev, f.group)
             who = (said.data.get("boot_id"), said.data.get("pid"),
                    said.data.get("start_ticks", said.data.get("start")))  # fmt: skip
-            if "at" in said.data and who in whose.get(where, ()):
+            facts = whose.setdefault(where, {})
+            if "at" in said.data and said.data.get("said") in facts.get(who, ()):
                 continue  # the same process's same fact again under one call: one occurrence
-            whose.setdefault(where, set()).add(who)
+            facts.setdefault(who, set()).add(said.data.get("said"))
             parts.setdefault(where, []).append(said)
         for (group, ref), evidence in parts.items():
+            n = len(whose[(group, ref)])  # occurrences: processes
             if ref is None:
-                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
+                part = replace(f, group=group, evidence=tuple(evidence), count=n)
             else:
                 key = _call_key(f, f"{ref.method} {ref.name}")
-                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence),
-                               call=ref, key=key)  # fmt: skip
+                part = replace(f, group=group, evidence=tuple(evidence), count=n, call=ref,
+                               key=key)  # fmt: skip
                 part = _spliced(part, filing.arguments.get(ref))
+            if f.rule.id in NET_RULES:  # each part names what its own evidence shows
+                part = replace(part, message=net_message(part))
             out.append(part)
     return out
 

@@ -16,6 +16,7 @@ from typing import Any
 from mcpshim.errors import UsageError
 
 __all__ = [
+    "CONFIDENCES",
     "CallRef",
     "Evidence",
     "Finding",
@@ -44,6 +45,11 @@ class Severity(IntEnum):
             raise UsageError(f"unknown severity {text!r} (info, low, medium, high)") from None
 
 
+#: how a finding is known (docs/verdicts.md): the kernel or a shim saw it; read from
+#: records (a composed line's words, which files a runner imports); a guess from names
+CONFIDENCES = ("observed", "inferred", "hint")
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -52,6 +58,7 @@ class Rule:
     summary: str
     remediation: str
     cwe: tuple[str, ...] = ()
+    confidence: str = "observed"
 
 
 def define_rule(
@@ -61,10 +68,14 @@ def define_rule(
     summary: str,
     remediation: str,
     cwe: Iterable[str] = (),
+    confidence: str = "observed",
 ) -> Rule:
     """A rule's metadata, beside the function that finds it; ids are stable and never
-    reused (review.catalogue collects every rule and refuses an id defined twice)."""
-    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe))
+    reused (review.catalogue collects every rule and refuses an id defined twice).
+    `confidence`: how its findings are known, beside how bad they are."""
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"{rule_id}: confidence {confidence!r} is none of {CONFIDENCES}")
+    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe), confidence)
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,11 @@ class Finding:
     @property
     def level(self) -> Severity:
         return self.rule.severity if self.severity is None else self.severity
+
+    @property
+    def confidence(self) -> str:
+        """How it is known: its rule's (uncertainty lowers confidence, not severity)."""
+        return self.rule.confidence
 
     @property
     def fingerprint(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import re
 
 from mcpshim.family.tree import Image
 
@@ -17,6 +18,7 @@ __all__ = [
     "canonical",
     "command_name",
     "matches_any",
+    "name_pattern",
     "operands",
     "same_file",
     "shape",
@@ -172,3 +174,32 @@ def shape(img: Image) -> str:
         words = line.split()
         return f"-c {words[0]}" if words else "-c"
     return subcommand(img)
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+def _random(token: str) -> bool:
+    """A token a program made up for one run: mkdtemp's six characters (letters and digits
+    mixed), a hex digest, a pid or a time stamp."""
+    if (
+        len(token) >= 6
+        and token.isalnum()
+        and any(c.isdigit() for c in token)
+        and any(c.isalpha() for c in token)
+    ):
+        return True
+    if len(token) >= 8 and all(c in "0123456789abcdef" for c in token.lower()):
+        return True
+    return len(token) >= 5 and token.isdigit()
+
+
+def name_pattern(name: str) -> str:
+    """A per-run name as its pattern, so a lock approved from one run holds for the next:
+    `/tmp/org.chromium.Chromium.a1B2c3/SingletonSocket` -> `/tmp/org.chromium.Chromium.*/
+    SingletonSocket`, `/tmp/pw-47113/browser-Zx9Qa1.sock` -> `/tmp/pw-*/browser-*.sock`.
+    A word of the name's own (`chromium`, `browser`) is kept."""
+    if not name.startswith(("/", "@")):
+        return name
+    return "/".join(_TOKEN.sub(lambda m: "*" if _random(m.group()) else m.group(), part)
+                    for part in name.split("/"))  # fmt: skip

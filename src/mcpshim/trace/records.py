@@ -94,8 +94,11 @@ def trace_payloads(
         why = write_outside(m.path) if m.path is not None else "a file the trace did not name"
         if why:
             yield "trace-file", meta_payload(m, session, boot_id, starts, why)
+    clients = _client_sockets(trace.net)
     for a in trace.net:
         payload = net_payload(a, session, boot_id, starts)
+        if a.call == "bind" and a.outcome == "bound" and (a.pid, a.socket) in clients:
+            payload["purpose"] = "source-port"  # a client's own port (a DNS client's)
         inet = a.call == "connect" and a.port is not None and a.family in ("inet", "inet6")
         if (
             port_refused is not None
@@ -104,6 +107,14 @@ def trace_payloads(
         ):
             payload["blocked"] = why
         yield "trace-net", payload
+
+
+def _client_sockets(net: Iterable[NetAttempt]) -> set[tuple[int, int | None]]:
+    """(pid, socket) of the datagram sockets that connected or sent: a bind on one of them
+    chose the port its replies come back to (Chromium's DNS client binds 0.0.0.0:PORT,
+    then connects to the resolver), a client's port, not a listener."""
+    return {(a.pid, a.socket) for a in net
+            if a.socket is not None and a.call in ("connect", "send")}  # fmt: skip
 
 
 def exec_payloads(

@@ -82,13 +82,14 @@ def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
 def launch(tool: str, nth: int | None) -> tuple[Expect, ...]:
     """What is true of the call that launched the browser (traced)."""
     return (
-        # Chromium's own contacts: each process looked up both hosts (and retried)
+        # Chromium's own contacts: its browser process and network service each looked up
+        # both hosts (and retried): one finding for the program and the destination class
+        # (remote), both processes its occurrences, every host named (docs/verdicts.md)
         Expect(
             "MCS306",
             "medium",
             tool,
             nth=nth,
-            count=2,
             names=("update.googleapis.com", "accounts.google.com"),
         ),
         Expect("MCS501", "medium", tool, nth=nth, names=("chrome_crashpad_handler",)),
@@ -97,8 +98,9 @@ def launch(tool: str, nth: int | None) -> tuple[Expect, ...]:
         Expect("MCS303", "low", tool, nth=nth, count=2, names=("listen",)),
         Expect("MCS306", "low", tool, nth=nth, names=("browser-",)),  # node connects to it
         Expect("MCS307", "low", tool, nth=nth, names=("system_bus_socket",)),
-        # /usr/lib/chromium/chromium and chrome_crashpad_handler, dpkg's, checksums match
-        Expect("MCS119", "info", tool, nth=nth, count=2, names=("/usr/lib/chromium/",)),
+        # /usr/lib/chromium/chromium and chrome_crashpad_handler: outside the trusted
+        # directories (dpkg's; review does not hash them, approve does: low, below medium)
+        Expect("MCS119", "low", tool, nth=nth, count=2, names=("/usr/lib/chromium/",)),
     )
 
 
@@ -118,7 +120,7 @@ def sampled(tool: str, nth: int | None) -> tuple[Expect, ...]:
         Expect("MCS501", "info", NO_CALL, optional=True, names=("chromium",)),
         # one per sampled process, as many as the sampler happened to see
         Expect("MCS302", "info", tool, nth=nth, optional=True, count=30),
-        Expect("MCS119", "info", tool, nth=nth, optional=True, count=4),
+        Expect("MCS119", "low", tool, nth=nth, optional=True, count=4),
         Expect("MCS303", "low", tool, nth=nth, optional=True, count=2),
     )
 

@@ -71,6 +71,7 @@ SHADOWED = define_rule(
     "writable directories off the server's PATH (mcpshim lint-path) or call the pinned "
     "program by its absolute path.",
     cwe=["CWE-426", "CWE-427"],
+    confidence="inferred",
 )
 UNTRUSTED_DIR = define_rule(
     "MCS119",

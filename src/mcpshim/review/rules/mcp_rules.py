@@ -8,12 +8,9 @@ registering a per-image check they are run by `session_findings` after review's 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from mcpshim.family.attribution import Attribution, Call
-from mcpshim.family.evidence import arg_values
 from mcpshim.family.images import parse_time
 from mcpshim.family.lifetimes import KEPT
 from mcpshim.family.overlap import Overlap, calls_label, ran_images, ran_line
@@ -22,8 +19,8 @@ from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.execpaths import script_of
+from mcpshim.review.rules.explain import explained, family_of, in_a_line, named_by_arguments
 from mcpshim.review.rules.unreadable import is_unreadable, unreadable_findings
-from mcpshim.review.shapes import shell_line
 
 __all__ = [
     "AMBIGUOUS",
@@ -48,6 +45,7 @@ OUTLIVED = define_rule(
     "calls and that ends with the session is said once per session (info).",
     "Make the tool wait for what it starts (or kill it before answering); run the server "
     "under `mcpshim run --on-exit terminate` so nothing outlives the session.",
+    confidence="inferred",
 )
 UNEXPLAINED = define_rule(
     "MCS502",
@@ -59,6 +57,7 @@ UNEXPLAINED = define_rule(
     "Check why the tool runs it; if it is expected, list it under [tools] in the policy "
     '(e.g. run_test = ["npm", "sh", "node"]).',
     cwe=["CWE-78"],
+    confidence="hint",
 )
 AMBIGUOUS = define_rule(
     "MCS503",
@@ -67,6 +66,7 @@ AMBIGUOUS = define_rule(
     "Overlapping MCP tool calls: a process could have been started by either call.",
     "Nothing is guessed: review these processes under each candidate call, or have the "
     "client serialise calls to this server when attribution matters.",
+    confidence="inferred",
 )
 UNPARSED = define_rule(
     "MCS504",
@@ -101,99 +101,6 @@ def _data(node: Node, img: Image, call: Call | None) -> dict[str, object]:
     if call is not None:
         out.update({"call_id": call.id, "tool": call.name, "method": call.method})
     return out
-
-
-_SPLIT = re.compile(r"[^a-z0-9]+")
-#: what a test runner runs: the runner, the interpreter of the project's tests, the package
-#: runner or build tool that starts them (not curl, not cp: what tests start is the tests')
-_TEST_RUNNERS = ("pytest", "py.test", "python", "python3", "node", "nodejs", "npm", "npx",
-                 "yarn", "pnpm", "sh", "bash", "dash", "vitest", "jest", "mocha", "tox",
-                 "nox", "make", "cargo", "go", "deno", "bun", "uv", "uvx", "poetry", "hatch",
-                 "ruby", "rake", "bundle", "mvn", "gradle", "dotnet", "phpunit")  # fmt: skip
-# Words in tool names that name a family of executables rather than one.
-_ALIASES = {
-    "shell": ("sh", "bash", "dash", "zsh"),
-    "python": ("python", "python3"),
-    "node": ("node", "nodejs"),
-    "search": ("grep", "rg", "find", "ag", "ack"),
-    "grep": ("grep", "rg"),
-    "test": _TEST_RUNNERS,
-    "tests": _TEST_RUNNERS,
-    "pytest": _TEST_RUNNERS,
-}
-
-
-def _words(name: str) -> set[str]:
-    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-    return {w for w in _SPLIT.split(name) if w}
-
-
-#: a tool that says it runs whatever command it is given (`run_command`, `shell_execute`,
-#: "Execute a shell command"): every program it starts is what it said it does
-_RUNS_ANY = re.compile(
-    r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,2}?"
-    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts)\b",
-    re.IGNORECASE,
-)
-_CODE = re.compile(r"`[^`]*`")  # a description's code spans name things, they say nothing
-#: two of these in a tool's name: it runs what it is given
-_RUNNER_WORDS = frozenset({"shell", "terminal", "bash", "cmd", "command", "commands", "exec",
-                           "execute", "run"})  # fmt: skip
-
-
-def runs_any_command(tool: str, description: str = "") -> bool:
-    """The tool's name or description says it runs arbitrary commands (a test runner runs
-    tests: the runners of `_TEST_RUNNERS`, not whatever the tests start)."""
-    words = _words(tool)
-    if len(words & _RUNNER_WORDS) >= 2 or words & {"shell", "terminal", "bash"}:
-        return True
-    said = _CODE.sub(" ", description)
-    return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(said))
-
-
-def family_of(command: str, target: bytes = b"") -> str:
-    """A program's family: git's helpers (git-remote-https, git-upload-pack) and the hooks
-    git runs (a project's code: MCS107 says so) are git."""
-    if command.startswith("git-") or (b"/hooks/" in target and b".git/" in target):
-        return "git"
-    return command
-
-
-_SEGMENTS = re.compile(r"[;&|()\n`]+|\$\(")  # where a shell line starts another command
-
-
-def named_by_arguments(command: str, arguments: Any) -> bool:
-    """The call's arguments name the program: `{"command": "bash"}`, an argv list's first
-    item `["git", "status"]`, a command of a line `"cd d && git log -3"`, a path
-    `/usr/bin/bash`."""
-    for _where, v in arg_values(arguments):
-        heads = {v, os.path.basename(v)}
-        for seg in _SEGMENTS.split(v):
-            words = seg.split()
-            if words:
-                heads |= {words[0], os.path.basename(words[0])}
-        if command in heads:
-            return True
-    return False
-
-
-def explained(
-    tool: str,
-    command: str,
-    tools: Mapping[str, tuple[str, ...]],
-    description: str = "",
-    arguments: Any = None,
-) -> bool:
-    """The policy's [tools] entry decides; without one, the tool's name must say it (or its
-    name and description say it runs any command), or its arguments name the program."""
-    if tool in tools:
-        return command in tools[tool] or family_of(command) in tools[tool]
-    command = family_of(command)
-    if runs_any_command(tool, description) or named_by_arguments(command, arguments):
-        return True
-    name = re.sub(r"[0-9.]+$", "", command.lower()) or command.lower()
-    words = _words(tool)
-    return bool({command.lower(), name} & words) or any(name in _ALIASES.get(w, ()) for w in words)
 
 
 def _owned(att: Attribution, ids: Iterable[int]) -> dict[int, list[int]]:
@@ -255,12 +162,6 @@ def outlived_findings(att: Attribution, policy: Policy) -> list[Finding]:
     return out
 
 
-def _in_a_line(node: Node) -> bool:
-    """The process runs a program of its parent shell's -c line."""
-    p = node.parent
-    return p is not None and p.known and bool(p.images) and shell_line(p.current) is not None
-
-
 def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
     """MCS502: what a tools/call started that its [tools] entry, or its name and
     description, do not explain (one finding per tool call and command)."""
@@ -274,7 +175,7 @@ def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
         declared = call.name in policy.tools
         for node in (by_id[i] for i in owned.get(call.index, ())):
-            if not declared and _in_a_line(node):
+            if not declared and in_a_line(node, policy.trusted_dirs):
                 continue  # a program of a shell line: the line is said (MCS105, MCS401)
             for img in (i for i in node.images if i.entry):  # what ran
                 command = family_of(img.command, os.fsencode(script_of(img) or "") or img.target)

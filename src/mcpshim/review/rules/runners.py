@@ -22,6 +22,7 @@ PROJECT_SCRIPTS = define_rule(
     "ci --ignore-scripts` for installs, and run project code only from a read-only or "
     "reviewed checkout.",
     cwe=["CWE-829"],
+    confidence="inferred",
 )
 
 # npm subcommands that run a named script even under --ignore-scripts (npm docs)

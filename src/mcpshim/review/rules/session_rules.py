@@ -25,7 +25,7 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.ledger import sample_is_helper
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
-from mcpshim.review.rules.connections import net_finding
+from mcpshim.review.rules.connections import net_finding, net_message
 from mcpshim.review.rules.contain_rules import blocked_connect
 from mcpshim.review.rules.file_rules import metadata_finding
 from mcpshim.review.rules.network import HELPERS, allowed
@@ -86,8 +86,9 @@ CREDENTIAL_NETWORK = define_rule(
     "MCS305",
     "credential-env-network-helper",
     Severity.MEDIUM,
-    "A network-capable process inherited credential-like environment variables "
-    "(names only are recorded).",
+    "A network-capable process inherited credential-like environment variables from the "
+    "client or the server (names only are recorded); a variable a script inside the family "
+    "exported itself (Debian's chromium wrapper exports GOOGLE_API_KEY) is that script's.",
     "Pass only the variables a helper needs (env -i / an allow-list in the server config); "
     "keep tokens out of the environment of helpers that talk to the network.",
     cwe=["CWE-526"],
@@ -131,6 +132,8 @@ class _Session:
     #: the call in flight then, and counts processes per call)
     net: dict[tuple[str, str], tuple[Finding, set[Any]]] = field(default_factory=dict)
     relayed: bool = False
+    #: credential-like names the session's command was started with, or the server had
+    given: set[str] = field(default_factory=set)
 
 
 class SessionEvidence:
@@ -169,7 +172,7 @@ class SessionEvidence:
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
         for sid, s in self._sessions.items():
-            out += s.findings + [f for f, _idents in s.net.values()]
+            out += s.findings + [replace(f, message=net_message(f)) for f, _ids in s.net.values()]
             if not s.net_traced:
                 out += s.sampled_listens + self._outbound(sid, s)
             out += self._credential_findings(sid, s)
@@ -180,6 +183,7 @@ class SessionEvidence:
     def _start(self, s: _Session, sid: str, rec: EventRecord) -> None:
         s.root = (rec.data.get("child_pid"), rec.data.get("child_start"))
         s.traced = rec.data.get("trace") == "strace"
+        s.given.update(_names_of(rec.data.get("credential_env")))
 
     def _observed(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
@@ -188,6 +192,7 @@ class SessionEvidence:
             return
         s.observed.setdefault((ident[0], d.get("start")), _Proc(d, rec.where))
         if ident == s.root:
+            s.given.update(_names_of(d.get("credential_env")))  # what the server was given
             return  # the server itself, started by mcpshim run
         name = _name(d)
         # Traced: the trace has the process (and a trace-gap, MCS404, one it missed). A
@@ -274,7 +279,8 @@ class SessionEvidence:
     def _credential_findings(self, sid: str, s: _Session) -> list[Finding]:
         out = []
         for ident, p in s.observed.items():
-            names = p.data.get("credential_env") or []
+            # what the client or the server gave it, not what a script of the family exported
+            names = [n for n in _names_of(p.data.get("credential_env")) if n in s.given]
             name = _name(p.data)
             can = ident in s.reached if s.net_traced else name in HELPERS or ident in s.outbound
             if not names or not can:
@@ -324,7 +330,9 @@ class SessionEvidence:
                 f = had[0]
                 s.net[key] = (replace(f, evidence=f.evidence + found.evidence, count=f.count + 1),
                               had[1])  # fmt: skip
-            elif s.relayed and len(had[0].evidence) < _MOMENTS:  # the same process, later
+            elif len(had[0].evidence) < _MOMENTS and (
+                s.relayed or _new_words(had[0], found)
+            ):  # the same process, later: its own time (relayed), or another destination
                 f = had[0]
                 s.net[key] = (replace(f, evidence=f.evidence + found.evidence), had[1])
         if d.get("outcome") in ("connected", "sent") and isinstance(ident[0], int):
@@ -361,6 +369,16 @@ def session_event(kind: str) -> Callable[[EventRule], EventRule]:
         return fn
 
     return deco
+
+
+def _new_words(had: Finding, found: Finding) -> bool:
+    """The fact says what the finding's evidence does not yet (another destination)."""
+    words = {ev.data.get("said") for ev in had.evidence}
+    return any(ev.data.get("said") not in words for ev in found.evidence)
+
+
+def _names_of(value: Any) -> list[str]:
+    return [str(n) for n in value] if isinstance(value, list) else []
 
 
 def _argv(d: Mapping[str, Any]) -> list[str]:

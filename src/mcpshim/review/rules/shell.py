@@ -20,6 +20,7 @@ COMPOSED = define_rule(
     "Run each program directly with an argument vector (no shell), or approve the exact line "
     "in the policy ([commands.sh].args).",
     cwe=["CWE-78"],
+    confidence="inferred",
 )
 SIMPLE = define_rule(
     "MCS106",
@@ -28,6 +29,7 @@ SIMPLE = define_rule(
     "A shell ran a single command through -c.",
     "Run the program directly with an argument vector instead of through a shell.",
     cwe=["CWE-78"],
+    confidence="inferred",
 )
 
 

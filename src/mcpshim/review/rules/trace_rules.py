@@ -32,6 +32,7 @@ ABSOLUTE_SHELL = define_rule(
     "Run the program directly with an argument vector (execFile / spawn without a shell); if "
     "the shell is needed, approve the exact line in the policy ([commands.sh].args).",
     cwe=["CWE-78", "CWE-778"],
+    confidence="inferred",
 )
 SEARCH_WRITABLE = define_rule(
     "MCS402",
