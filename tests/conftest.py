@@ -1,13 +1,18 @@
 """Shared fixtures: an isolated HOME/XDG tree, real shells, the Node.js fixture server.
 
-Plain helpers (Home, install, the test tree's paths) are in fixtures/home.py.
+Plain helpers (Home, install, the test tree's paths) are in fixtures/home.py. Every test
+runs on a throwaway HOME: this process's HOME and every XDG dir (the cache too) are moved
+into a directory of its own as the suite starts, so a test that asks for no `home`
+fixture, and every process it starts, writes nowhere in the user's HOME either.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +23,18 @@ from tests.fixtures.home import NODE_FIXTURE, Home, dash_path, home_at, home_env
 
 #: the user's own mcpshim directories, named before any fixture moves HOME
 _REAL_ROOTS = homeguard.real_roots(os.environ)
+
+
+def _throwaway_session_home() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="mcpshim-test-home-"))
+    atexit.register(shutil.rmtree, root, True)
+    os.environ.update(home_env(root))
+    return root
+
+
+#: the suite's own HOME (each xdist worker its own); the `home` fixture moves a test's
+#: HOME again, into its tmp_path
+SESSION_HOME = _throwaway_session_home()
 
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
 
