@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +37,39 @@ def _throwaway_session_home() -> Path:
 #: the suite's own HOME (each xdist worker its own); the `home` fixture moves a test's
 #: HOME again, into its tmp_path
 SESSION_HOME = _throwaway_session_home()
+
+#: Under CI=true a skip is a failure: scripts/system-deps.sh installs every tool the suite
+#: needs, so a test that misses one says CI is broken. These facts about the machine no
+#: package changes are the only skips CI keeps (an architecture, the kernel's Landlock ABI,
+#: the user, the network interfaces, mounting, the optional aarch64 cross-check).
+CI_MAY_SKIP = re.compile(
+    r"x86_64|aarch64|syscall number|Landlock|needs root|to another uid|private group|"
+    r"non-loopback address|Linux-only|the Linux path|cannot mount here|mounting a tmpfs|"
+    r"/dev/full|nobody cannot import"
+)
+
+
+def _skip_reason(longrepr: Any) -> str:
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else longrepr
+    return str(text).removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") != "true" or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report.longrepr)
+    if not CI_MAY_SKIP.search(reason):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"under CI=true a missing tool fails, not skips: {reason} "
+            "(scripts/system-deps.sh installs what the suite needs)"
+        )
+
 
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
 
