@@ -11,8 +11,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-import filelock
-
+from mcpshim.base.flock import FileLock
 from tests.corpus.harness import UnavailableError, Workspace, servers_installed
 from tests.fixtures import pyservers
 
@@ -132,7 +131,7 @@ def mcp2_installed() -> Path:
         raise UnavailableError(str(exc)) from None
     modules = servers_installed().parent
     [js] = (bin_dir.parent / "lib").glob("python3*/site-packages/readabilipy/javascript")
-    with filelock.FileLock(str(pyservers.MCP2.lock), timeout=900):
+    with FileLock(pyservers.MCP2.lock, 900):
         if not (js / "node_modules").exists():
             (js / "node_modules").symlink_to(modules)
     return bin_dir

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 from mcp.client.session import ClientSession
 
+from tests.fixtures.contract import findings_code
 from tests.fixtures.home import Home, dash_path, install
 from tests.fixtures.mcpscenario import run_session
 from tests.fixtures.sealhelp import cli, exec_with, init, shim_execs
@@ -27,8 +28,8 @@ def _log(home: Home) -> None:
 
 def _review(home: Home) -> dict[str, object]:
     out = cli(home, "review", "--dir", str(home.loc.shim_dir), "--format", "json")
-    assert out.returncode in (0, 1), out.stderr
     doc = json.loads(out.stdout)
+    assert out.returncode == findings_code(doc), out.stderr
     assert isinstance(doc, dict)
     return doc
 

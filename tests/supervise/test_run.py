@@ -124,7 +124,7 @@ def test_session_records_schema_and_no_credential_values(home: Home, tmp_path: P
     [end] = events(home, "session-end")
     assert end["exit_status"] == 3
     assert end["survivors"] == 0 and end["terminated"] is False
-    assert 0.4 < end["duration_s"] < 60
+    assert end["duration_s"] >= 0.5  # the command slept 0.5 s: no shorter session
     raw = b"".join(p.read_bytes() for p in home.loc.log_dir.glob("exec.log*"))
     assert secret.encode() not in raw and token.encode() not in raw
     for ev in events(home):

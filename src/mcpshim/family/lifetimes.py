@@ -21,16 +21,40 @@ the response, a later sample, the trace's exit time, a later lifetime record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from mcpshim.family.calls import Call
 from mcpshim.family.images import parse_time
+from mcpshim.family.overlap import Owner
+from mcpshim.family.tree import Node
 from mcpshim.log.execlog import EventRecord
 
-if TYPE_CHECKING:  # attribution imports this module to fill its outlived map
-    from mcpshim.family.attribution import Attribution
-    from mcpshim.family.tree import Node
+
+class Attribution(Protocol):
+    """What of a session's attribution (family.attribution, which calls `mark_outlived`)
+    the lifetimes read and fill."""
+
+    @property
+    def start(self) -> Mapping[str, Any] | None: ...
+    @property
+    def end(self) -> Mapping[str, Any] | None: ...
+    @property
+    def calls(self) -> Sequence[Call]: ...
+    @property
+    def server(self) -> Node | None: ...
+    @property
+    def owner(self) -> Mapping[int, Owner]: ...
+    @property
+    def start_of(self) -> Mapping[int, tuple[float, float] | None]: ...
+    @property
+    def outlived(self) -> dict[int, tuple[str, str]]: ...
+    @property
+    def outlived_kind(self) -> dict[int, tuple[str, str]]: ...
+
+    def nodes(self) -> Iterator[Node]: ...
+
 
 __all__ = ["DETACHED", "KEPT", "SURVIVED", "UNACCOUNTED", "Sightings", "mark_outlived",
            "sightings"]  # fmt: skip

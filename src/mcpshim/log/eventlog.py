@@ -1,9 +1,9 @@
 """Python's side of writing the exec log: mcpshim's own records (sessions, samples, MCP
 calls, trace results), appended under the log's lock.
 
-The lock is flock(2) on `exec.log.lock`, the same lock filelock takes for rotation and
+The lock is flock(2) on `exec.log.lock` (base.flock), the same lock rotation takes and
 flock(1) users take by hand. Writers that append often (a session's supervisor, the relay's
-recorder) used to take it through filelock for every record: 0.4 ms of Python per record,
+recorder) used to open and lock it anew for every record: 0.4 ms of Python per record,
 most of a tool call's recording cost. An `EventLog` keeps the lock file and the log open
 instead, so a record costs an flock, a stat (has rotation renamed the log away?) and one
 write(). flock belongs to the open file, which a forked child shares: after a fork both
@@ -19,13 +19,11 @@ import json
 import os
 import stat
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
-import filelock
-
 from mcpshim.base import fdio
+from mcpshim.base.flock import FileLock, LockTimeoutError, open_lock, take
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.log.execlog import encode_record
 from mcpshim.paths import Locations
@@ -35,10 +33,10 @@ __all__ = ["EventLog", "append_event", "encode_event", "log_lock"]
 LOCK_TIMEOUT_S = 30.0
 
 
-def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> filelock.BaseFileLock:
+def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
     """The log's lock (rotation). The lock file is never deleted, so flock(1) users agree."""
     make_private_dir(loc.log_dir)
-    return filelock.FileLock(str(loc.lock_file), timeout=timeout, mode=0o600)
+    return FileLock(loc.lock_file, timeout)
 
 
 def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
@@ -76,8 +74,9 @@ class EventLog:
         with self._mutex:
             if self._lock_fd < 0:  # first use, or the last try failed (retried each time)
                 make_private_dir(self.loc.log_dir)
-                self._lock_fd = _open(str(self.loc.lock_file), os.O_RDWR | os.O_CREAT)
-            self._flock()
+                self._lock_fd = open_lock(self.loc.lock_file)
+            if not take(self._lock_fd, self.timeout):
+                raise LockTimeoutError(self.loc.lock_file)
             try:
                 self._current()
                 fdio.write_all(self._log_fd, data)
@@ -95,19 +94,6 @@ class EventLog:
         self._pid = os.getpid()
         self._lock_fd = self._log_fd = -1
         self._log_id = None
-
-    def _flock(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                raise filelock.Timeout(str(self.loc.lock_file))
-            time.sleep(0.005)
 
     def _current(self) -> None:
         """Point the log fd at the file now named exec.log (rotation renames it away)."""

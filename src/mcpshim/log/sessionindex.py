@@ -24,11 +24,8 @@ the index's own lock (flock), never the log's: writers never wait.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +34,7 @@ from typing import Any
 import orjson
 
 from mcpshim.base.fdio import open_regular
+from mcpshim.base.flock import open_lock, take
 from mcpshim.base.safewrite import make_private_dir, write_file
 from mcpshim.log.execlog import Anchors, segments
 from mcpshim.log.indexscan import Scan, fresh, iso_epoch, scan_file, times
@@ -123,26 +121,12 @@ def _locked(loc: Locations, wait: float) -> Iterator[bool | None]:
     be written here (a read-only log directory): the caller builds it in memory."""
     try:
         make_private_dir(loc.index_dir)
-        fd = os.open(
-            loc.index_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-        )
+        fd = open_lock(loc.index_dir / "lock")
     except OSError:
         yield None
         return
     try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                yield False
-                return
-            time.sleep(0.01)
-        yield True
+        yield take(fd, wait, 0.01)
     finally:
         os.close(fd)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import os
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpshim.base import safewrite
+from mcpshim.base.flock import LockTimeoutError, open_lock, take
 from mcpshim.errors import InputError
 from mcpshim.pathcheck.clientconfig import McpConfig, parse_config
 from mcpshim.pathcheck.wrap import WrapPlan, is_wrapped, unwrapped
@@ -46,17 +46,10 @@ def _locked(lock_path: Path, deadline: float) -> int:
     """An fd holding flock on the file now at `lock_path`: a lock taken on a file a previous
     holder had already unlinked (or replaced) is let go and taken again on the new one."""
     while True:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(lock_path, flags, 0o600)
+        fd = open_lock(lock_path)
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise
-                    time.sleep(0.02)
+            if not take(fd, max(deadline - time.monotonic(), 0.0), 0.02):
+                raise LockTimeoutError(lock_path)
             try:
                 same = os.stat(lock_path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -81,7 +74,7 @@ def edit_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     lock_path = real.with_name(real.name + LOCK_SUFFIX)
     try:
         fd = _locked(lock_path, time.monotonic() + timeout)
-    except BlockingIOError:
+    except LockTimeoutError:
         raise InputError(
             f"{lock_path}: another wrap-config has held this lock for {timeout:.0f} s; "
             "try again when it is done"

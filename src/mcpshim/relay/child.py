@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from mcpshim.base import fdio
-from mcpshim.proc.procinfo import LINUX
+from mcpshim.proc.procinfo import LINUX, cpu_seconds
 from mcpshim.relay import pipeio
 from mcpshim.relay.channel import DIRECTIONS, EOF, Channel
 from mcpshim.relay.core import COPY_LIMIT, S2C, close_end, relay_pipe
@@ -313,7 +313,7 @@ def pump_main(
     def working() -> float | None:
         """The recorder's CPU time so far (None: unknown, or it is gone)."""
         pid = int.from_bytes(said[:4], "little") if len(said) >= 4 else 0
-        return _cpu_time(pid) if pid else None
+        return cpu_seconds(pid) if pid else None
 
     # Only the server's output rings: the recorder sleeps through the client's requests,
     # large ones too. Waking it as the server starts work cost 0.1 ms a call, and through a
@@ -339,12 +339,3 @@ def pump_main(
         with contextlib.suppress(OSError):
             os.write(status, bytes([LOSS_REPORT]) + report)  # under PIPE_BUF: at once
     os._exit(0)
-
-
-def _cpu_time(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None

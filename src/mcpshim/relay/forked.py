@@ -40,9 +40,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-import psutil
-
 from mcpshim.base import fdio
+from mcpshim.proc.procinfo import cpu_seconds
 from mcpshim.relay.channel import (
     DIRECTIONS,
     EOF,
@@ -144,15 +143,6 @@ class _Batches(io.RawIOBase):
             seen = now
             time.sleep(_SETTLE_S)
         return os.readv(self._heads, [buf])
-
-
-def _cpu_time(pid: int) -> float | None:
-    """The CPU time a process has used so far (None once it is gone)."""
-    try:
-        times = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return None
-    return times.user + times.system
 
 
 # direction index, time read, bytes (None: the end), the pid counter as it was passed on
@@ -397,7 +387,7 @@ class ForkedRelay:
     def _wait_for_recorder(self, timeout: float) -> None:
         if self.recorder_pid <= 0:
             return
-        worked, since = _cpu_time(self.recorder_pid), time.monotonic()
+        worked, since = cpu_seconds(self.recorder_pid), time.monotonic()
         while True:
             try:
                 done, _ = os.waitpid(self.recorder_pid, os.WNOHANG)
@@ -407,7 +397,7 @@ class ForkedRelay:
                 return
             now = time.monotonic()
             if now - since >= timeout:
-                used = _cpu_time(self.recorder_pid)
+                used = cpu_seconds(self.recorder_pid)
                 if used is None or used == worked:
                     print(
                         f"mcpshim: warning: the recorder (pid {self.recorder_pid}) has "

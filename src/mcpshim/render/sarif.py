@@ -10,7 +10,7 @@ from mcpshim import __version__
 from mcpshim.base.display import dumps
 from mcpshim.render.report import Report, sorted_findings
 from mcpshim.review.catalogue import rules
-from mcpshim.review.findings import Finding, Rule, Severity
+from mcpshim.review.findings import Finding, Rule, Severity, finding_json, rule_json
 
 __all__ = ["render_sarif"]
 
@@ -32,15 +32,16 @@ _SECURITY_SEVERITY = {
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
-    tags = ["security", *(f"external/cwe/{c.lower()}" for c in rule.cwe)]
+    r = rule_json(rule)
+    tags = ["security", *(f"external/cwe/{c.lower()}" for c in r["cwe"])]
     return {
-        "id": rule.id,
-        "name": rule.name,
-        "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": rule.summary},
+        "id": r["id"],
+        "name": r["name"],
+        "shortDescription": {"text": r["summary"]},
+        "fullDescription": {"text": r["summary"]},
         "help": {
-            "text": f"{rule.summary}\n\nRemediation: {rule.remediation}",
-            "markdown": f"{rule.summary}\n\n**Remediation:** {rule.remediation}",
+            "text": f"{r['summary']}\n\nRemediation: {r['remediation']}",
+            "markdown": f"{r['summary']}\n\n**Remediation:** {r['remediation']}",
         },
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
         "properties": {
@@ -66,30 +67,27 @@ def render_sarif(report: Report) -> str:
         | {r.id for r in rules().values() if r.id[:4] == _family(report)}
     )
     index = {rid: i for i, rid in enumerate(used)}
-    results = []
+    results, subject = [], report.subject
     for f in sorted_findings(report.findings):
-        loc: dict[str, Any] = {
-            "physicalLocation": {
-                "artifactLocation": {
-                    "uri": f.location
-                    or str(report.subject.get("artifact") or report.subject.get("log", "exec.log"))
-                },
-            }
-        }
-        if f.line:
-            loc["physicalLocation"]["region"] = {"startLine": f.line}
-        if f.group:
-            loc["logicalLocations"] = [{"name": f.group, "kind": "process"}]
+        d = finding_json(f)
+        at = d.get("location", {})
+        uri = at.get("path") or str(subject.get("artifact") or subject.get("log", "exec.log"))
+        loc: dict[str, Any] = {"physicalLocation": {"artifactLocation": {"uri": uri}}}
+        if line := at.get("line"):
+            loc["physicalLocation"]["region"] = {"startLine": line}
+        if d["group"]:
+            loc["logicalLocations"] = [{"name": d["group"], "kind": "process"}]
+        said = "".join(f"\n{e['where']}: {e['text']}" for e in d["evidence"])
         results.append(
             {
-                "ruleId": f.rule.id,
-                "ruleIndex": index[f.rule.id],
+                "ruleId": d["rule"],
+                "ruleIndex": index[d["rule"]],
                 "level": _SARIF_LEVEL[f.level],
-                "message": {"text": f.text + "".join(f"\n{e.where}: {e.text}" for e in f.evidence)},
+                "message": {"text": d["message"] + said},
                 "locations": [loc],
-                "partialFingerprints": {"mcpshim/v1": f.fingerprint},
+                "partialFingerprints": {"mcpshim/v1": d["fingerprint"]},
                 "rank": rank(f),
-                "properties": {"confidence": f.confidence},
+                "properties": {"confidence": d["confidence"]},
             }
         )
     doc = {

@@ -36,8 +36,6 @@ import sys
 import time
 from typing import NoReturn
 
-import filelock
-
 from mcpshim.log import eventlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat
@@ -135,7 +133,7 @@ def _watch(r: int, session: str, grace: float, loc: Locations | None, started: f
         payload = end_payload(
             session, None, time.monotonic() - started, len(ended), emptied, "supervisor-lost"
         )
-        with contextlib.suppress(OSError, filelock.Timeout):  # a log it cannot write
+        with contextlib.suppress(OSError):  # a log it cannot write, or its lock held
             eventlog.append_event(loc, "session-end", payload)
     os._exit(0)
 

@@ -432,8 +432,5 @@ def tracer_of(pid: int) -> int | None:
 
 
 def is_gone(pid: int) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+    st = read_stat(pid)
+    return st is None or st.gone

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpshim.base.flock import take
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.execlog import EventRecord, ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
@@ -65,10 +65,13 @@ def lock_dir(directory: Path) -> int:
     """Hold `directory` for this session (`sweep` leaves it alone while the lock holds)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = take(fd, 0)
     except OSError:
         os.close(fd)
         raise
+    if not held:
+        os.close(fd)
+        raise BlockingIOError(errno.EWOULDBLOCK, "held by a live session", str(directory))
     return fd
 
 

@@ -56,6 +56,9 @@ SCENARIO = Scenario(
     calls=_calls,
     listener=True,
     proof=_proof,
+    # the project is no git repository: git must not find one above it (a checkout the
+    # corpus runs in, /tmp/clone/p, whose top git would run its helpers in)
+    server_env=lambda w: {"GIT_CEILING_DIRECTORIES": str(w.ws.parent)},
     expected=_EXPECTED,
     traced_expected=_TRACED,
 )
