@@ -33,6 +33,7 @@ from tests.corpus.harness import (
     SEVERITIES,
     Outcome,
     UnavailableError,
+    block_problems,
     network_problems,
     run_scenario,
     score,
@@ -87,6 +88,7 @@ def main() -> int:
             total["alarms"] += s.benign_alarms
             under = f"{placed}/{len(s.placed)}" if s.placed else "-"
             net = network_problems(out)  # traced: a network statement the kernel did not show
+            net += block_problems(out)  # a call's block that contradicts its findings
             bad = s.wrong or bool(out.problems or net)
             bad = bad or placed < len(s.placed) or len(set(out.counts.values())) != 1
             wrong += bad

@@ -631,6 +631,35 @@ def network_problems(out: Outcome) -> list[str]:
     return bad
 
 
+#: a finding under a call, and the question of the call's block that must then say yes
+_SAYS = {"MCS306": "network", "MCS304": "network", "MCS307": "tried", "MCS107": "editable",
+         "MCS102": "new", "MCS103": "new", "MCS120": "new"}  # fmt: skip
+
+
+def block_problems(out: Outcome) -> list[str]:
+    """Calls whose block contradicts the findings under it (issue 37: a call's summary
+    lines come from the same facts as its findings): a connection filed under a call
+    whose block says it reached no network, a project script under a call that ran no
+    editable file, a detached helper under a call that outlived nothing."""
+    bad = []
+    blocks = {(str(c.get("name")), str(c.get("time"))): c for c in out.raw.get("calls", [])}
+    for f in out.raw.get("findings", []):
+        call = f.get("call")
+        if not isinstance(call, dict):
+            continue
+        block = blocks.get((str(call.get("name")), str(call.get("time"))))
+        if block is None:
+            bad.append(f"{f['rule']} under {call.get('name')}: no block for its call")
+            continue
+        key = _SAYS.get(f["rule"])
+        if f["rule"] == "MCS501" and f["severity"] != "info":
+            key = "outlived"
+        if key is not None and not block.get(key):
+            bad.append(f"{f['rule']} under {call['name']} (id {call.get('id')}): its block "
+                       f"answers {key!r} with nothing")  # fmt: skip
+    return bad
+
+
 def score(out: Outcome, threshold: int = 2) -> Score:
     """TP/FP/FN at >= threshold (medium), strictly: each expected finding is matched by
     one finding (its rule, severity, call and names; `count` of them); every finding at >=

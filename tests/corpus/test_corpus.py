@@ -12,6 +12,7 @@ from tests.corpus.harness import (
     Outcome,
     Scenario,
     UnavailableError,
+    block_problems,
     label_problems,
     network_problems,
     run_scenario,
@@ -89,3 +90,5 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     assert not missed and not extra, f"missed {missed}\nunexpected {extra}\n{_explain(out)}"
     # traced: every network statement is one the kernel showed (issue 29)
     assert network_problems(out) == [], _explain(out)
+    # every call's block says what the findings filed under it say (issue 37)
+    assert block_problems(out) == [], _explain(out)

@@ -192,6 +192,15 @@ def _dest_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Fin
         ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
         msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
         yield _finding(NEW_DEST, msg, ev, at, f"dest\0{dest}", Severity.HIGH if local else None)
+    # an attempt that reached nothing still tried a place the approval never saw: low
+    for tried, (node, where) in sorted(seen.tried.items()):
+        dest, _sep, outcome = tried.partition(": ")
+        if dest in approved.destinations or dest in seen.destinations:
+            continue
+        what = f"tried {dest} ({outcome}; nothing was reached)"
+        ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
+        msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
+        yield _finding(NEW_DEST, msg, ev, at, f"tried\0{dest}", Severity.LOW)
 
 
 def _cred_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
