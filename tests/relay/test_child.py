@@ -510,10 +510,12 @@ def test_copies_a_stuck_recorder_never_took_are_on_record(home: Home) -> None:
         got = _through(relay, stream, lambda: os.kill(relay.recorder_pid, signal.SIGSTOP))
         assert got == b"".join(stream)
         assert relay.server_done(60)
-        relay.finish(1.0)  # the recorder does nothing: left to itself after a second
+        relay.finish(1.0)  # the recorder does nothing: ended (and reaped) after a second
         assert relay.reap() == 0
+        with pytest.raises(ChildProcessError):
+            os.waitpid(relay.recorder_pid, os.WNOHANG)
     finally:
-        if relay.recorder_pid > 0:
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
             os.kill(relay.recorder_pid, signal.SIGKILL)
             os.waitpid(relay.recorder_pid, 0)
     lost = events(home, "mcp-unrecorded", "s")

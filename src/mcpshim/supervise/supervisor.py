@@ -201,6 +201,7 @@ class Supervisor:
         observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
         self.helpers[pid] = None
         self.sampler.exclude(pid)
+        self.watcher.helper(pid)
 
     # -- the session ----------------------------------------------------------------------
 

@@ -21,7 +21,11 @@ the group with setsid or setpgid too, double forks included). A descendant that 
 left the group and dropped the variable from its environment (`env -i`) is not found.
 Then it writes the `session-end` the supervisor could not: no exit status (the command was
 the supervisor's child, so its status went with it), the duration since the session began,
-how many it ended, and `cause: supervisor-lost`.
+how many it ended, and `cause: supervisor-lost`. Last, mcpshim's own helpers the supervisor
+named (`helper`: the relay's pump and recorder children) get the grace period to finish
+what they hold (they end on their own once the relayed streams end), then SIGKILL: no
+process `run` started outlives it (a recorder stuck on a hostile message kept a client's
+stderr open for good).
 
 The watcher is in a process group of its own, so a signal to the supervisor's group does
 not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children do.
@@ -86,6 +90,11 @@ class Watcher:
     def command(self, pid: int) -> None:
         self._send(f"{pid}\n".encode())
 
+    def helper(self, pid: int) -> None:
+        """A child of mcpshim's own to end too, should the supervisor be lost."""
+        if pid != self.pid and (st := read_stat(pid)) is not None:
+            self._send(f"h {pid} {st.start}\n".encode())
+
     def finish(self, done: bool) -> None:
         """Close our end (`done`: the session is over, the watcher leaves the family be),
         then reap the watcher when it ended at once (it does when done)."""
@@ -137,7 +146,34 @@ def _watch(r: int, session: str, grace: float, loc: Locations | None, started: f
         )
         with contextlib.suppress(OSError, filelock.Timeout):  # a log it cannot write
             eventlog.append_event(loc, "session-end", payload)
+    _end_helpers(_helpers(lines), grace)
     os._exit(0)
+
+
+def _helpers(lines: list[bytes]) -> dict[int, int]:
+    """The helpers the supervisor named: pid -> start ticks."""
+    out: dict[int, int] = {}
+    for line in lines:
+        words = line.split()
+        if len(words) == 3 and words[0] == b"h" and words[1].isdigit() and words[2].isdigit():
+            out[int(words[1])] = int(words[2])
+    return out
+
+
+def _end_helpers(helpers: dict[int, int], grace: float) -> None:
+    """Wait up to `grace` for each helper to end, then SIGKILL what remains (by pid and
+    start ticks: a pid reused since is someone else's)."""
+
+    def alive() -> list[int]:
+        return [p for p, start in helpers.items() if (st := read_stat(p)) is not None
+                and st.start == start and st.state not in ("Z", "X")]  # fmt: skip
+
+    end = time.monotonic() + grace
+    while alive() and time.monotonic() < end:
+        time.sleep(0.05)
+    for pid in alive():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _keep_only(r: int) -> None:
