@@ -12,6 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mcpshim.log.redact_rules import (
     BARE_NEXT,
@@ -81,8 +82,10 @@ def is_credential_name(name: str | bytes) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_credential_key(key: str) -> bool:
-    """A JSON object key whose value is a credential: a credential name, or plain `key`."""
+    """A JSON object key whose value is a credential: a credential name, or plain `key`.
+    (Cached: a listing's schemas repeat the same few keys thousands of times.)"""
     return is_credential_name(key) or key.lower() == "key"
 
 
@@ -315,15 +318,37 @@ def _expand(glob: str) -> list[str]:
     return words
 
 
+def _trie(words: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """One pattern that finds any of `words`, as a trie: one pass over a value instead of
+    one search per word (a listing of 100,000 tools spent 14 s in 158 searches each)."""
+    root: dict[bytes, Any] = {}
+    for w in words:
+        node = root
+        for c in w:
+            node = node.setdefault(bytes([c]), {})
+        node[b""] = {}
+
+    def rx(node: dict[bytes, Any]) -> bytes:
+        alts = [re.escape(k) + rx(v) for k, v in sorted(node.items()) if k]
+        if not alts:
+            return b""
+        body = alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+        return b"(?:" + body + b")?" if b"" in node else body
+
+    return re.compile(rx(root))
+
+
 NEEDLES, _HARD = _needles()
+_ANY_NEEDLE = _trie(NEEDLES)
 
 
 def might_hold_secret(value: bytes) -> bool:
     """A quick superset of the rules: False means redact_text would change nothing."""
     if b"://" in value and b"@" in value:
         return True
-    low = value.lower()
-    return any(n in low for n in NEEDLES) or bool(_HARD is not None and _HARD.search(value))
+    return bool(_ANY_NEEDLE.search(value.lower())) or bool(
+        _HARD is not None and _HARD.search(value)
+    )
 
 
 def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:

@@ -51,7 +51,6 @@ from mcpshim.relay.channel import (
     MORE,
     OVERFLOW,
     REPORT,
-    unpack_loss,
 )
 from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, keep_only, pump_main
 from mcpshim.relay.core import (
@@ -63,6 +62,7 @@ from mcpshim.relay.core import (
     dropped_reason,
     relay_pipe,
 )
+from mcpshim.relay.loss import unpack_entries, unpack_loss
 
 __all__ = ["RECORDER_LIMIT_S", "TERM_GRACE_S", "ForkedRelay"]
 
@@ -70,7 +70,7 @@ _READ = 1 << 20
 _IGNORED = (signal.SIGINT, signal.SIGHUP)
 TERM_GRACE_S = 5  # after SIGTERM: how long the recorder may go on writing
 #: after the session: how long the recorder may go on at most, however busy it is
-RECORDER_LIMIT_S = 60.0
+RECORDER_LIMIT_S = 120.0
 _ABANDONED = (
     "the recorder stopped or was stuck before these copies reached it: they were not "
     "recorded (the bytes themselves were relayed unchanged)"
@@ -237,8 +237,12 @@ def _feed(scribe: Transcriber, index: int, when: float, part: bytes | None, mark
         scribe.feed(DIRECTIONS[index], when, part, mark)
         return
     limit, dropped = unpack_loss(part or b"")
-    for direction, lost in zip(DIRECTIONS, dropped, strict=True):
-        scribe.dropped(direction, when, lost, dropped_reason(limit))
+    entries = [
+        (DIRECTIONS[e.index], e.at[1], e.dropped if e.dropped is not None else bytes(e.data or b""),
+         e.at[2])
+        for e in unpack_entries(part or b"")
+    ]  # fmt: skip
+    scribe.lost(when, dict(zip(DIRECTIONS, dropped, strict=True)), entries, dropped_reason(limit))
 
 
 def _wind_up(signum: int, frame: Any) -> None:
