@@ -21,6 +21,7 @@ import ctypes.util
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -92,6 +93,21 @@ def _exit_code(status: int) -> int:
 def _posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
     sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
     return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
+
+
+def _runnable(cmd: str, path: str) -> None:
+    """What a shell says of a command it cannot run: 127 when it is not there, 126 when
+    it is no file it may execute; traced or not, the same status and message."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        code = 127 if isinstance(exc, (FileNotFoundError, NotADirectoryError)) else 126
+        raise SpawnError(f"{cmd}: {exc.strerror}" if code == 127 else
+                         f"{cmd}: cannot run: {exc.strerror}", code) from None  # fmt: skip
+    if stat.S_ISDIR(st.st_mode):
+        raise SpawnError(f"{cmd}: cannot run: Is a directory", 126)
+    if not os.access(path, os.X_OK):
+        raise SpawnError(f"{cmd}: cannot run: Permission denied", 126)
 
 
 def _noop(signum: int, frame: Any) -> None:
@@ -215,7 +231,11 @@ class Supervisor:
         self._install_signals(wake_w)
         try:
             self.add_reader(wake_r, self._on_wakeup)
-            self._spawn(file_actions)
+            try:
+                self._spawn(file_actions)
+            except SpawnError as exc:
+                self._not_started(exc, started)
+                raise
             self.emit("session-start", start_payload(self._start_record()))
             self._loop()
             self.sampler.finish()
@@ -238,6 +258,18 @@ class Supervisor:
             self.remove_reader(wake_r)
             os.close(wake_r)
             os.close(wake_w)
+
+    def _not_started(self, exc: SpawnError, started: float) -> None:
+        """The command could not be started (traced or not, the shell's status and
+        message): the session says so, `sessions` too, and nothing is left of a trace."""
+        self.status = exc.exit_code
+        if self.tracer is not None:
+            self.tracer.discard()
+            self.tracer = None
+        self.emit("session-start", start_payload(self._start_record()))
+        took = time.monotonic() - started
+        end = end_payload(self.session, exc.exit_code, took, 0, False, "not-started")
+        self.emit("session-end", {**end, "reason": str(exc)})
 
     def _start_record(self) -> SessionStart:
         return SessionStart(
@@ -277,6 +309,7 @@ class Supervisor:
         path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
         if path is None:
             raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        _runnable(cmd, path)  # before strace, which would say it its own way (exit 1)
         spawn_path, spawn_argv = path, self.argv
         if self.tracer is not None:
             spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)

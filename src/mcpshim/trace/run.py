@@ -153,6 +153,12 @@ class TraceRun:
         if output:
             self._out = self._lock = -1
 
+    def discard(self) -> None:
+        """The command never started: nothing was traced; the FIFO, the file and the
+        directory go now."""
+        self._close_fds()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
         say so, and with `port_refused` so do the connects it refused (their `trace-net`
