@@ -160,6 +160,8 @@ class Supervisor:
         if tracer is not None:
             self.on_tick(tracer.tick)
         self.watcher = Watcher(self.session, options.grace, loc)
+        if tracer is not None:  # a `run` killed mid-session keeps its trace (the watcher's)
+            self.watcher.trace_fds = tracer.handover()
         # run --contain: the ruleset the command starts in, and what the record says of it
         self.contain: Containment | None = None
         self.contain_record: Mapping[str, Any] | None = None
@@ -331,6 +333,8 @@ class Supervisor:
             if tracer_pid := self.tracer.attached(self.child_pid):
                 self.sampler.exclude(tracer_pid)
             self.tracer.started()
+            params = self.tracer.params(self.session, self.boot_id, os.getcwdb())
+            self.watcher.trace(params.encode(), self.tracer.strace, str(self.tracer.dir))
         self._hand_terminal(self.child_pgid)
 
     def _pump_trace(self, fd: int) -> None:
