@@ -211,7 +211,6 @@ def main() -> None:
     ap.add_argument("--old-max", type=int, default=40_000, help="longest text REV gets")
     ap.add_argument("--only", choices=["hashes", "listing", "memory"], default="")
     args = ap.parse_args()
-    throwaway_home()
     if args.only in ("", "hashes"):
         hashes(args.rounds, args.against, args.old_max)
     if args.only in ("", "listing"):
@@ -221,4 +220,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     main()

@@ -16,12 +16,9 @@ reported or terminated by `containment`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import shutil
 import signal
-import stat
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +30,7 @@ from mcpshim.errors import McpshimError
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.follow import Follower
 from mcpshim.paths import Locations
-from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
+from mcpshim.proc.procinfo import Stat, proc_fields, start_ticks
 from mcpshim.sandbox.contained import Containment
 from mcpshim.supervise.containment import account_survivors, group_members
 from mcpshim.supervise.readers import Readers
@@ -46,6 +43,7 @@ from mcpshim.supervise.session import (
     start_payload,
     utc_now,
 )
+from mcpshim.supervise.spawn import SpawnError, posix_spawn, runnable, set_child_subreaper
 from mcpshim.supervise.watcher import Watcher
 from mcpshim.trace.run import TraceRun
 
@@ -53,17 +51,8 @@ __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 OnExit = Literal["report", "terminate"]
-_PR_SET_CHILD_SUBREAPER = 36
 SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
 TRACE_BATCH_S = 0.01  # the trace FIFO is read at most this often (see _pump_trace)
-
-
-class SpawnError(McpshimError):
-    """The command could not be started; exit codes follow the shell (127, 126)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -74,40 +63,9 @@ class RunOptions:
     grace: float = 5.0
 
 
-def set_child_subreaper() -> bool:
-    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported."""
-    if not LINUX:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def _exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
-
-
-def _posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
-    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
-    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
-
-
-def _runnable(cmd: str, path: str) -> None:
-    """What a shell says of a command it cannot run: 127 when it is not there, 126 when
-    it is no file it may execute; traced or not, the same status and message."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        code = 127 if isinstance(exc, (FileNotFoundError, NotADirectoryError)) else 126
-        raise SpawnError(f"{cmd}: {exc.strerror}" if code == 127 else
-                         f"{cmd}: cannot run: {exc.strerror}", code) from None  # fmt: skip
-    if stat.S_ISDIR(st.st_mode):
-        raise SpawnError(f"{cmd}: cannot run: Is a directory", 126)
-    if not os.access(path, os.X_OK):
-        raise SpawnError(f"{cmd}: cannot run: Permission denied", 126)
 
 
 def _noop(signum: int, frame: Any) -> None:
@@ -311,13 +269,13 @@ class Supervisor:
         path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
         if path is None:
             raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
-        _runnable(cmd, path)  # before strace, which would say it its own way (exit 1)
+        runnable(cmd, path)  # before strace, which would say it its own way (exit 1)
         spawn_path, spawn_argv = path, self.argv
         if self.tracer is not None:
             spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
         try:
             # contained: fork, restrict, exec (posix_spawn has no hook between the two)
-            spawn = self.contain.spawn if self.contain is not None else _posix_spawn
+            spawn = self.contain.spawn if self.contain is not None else posix_spawn
             self.child_pid = spawn(spawn_path, spawn_argv, self.env, file_actions)
         except FileNotFoundError as exc:
             raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
