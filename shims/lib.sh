@@ -415,6 +415,8 @@ _mcpshim_scrub1() {
 	_mcpshim_r=$1
 	_mcpshim_kv=$_mcpshim_kp _mcpshim_kp=
 	[ "$1" = PRIVATE ] && _mcpshim_kp=1
+	_mcpshim_kq=$_mcpshim_ko _mcpshim_ko=
+	case $1 in -*) _mcpshim_ko=1 ;; esac
 	case $1 in -----BEGIN*) _mcpshim_kb=1 ;; esac
 	if [ -n "$_mcpshim_na" ]; then
 		case $_mcpshim_na$1 in private-key-----END*) _mcpshim_na= && return ;; esac
@@ -478,8 +480,8 @@ _mcpshim_scrub1() {
 	@@AUTH_VALUED@@) _mcpshim_nw=authorization && return ;;
 	@@BARE_WORDS@@) _mcpshim_nw=credential-name && return ;;
 	[A-Z]*_*)
-		case $1 in
-		*[!A-Z0-9_]*) ;;
+		case $_mcpshim_kq$1 in
+		1* | *[!A-Z0-9_]*) ;;
 		*) _mcpshim_cname "$1" && _mcpshim_nw=credential-name && return ;;
 		esac
 		;;
@@ -635,7 +637,7 @@ _mcpshim_write1() {
 _mcpshim_redact() {
 	_mcpshim_sc='' _mcpshim_na='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_i=0 _mcpshim_ch='' _mcpshim_q=
 	_mcpshim_nw='' _mcpshim_ns='' _mcpshim_su='' _mcpshim_kp='' _mcpshim_kb='' _mcpshim_nx=''
-	_mcpshim_kv='' _mcpshim_kw=''
+	_mcpshim_kv='' _mcpshim_kw='' _mcpshim_ko='' _mcpshim_kq=''
 
 	case ${_mcpshim_tgt##*/} in
 @@SCOPE_OF_TARGET@@
@@ -709,7 +711,7 @@ _mcpshim_clear() {
 		_mcpshim_g _mcpshim_uw _mcpshim_ua _mcpshim_uo _mcpshim_ux _mcpshim_ch _mcpshim_q16 \
 		_mcpshim_q256 _mcpshim_na _mcpshim_tq _mcpshim_qs _mcpshim_qn _mcpshim_qe _mcpshim_qr \
 		_mcpshim_qp _mcpshim_g2 _mcpshim_nw _mcpshim_ns _mcpshim_su _mcpshim_kp _mcpshim_kb \
-		_mcpshim_kv _mcpshim_kw @@CLASS_VARS@@
+		_mcpshim_kv _mcpshim_kw _mcpshim_ko _mcpshim_kq @@CLASS_VARS@@
 }
 
 # At the end of a chunk: its text moves to _mcpshim_cx; where the next one ends; where this
@@ -736,6 +738,7 @@ _mcpshim_chunk() {
 	@@TRIGGERS@@) return 0 ;;
 	*@*) case $1 in *://*) return 0 ;; esac ;;
 	esac
+	_mcpshim_ko=
 	return 1
 }
 
@@ -842,6 +845,7 @@ _mcpshim_pargv() {
 	_mcpshim_s=
 	_mcpshim_nx='' _mcpshim_sc='' _mcpshim_na='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3=''
 	_mcpshim_nw='' _mcpshim_ns='' _mcpshim_su='' _mcpshim_kp='' _mcpshim_kb='' _mcpshim_kv='' _mcpshim_kw=''
+	_mcpshim_ko='' _mcpshim_kq=''
 	_mcpshim_consts
 	for _mcpshim_a; do
 		_mcpshim_scrub1 "$_mcpshim_a"

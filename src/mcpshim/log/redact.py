@@ -157,12 +157,15 @@ def _whole(arg: bytes) -> tuple[str, bytes | None] | None:
     return None
 
 
-def _soft(arg: bytes) -> str:
+def _soft(arg: bytes, after_option: bool) -> str:
     """An argument after which the next one is the secret unless it is an option: a bare
     `password` (a `.netrc` line as words), an environment variable's name, an HTTP
     authorization header with no value (the value next; "scheme" when the scheme comes
-    first: `"Authorization:" "Bearer" TOKEN`). "" for none."""
-    if arg.lower() in _BARE_WORDS or (_ENV_NAME.fullmatch(arg) and is_credential_name(arg)):
+    first: `"Authorization:" "Bearer" TOKEN`). "" for none. A variable's name after an
+    option is that option's (`docker run -e GITHUB_TOKEN IMAGE`, `env -u NAME CMD`)."""
+    if arg.lower() in _BARE_WORDS:
+        return "credential-name"
+    if not after_option and _ENV_NAME.fullmatch(arg) and is_credential_name(arg):
         return "credential-name"
     m = _AUTH.fullmatch(arg)
     if m:
@@ -180,6 +183,7 @@ class _Args:
         self.rest = ""  # every argument from here on is (`htpasswd -b`; a PEM key's words)
         self.private = False  # the last argument was `PRIVATE` (of `... PRIVATE KEY-----`)
         self.begun = False  # a `-----BEGIN` came, and no key's words after it yet
+        self.option = False  # the last argument was an option (`-e NAME`: NAME is no setter's)
         self.scope = scope  # the command whose own options count
         self.armed = scope is not None and not scope.sub  # its subcommand came (or needs none)
 
@@ -206,6 +210,7 @@ def _secret(rule: str, hits: list[str]) -> bytes:
 def _one(arg: bytes, st: _Args, hits: list[str]) -> bytes:
     """One argument as kept (the rules that fired added to `hits`)."""
     private, st.private = st.private, arg == b"PRIVATE"
+    after_option, st.option = st.option, arg.startswith(b"-")
     st.begun = st.begun or arg.startswith(_PEM_BEGIN)
     if st.rest:
         if st.rest == "private-key" and arg.startswith(_PEM_END):
@@ -257,7 +262,7 @@ def _one(arg: bytes, st: _Args, hits: list[str]) -> bytes:
             return _secret("option-value", hits)
         if st.scope.operands_end and not arg.startswith(b"-"):
             st.scope = None
-    st.soft = _soft(arg)
+    st.soft = _soft(arg, after_option)
     if st.soft:
         return arg
     whole = _whole(arg)

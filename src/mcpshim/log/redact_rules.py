@@ -55,6 +55,7 @@ __all__ = [
     "COMMANDS",
     "MAX_SPECIALS",
     "RULES",
+    "SETTERS",
     "SHELL_OPEN",
     "SKIP_BARE",
     "URL_RULE",
@@ -101,6 +102,9 @@ BARE_WORDS = ("password", "passwd")
 #: next argument (`-H authorization:bearer TOKEN`, httpie's `Authorization:Bearer TOKEN`),
 #: or the scheme is, then the value (`-H "Authorization:" "Bearer" TOKEN`)
 AUTH_HEADERS = ("authorization", "proxy-authorization")
+#: what sets an environment variable from two words (a composed line holding one of these
+#: gets the rule that redacts the word after a credential variable's name)
+SETTERS = ("setenv", "set -x", "set -gx", "set -Ux")
 AUTH_SCHEMES = ("bearer", "basic", "token", "digest", "negotiate", "bot")
 
 
@@ -297,7 +301,8 @@ RULES: tuple[TextRule | str, ...] = (
         sh_word=True,
     ),
     # an environment variable's name, then its value as the next word (`setenv DD_API_KEY
-    # VALUE`, fish's `set -x`): upper case, after `_`, as variables are written
+    # VALUE`, fish's `set -x`): upper case, after `_`, as variables are written; in a line
+    # that sets one (`docker run -e GITHUB_TOKEN IMAGE` names one and keeps its image)
     *(
         TextRule(
             "credential-name",
@@ -306,6 +311,7 @@ RULES: tuple[TextRule | str, ...] = (
             (" ", "\t"),
             stop=VALUE_STOP,
             not_first="-",
+            scope=SETTERS,
             sh_word=True,
         )
         for w in ("KEY", "TOKEN", "SECRET", "PASSWORD")
