@@ -14,6 +14,10 @@ of mcpshim's processes (supervisor, pump, recorder), and of `review`, `log --for
 and `sessions` over the session, each as peak/message and (peak - anchor's)/message.
 
     python benchmarks/hostile_cost.py [--rounds 5] [--tools 100000] [--against REV]
+                                      [--src DIR] [--only hashes|listing|memory]
+
+--src DIR runs the sessions and commands with DIR/src first on PYTHONPATH (another
+checkout, e.g. `git worktree add /tmp/old REV`), for a before/after of the same machine.
 """
 
 from __future__ import annotations
@@ -210,7 +214,10 @@ def main() -> None:
     ap.add_argument("--against", default="", help="also time REV's order hash")
     ap.add_argument("--old-max", type=int, default=40_000, help="longest text REV gets")
     ap.add_argument("--only", choices=["hashes", "listing", "memory"], default="")
+    ap.add_argument("--src", default="", help="another checkout whose src/ runs the CLI")
     args = ap.parse_args()
+    if args.src:
+        os.environ["PYTHONPATH"] = str(Path(args.src) / "src")
     if args.only in ("", "hashes"):
         hashes(args.rounds, args.against, args.old_max)
     if args.only in ("", "listing"):

@@ -33,7 +33,6 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import mmap
 import os
 import time
 from collections.abc import Iterator
@@ -179,18 +178,17 @@ def _signature(loc: Locations) -> tuple[Any, ...] | None:
 
 
 def holds_seal(loc: Locations) -> bool:
-    """Whether any segment holds a seal record's start, by its bytes (not by the index)."""
+    """Whether any segment holds a seal record's start, by its bytes (not by the index),
+    read a chunk at a time (a mapped log would count whole in the reader's memory)."""
+    keep = len(SEAL_MARK) - 1
     for seg in segments(loc):
-        with contextlib.suppress(OSError), open_regular(seg) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size and _find(fh.fileno(), size, SEAL_MARK):
-                return True
+        with contextlib.suppress(OSError, InputError), open_regular(seg) as fh:
+            tail = b""
+            while chunk := fh.read(_CHUNK):
+                if SEAL_MARK in tail + chunk:
+                    return True
+                tail = chunk[-keep:]
     return False
-
-
-def _find(fd: int, size: int, needle: bytes) -> bool:
-    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as buf:
-        return buf.find(needle) >= 0
 
 
 def update(
