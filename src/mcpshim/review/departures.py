@@ -15,13 +15,12 @@ now (contract.identity), once per path.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
-from mcpshim.contract.drift import drift, parse_lock_definition
+from mcpshim.contract.drift import drift, line_diff, parse_lock_definition
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Boundary, ServerApproval, ToolApproval
 from mcpshim.family.attribution import Attribution, Owner
@@ -88,10 +87,7 @@ def _node_ev(node: Node, call_id: object = None) -> Evidence:
 
 
 def _diff(old: str, new: str) -> list[str]:
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), "approved", "now", lineterm="", n=1
-    )
-    return [escape(line) for line in list(lines)[2:]]
+    return [escape(line) for line in line_diff(old, new, hunks=True)]
 
 
 def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:

@@ -39,12 +39,21 @@ from mcpshim.trace.records import (
     exact_starts,
     find_gaps,
     iso_time,
+    shim_helper_pids,
     shim_paths,
     trace_payloads,
 )
 from mcpshim.trace.strace import Trace, build_trace, read_output
 
-__all__ = ["TraceParams", "log_mark", "nameless_file", "session_records", "sweep", "write_trace"]
+__all__ = [
+    "TraceParams",
+    "log_mark",
+    "nameless_file",
+    "session_records",
+    "summary_payload",
+    "sweep",
+    "write_trace",
+]
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
@@ -203,3 +212,24 @@ def write_trace(
         payload = {"session": p.session, "time": iso_time(time.time()), "boot_id": p.boot_id}
         eventlog.append_event(loc, "trace-gap", {**payload, **g})
     return trace, len(gaps)
+
+
+def summary_payload(
+    p: TraceParams, strace: str, trace: Trace, gaps: int, complete: bool
+) -> dict[str, Any]:
+    """The `trace-summary` record of a session's trace as written (trace.store)."""
+    helper = shim_helper_pids(trace)
+    execs = [e for e in trace.execs if e.pid not in helper]
+    return {
+        "session": p.session,
+        "time": iso_time(time.time()),
+        "boot_id": p.boot_id,
+        "strace": strace,
+        "tracer_pid": p.tracer_pid,
+        "processes": len(set(trace.processes) - helper),
+        "execs": sum(e.result == "ok" for e in execs),
+        "failed": sum(e.result != "ok" for e in execs),
+        "gaps": gaps,
+        "net": len(trace.net),  # the trace-net records written
+        "complete": complete,
+    }
