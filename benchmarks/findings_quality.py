@@ -1,18 +1,21 @@
 """Precision and recall of review's findings over the labelled corpus (tests/corpus).
 
-Every scenario is a real session: a real MCP server (five third-party ones, pinned and
-installed by the test setup: @cyanheads/git-mcp-server, @modelcontextprotocol/server-filesystem,
-@djankies/vitest-mcp with vitest and @agent-infra/mcp-server-commands from npm, mcp-shell-server
-from PyPI; the project's own fixture servers; an attack server) under `mcpshim run --mcp`
-with shims installed, driven by the official SDK's client, with and without --trace. Its
-findings are compared with
-what a careful reviewer says is true of it (the scenario's expected findings, by rule id,
-severity and tool call). Printed per scenario and in total, at >= medium: true positives,
-false positives, false negatives; below medium, statements nobody expected; for attacks,
-whether each finding sits under the tool call that did it. Traced, every network statement
-must be one the kernel showed (harness.network_problems: a call's "reached the network"
-from observed connections, no guess from names at >= medium, an attack's connection to the
-listener found by its observed connect).
+Every scenario is a real session: a real MCP server (twelve third-party ones of eight kinds,
+pinned and installed by the test setup: from npm @cyanheads/git-mcp-server (git),
+@modelcontextprotocol/server-filesystem (files), @djankies/vitest-mcp with vitest (test
+runner), @agent-infra/mcp-server-commands (commands), @playwright/mcp with Debian's chromium
+(browser), cclsp with typescript-language-server (language server); from PyPI mcp-shell-server
+and cli-mcp-server (commands), terminal-mcp (persistent terminal), mcp-server-fetch (in-process
+fetcher), mcp-pytest-runner with pytest (test runner), mcp-server-git (git, GitPython); the
+project's own fixture servers; an attack server) under `mcpshim run --mcp` with shims
+installed, driven by the official SDK's client, with and without --trace. Its findings are
+compared with what a careful reviewer says is true of it (the scenario's expected findings, by
+rule id, severity and tool call). Printed per scenario and in total, at >= medium: true
+positives, false positives, false negatives; below medium, statements nobody expected; for
+attacks, whether each finding sits under the tool call that did it. Traced, every network
+statement must be one the kernel showed (harness.network_problems: a call's "reached the
+network" from observed connections, no guess from names at >= medium, an attack's connection to
+the listener found by its observed connect).
 
     python benchmarks/findings_quality.py [--only NAME] [--no-trace] [--verbose]
 """
@@ -30,6 +33,7 @@ from tests.corpus.harness import (
     SEVERITIES,
     Outcome,
     UnavailableError,
+    block_problems,
     network_problems,
     run_scenario,
     score,
@@ -52,13 +56,16 @@ def main() -> int:
     ap.add_argument("--no-trace", action="store_true", help="skip the --trace variants")
     ap.add_argument("--verbose", "-v", action="store_true", help="list each miss and extra")
     a = ap.parse_args()
+    chosen = [sc for sc in ALL if not a.only or a.only in sc.name]
+    if not chosen:
+        print(f"no scenario matches {a.only!r}: nothing to score", file=sys.stderr)
+        return 2
     t0 = time.monotonic()
     rows: list[list[str]] = []
-    total = {"tp": 0, "fp": 0, "fn": 0, "low": 0, "placed": 0, "attacks": 0}
+    total = {"tp": 0, "fp": 0, "fn": 0, "low": 0, "placed": 0, "attacks": 0, "alarms": 0}
     details: list[str] = []
-    for sc in ALL:
-        if a.only and a.only not in sc.name:
-            continue
+    skipped = wrong = 0
+    for sc in chosen:
         for trace in sc.traced:
             if trace and a.no_trace:
                 continue
@@ -66,8 +73,9 @@ def main() -> int:
             try:
                 out: Outcome = run_scenario(sc, trace)
             except UnavailableError as exc:
-                rows.append([label, sc.kind, "skip", "", "", "", "", ""])
+                rows.append([label, sc.kind, "skip", "", "", "", "", "", ""])
                 details.append(f"{label}: skipped: {exc}")
+                skipped += 1
                 continue
             s = score(out)
             placed = sum(1 for _, ok in s.placed if ok)
@@ -77,39 +85,57 @@ def main() -> int:
             total["low"] += len(s.false_low)
             total["placed"] += placed
             total["attacks"] += len(s.placed)
+            total["alarms"] += s.benign_alarms
             under = f"{placed}/{len(s.placed)}" if s.placed else "-"
             net = network_problems(out)  # traced: a network statement the kernel did not show
-            ok = "ok" if not (s.fp or s.fn or s.false_low or out.problems or net) else "WRONG"
+            net += block_problems(out)  # a call's block that contradicts its findings
+            bad = s.wrong or bool(out.problems or net)
+            bad = bad or placed < len(s.placed) or len(set(out.counts.values())) != 1
+            wrong += bad
+            alarms = str(s.benign_alarms) if sc.kind == "benign" else "-"
             rows.append([label, sc.kind, str(s.tp), str(s.fp), str(s.fn),
-                         str(len(s.false_low)), under, f"{out.seconds:.1f}s {ok}"])  # fmt: skip
+                         str(len(s.false_low)), alarms, under,
+                         f"{out.seconds:.1f}s {'WRONG' if bad else 'ok'}"])  # fmt: skip
             for e in s.missed:
-                details.append(f"{label}: missed {e.rule} {e.severity} under {e.tool}")
+                details.append(f"{label}: missed {e.label()}")
             for g in s.extra + s.false_low:
-                details.append(f"{label}: unexpected {g.rule} {g.severity} under {g.tool}: "
-                               f"{g.message[:140]}")  # fmt: skip
+                details.append(f"{label}: unexpected {g.label()}")
+            for p in s.labels:
+                details.append(f"{label}: expectation cannot be judged: {p}")
             for p in net:
                 details.append(f"{label}: network said without the kernel: {p}")
             for p in out.problems + out.call_errors:
                 details.append(f"{label}: scenario problem: {p}")
-    head = ["scenario", "kind", "TP", "FP", "FN", "false<med", "under call", "time"]
+            if len(set(out.counts.values())) != 1:
+                details.append(f"{label}: readers count execs differently: {out.counts}")
+    head = ["scenario", "kind", "TP", "FP", "FN", "false<med", "benign>=med", "under call",
+            "time"]  # fmt: skip
     rows.append(["TOTAL", "", str(total["tp"]), str(total["fp"]), str(total["fn"]),
-                 str(total["low"]), f"{total['placed']}/{total['attacks']}",
+                 str(total["low"]), str(total["alarms"]),
+                 f"{total['placed']}/{total['attacks']}",
                  f"{time.monotonic() - t0:.0f}s"])  # fmt: skip
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    print(f"findings at >= {SEVERITIES[2]}: TP found as expected (rule, severity, tool call), "
-          "FP said but not true, FN true but not said; false<med: statements below medium "
-          "nobody expected; under call: attack findings under the call that did it")  # fmt: skip
+    print(f"findings at >= {SEVERITIES[2]}: TP found as expected (rule, severity, tool call, "
+          "what it names), FP said but not true (duplicates included), FN true but not said; "
+          "false<med: statements below medium nobody expected; benign>=med: what a CI gate "
+          "fails a benign session on (true or not); under call: attack findings under the "
+          "call that did it")  # fmt: skip
     print(_fmt_row(head, widths))
     for r in rows:
         print(_fmt_row(r, widths))
-    tp, fp, fn = total["tp"], total["fp"], total["fn"]
-    prec = tp / (tp + fp) if tp + fp else 1.0
-    rec = tp / (tp + fn) if tp + fn else 1.0
-    print(f"precision {prec:.2f}  recall {rec:.2f}")
-    if details and (True):
+    if details:
         print()
         print("\n".join(details))
-    return 0
+    if skipped:
+        print(f"\n{skipped} run(s) skipped: no precision or recall over a partial corpus",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    tp, fp, fn = total["tp"], total["fp"], total["fn"]
+    prec = f"{tp / (tp + fp):.2f}" if tp + fp else "n/a"
+    rec = f"{tp / (tp + fn):.2f}" if tp + fn else "n/a"
+    print(f"precision {prec} ({tp} of {tp + fp})  recall {rec} ({tp} of {tp + fn})  "
+          f"benign alarms {total['alarms']}  wrong rows {wrong}")  # fmt: skip
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

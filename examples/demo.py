@@ -1,5 +1,6 @@
-"""The quick-start demonstration (`make demo`), on a throwaway HOME deleted afterwards
-(kept out of the system temp dirs: see work_base).
+"""The quick-start demonstration (`make demo`), on a throwaway HOME (every XDG directory,
+the cache too) in the checkout's .demo-work/, deleted afterwards: nothing lands in the
+user's own HOME.
 
 A real stdio MCP server (examples/mcp_demo_server.py, official `mcp` SDK) runs under
 `mcpshim run --mcp`; the SDK's own client drives it through three tool calls the way an
@@ -92,13 +93,14 @@ async def _agent(params: StdioServerParameters) -> None:
 
 
 def throwaway_env(home: Path) -> dict[str, str]:
-    """This environment with HOME and the XDG dirs in `home`, npm quiet, no session."""
+    """This environment with HOME and every XDG dir in `home`, npm quiet, no session."""
     env = {
         **os.environ,
         "HOME": str(home),
         "XDG_DATA_HOME": str(home / ".local/share"),
         "XDG_STATE_HOME": str(home / ".local/state"),
         "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
         "npm_config_update_notifier": "false",
         "npm_config_fund": "false",
         "npm_config_audit": "false",
@@ -108,17 +110,28 @@ def throwaway_env(home: Path) -> dict[str, str]:
 
 
 def work_base() -> Path:
-    """Where the throwaway HOME goes: outside the system temp dirs, as a user's projects
-    are (npm looks for node_modules/.bin in every ancestor of the cwd, and a temp dir
-    there is rightly a finding of its own, which is not what the demo shows): the
-    checkout's .demo-work/, or the user's cache when the checkout is in a temp dir."""
+    """Where the throwaway HOME goes: the checkout's .demo-work/ (gitignored), never the
+    user's HOME."""
+    base = HERE.parent / ".demo-work"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def demo_policy() -> str:
+    """The policy review reads. A checkout in a temp dir (a clone in /tmp) runs the server
+    and the venv's python from there, and the workspace is there too: review rightly calls
+    that MCS102 and MCS104, and the policy a user would write for such a checkout says it
+    is meant to be there, so what the demo shows is the server's own behaviour."""
     from mcpshim.shim.targets import temp_dirs
 
     checkout = HERE.parent
-    in_temp = any(checkout.is_relative_to(t) for t in map(Path, temp_dirs()) if t.is_absolute())
-    base = Path.home() / ".cache" / "mcpshim-demo" if in_temp else checkout / ".demo-work"
-    base.mkdir(parents=True, exist_ok=True)
-    return base
+    if not any(checkout.is_relative_to(t) for t in map(Path, temp_dirs()) if t.is_absolute()):
+        return POLICY
+    return POLICY + "".join(
+        f'\n[[ignore]]\nrule = "{rule}"\npath = {json.dumps(f"{checkout}/*")}\n'
+        'reason = "this checkout (and its .demo-work) lives in a temp dir"\n'
+        for rule in ("MCS102", "MCS104")
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -138,7 +151,7 @@ def main(argv: list[str]) -> int:
         show("install", *SHIMS, check=True)
         ws = _workspace(home, env)
         policy = home / "policy.toml"
-        policy.write_text(POLICY)
+        policy.write_text(demo_policy())
         run = [
             "run",
             "--mcp",

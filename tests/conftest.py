@@ -1,15 +1,22 @@
 """Shared fixtures: an isolated HOME/XDG tree, real shells, the Node.js fixture server.
 
-Plain helpers (Home, install, the test tree's paths) are in fixtures/home.py.
+Plain helpers (Home, install, the test tree's paths) are in fixtures/home.py. Every test
+runs on a throwaway HOME: this process's HOME and every XDG dir (the cache too) are moved
+into a directory of its own as the suite starts, so a test that asks for no `home`
+fixture, and every process it starts, writes nowhere in the user's HOME either.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +25,51 @@ from tests.fixtures.home import NODE_FIXTURE, Home, dash_path, home_at, home_env
 
 #: the user's own mcpshim directories, named before any fixture moves HOME
 _REAL_ROOTS = homeguard.real_roots(os.environ)
+
+
+def _throwaway_session_home() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="mcpshim-test-home-"))
+    atexit.register(shutil.rmtree, root, True)
+    os.environ.update(home_env(root))
+    return root
+
+
+#: the suite's own HOME (each xdist worker its own); the `home` fixture moves a test's
+#: HOME again, into its tmp_path
+SESSION_HOME = _throwaway_session_home()
+
+#: Under CI=true a skip is a failure: scripts/system-deps.sh installs every tool the suite
+#: needs, so a test that misses one says CI is broken. These facts about the machine no
+#: package changes are the only skips CI keeps (an architecture, the kernel's Landlock ABI,
+#: the user, the network interfaces, mounting, the optional aarch64 cross-check).
+CI_MAY_SKIP = re.compile(
+    r"x86_64|aarch64|syscall number|Landlock|needs root|to another uid|private group|"
+    r"non-loopback address|Linux-only|the Linux path|cannot mount here|mounting a tmpfs|"
+    r"/dev/full|nobody cannot import"
+)
+
+
+def _skip_reason(longrepr: Any) -> str:
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else longrepr
+    return str(text).removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") != "true" or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report.longrepr)
+    if not CI_MAY_SKIP.search(reason):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"under CI=true a missing tool fails, not skips: {reason} "
+            "(scripts/system-deps.sh installs what the suite needs)"
+        )
+
 
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET", "network")
 

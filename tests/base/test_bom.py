@@ -38,10 +38,10 @@ def test_policy_with_a_bom_is_read_like_the_json_config_beside_it(
     config = tmp_path / "mcp.json"
     config.write_text(BOM + json.dumps({"mcpServers": {"s": {"command": "/bin/true"}}}))
     code, _, err = _cli(capsys, "lint-path", "--config", str(config))
-    assert code in (0, 1), err  # the JSON config: read
+    assert code == 1, err  # the JSON config: read (a launch line at medium: findings)
     loc = ["--dir", str(home.loc.shim_dir), "--log-dir", str(home.loc.log_dir)]
     code, _, err = _cli(capsys, "review", *loc, "--policy", str(pol))
-    assert code in (0, 1), err  # the TOML policy: read too
+    assert code == 0, err  # the TOML policy: read too (an empty log: clean)
     assert "not valid TOML" not in err
     plain = policy.load_policy(_plain(pol, tmp_path))
     assert dataclasses.replace(policy.load_policy(pol), source=plain.source) == plain

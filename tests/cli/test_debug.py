@@ -52,3 +52,25 @@ def test_debug_is_an_option_not_the_environment(home: Home, tmp_path: Path) -> N
         check=False,
     )
     assert "Traceback" not in out.stderr
+
+
+def _mcpshim(home: Home, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*MCPSHIM, *argv], env=home.env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_bare_mcpshim_prints_its_help_and_exits_0(home: Home) -> None:
+    bare, helped = _mcpshim(home), _mcpshim(home, "--help")
+    assert (bare.returncode, bare.stderr) == (0, "")
+    assert bare.stdout == helped.stdout and bare.stdout.startswith("Usage: mcpshim [OPTIONS]")
+    # a group named without its command does the same (`mcpshim policy`)
+    group = _mcpshim(home, "policy")
+    assert (group.returncode, group.stderr) == (0, "")
+    assert group.stdout == _mcpshim(home, "policy", "--help").stdout
+
+
+def test_debug_without_a_command_is_a_usage_error_in_one_line(home: Home) -> None:
+    out = _mcpshim(home, "--debug")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == "mcpshim: error: Missing command. (see `mcpshim --help`)\n"

@@ -132,7 +132,7 @@ def test_sessions_on_an_empty_log_imports_no_review(home: Home) -> None:
 
 
 SESSIONS_IMPORTS = [
-    "mcpshim", "mcpshim.base", "mcpshim.base.display", "mcpshim.base.fdio",
+    "mcpshim", "mcpshim.base", "mcpshim.base.display", "mcpshim.base.fdio", "mcpshim.base.flock",
     "mcpshim.base.frozen", "mcpshim.base.safewrite", "mcpshim.cli", "mcpshim.cli.options",
     "mcpshim.cli.sessions_cmd", "mcpshim.errors", "mcpshim.log", "mcpshim.log.boot",
     "mcpshim.log.events", "mcpshim.log.execlog", "mcpshim.log.framing", "mcpshim.log.indexscan",

@@ -129,7 +129,7 @@ def test_a_config_with_a_bom_wraps_and_undoes_exactly(home: Home, tmp_path: Path
     path = tmp_path / "claude_desktop_config.json"
     raw = b'\xef\xbb\xbf{"mcpServers": {"a": {"command": "npx", "args": ["-y", "x"]}}}\n'
     path.write_bytes(raw)
-    assert cli(home, "lint-path", "--config", str(path)).returncode in (0, 1)
+    assert cli(home, "lint-path", "--config", str(path)).returncode == 1  # npx: MCS22x, medium
     out = cli(home, "wrap-config", str(path), "--all", "--dir", str(tmp_path / "shims"))
     assert out.returncode == 0, out.stderr
     assert path.read_bytes().startswith(b"\xef\xbb\xbf")

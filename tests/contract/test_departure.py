@@ -78,4 +78,6 @@ def test_run_help_says_it_is_containment_not_prevention() -> None:
 
     text = " ".join(CliRunner().invoke(cli, ["run", "--help"]).output.split())
     assert "Containment, not prevention: it acts after the exec" in text
-    assert "so what the program does until the signal lands, a short one's whole run" in text
+    assert "between the exec and the signal the program runs, and what it starts" in text
+    assert "a short one's whole run, one that ignores SIGTERM until --grace is over" in text
+    assert "an MCP log notification tell the client" in text

@@ -322,6 +322,7 @@ def test_identities_ask_the_package_manager_once_per_batch(tmp_path: Path) -> No
     assert ids.queries == before  # cached
 
 
+@pytest.mark.alone  # a wall-time bound: a loaded machine would break it
 def test_approve_on_a_thousand_execs_is_not_quadratic(tmp_path: Path, monkeypatch: Any) -> None:
     """A generous guard on the command's own work, in this process, on the log
     benchmarks/approve_scale.py writes: a pass over every exec per exec took minutes. The

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +52,33 @@ class UnavailableError(Exception):
 
 @dataclass(frozen=True)
 class Expect:
-    """One true finding: its rule, severity and the tool it sits under (NO_CALL: none).
+    """One true finding: its rule, severity and the tool call it sits under (NO_CALL: none).
 
-    `optional`: true of the session but only seen when sampling happened to catch it (a
-    short-lived process, a connection), so its absence is no miss and its presence no
-    false positive."""
+    `names`: what its message or evidence must carry (the program, path or destination it
+    is about); required at >= medium, so a finding that says something else is no match.
+    `count`: how many such findings are true (a further one is a false positive). `nth`:
+    which call of `tool` it is under (1: the tool's first call), when the tool is called
+    more than once and which one matters. `optional`: why it is only sometimes seen
+    (sampling caught a short-lived process, or did not): it neither adds a true positive
+    when present nor costs a miss when absent; the finding it matches is no false one."""
 
     rule: str
     severity: str
     tool: str = NO_CALL
     optional: bool = False
+    names: tuple[str, ...] = ()
+    count: int = 1
+    nth: int | None = None
 
     @property
     def rank(self) -> int:
         return SEVERITIES.index(self.severity)
+
+    def label(self) -> str:
+        nth = f" #{self.nth}" if self.nth is not None else ""
+        names = f" naming {', '.join(self.names)}" if self.names else ""
+        count = f" x{self.count}" if self.count != 1 else ""
+        return f"{self.rule} {self.severity} under {self.tool}{nth}{names}{count}"
 
 
 @dataclass(frozen=True)
@@ -75,13 +88,21 @@ class Got:
     tool: str
     message: str
     count: int = 1
+    nth: int | None = None  # which call of its tool it sits under (1: the first)
+    texts: tuple[str, ...] = ()  # its message and its evidence's texts
 
     @property
     def rank(self) -> int:
         return SEVERITIES.index(self.severity)
 
+    def label(self) -> str:
+        nth = f" #{self.nth}" if self.nth is not None else ""
+        return f"{self.rule} {self.severity} under {self.tool}{nth}: {self.message[:160]}"
 
-Call = tuple[str, dict[str, Any]]
+
+#: a tool call: its name and arguments, or a function of the earlier answers' texts that
+#: gives them (a session id a server made up, as an agent reads it from an answer)
+Call = tuple[str, dict[str, Any] | Callable[[list[str]], dict[str, Any]]]
 
 
 @dataclass
@@ -106,7 +127,7 @@ class Scenario:
     kind: str  # "benign" | "attack"
     summary: str
     server: Callable[[Workspace], list[str]]  # the server's argv
-    calls: Callable[[Workspace], list[Call]]
+    calls: Callable[[Workspace], Sequence[Call]]
     expected: tuple[Expect, ...]
     setup: Callable[[Workspace], None] = lambda w: None
     shims: tuple[str, ...] = ("git", "sh", "npm", "node")
@@ -132,14 +153,16 @@ def observed(expected: tuple[Expect, ...]) -> tuple[Expect, ...]:
     """What a traced session says of the network (issue 29): the kernel's connection
     (MCS306), always seen, where the sampler's socket (MCS304) was a matter of luck and a
     helper's arguments (MCS108) a guess; that guess stays, as the info hint it is then."""
-    out: dict[tuple[str, str, str], Expect] = {}
+    out: dict[tuple[object, ...], Expect] = {}
     for e in expected:
         if e.rule == "MCS304" or (e.rule == "MCS108" and e.rank >= 2):
-            out.setdefault(("MCS306", e.severity, e.tool), Expect("MCS306", e.severity, e.tool))
+            key = ("MCS306", e.severity, e.tool, e.nth, e.names)
+            out.setdefault(key, replace(e, rule="MCS306", optional=False))
             if e.rule == "MCS108":
-                out[("MCS108", "info", e.tool)] = Expect("MCS108", "info", e.tool, optional=True)
+                hint = replace(e, severity="info", optional=True)
+                out[("MCS108", "info", e.tool, e.nth, e.names)] = hint
             continue
-        out.setdefault((e.rule, e.severity, e.tool), e)
+        out.setdefault((e.rule, e.severity, e.tool, e.nth, e.names, e.optional), e)
     return tuple(out.values())
 
 
@@ -188,9 +211,12 @@ def review_policy(w: Workspace) -> tuple[str, ...]:
     runs its servers (and the venv's python) from there, and its scenario worlds' cwds are
     there, which review rightly calls MCS102 and MCS104: the policy a user would write for
     such a CI checkout says the checkout is meant to be there, so the scenario's own
-    findings are what is judged."""
+    findings are what is judged. A page server the scenario started (worlds.PageServer)
+    is listed, as a user lists their own dev server."""
     policy = w.root / "corpus-policy.toml"
     text = '[network]\nloopback = "medium"\n'
+    if dests := w.notes.get("destinations"):  # a page server of the scenario's (worlds.py)
+        text += f"destinations = {json.dumps(dests)}\n"
     if _checkout_in_temp():
         text += "".join(
             f'\n[[ignore]]\nrule = "{rule}"\npath = "{REPO}/*"\n'
@@ -404,10 +430,12 @@ async def _calls(
     async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         await s.list_tools()
+        answers: list[str] = []
         for name, args in calls:
-            res = await s.call_tool(name, args)
+            res = await s.call_tool(name, args(answers) if callable(args) else args)
+            text = " ".join(getattr(c, "text", "") for c in res.content)
+            answers.append(text)
             if res.is_error:
-                text = " ".join(getattr(c, "text", "") for c in res.content)
                 errors.append(f"{name}: {text[:300]}")
             await anyio.sleep(0.05)  # an agent reads the answer before the next call
         await anyio.sleep(linger)
@@ -440,7 +468,7 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
         proc = mcpshim(w, "review", "--session", session, "--format", "json", *review_policy(w),
                        *sc.review_options)  # fmt: skip
         raw = json.loads(proc.stdout)
-        got = [_got(f) for f in raw["findings"]]
+        got = findings_of(raw)
         problems = sc.proof(w)
         counts = exec_counts(w, session, raw)
         diff = scope_diff(w, session)
@@ -453,8 +481,9 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
 
 def exec_counts(w: Workspace, session: str, review: dict[str, Any]) -> dict[str, int]:
     """The session's execs as each reader counts them: `sessions`, `tree`, review's
-    coverage line, `log --format ecs` (a process document each) and `export otlp` (a
-    process span each, made in-process: the exporter needs an endpoint)."""
+    coverage line, `log --format ecs` (a process document each) and `export otlp` (an exec
+    span each, made in-process: the exporter needs an endpoint; a process that never exec'd
+    is a span too, said as no exec)."""
     from mcpshim.family.attribution import anchors_for
     from mcpshim.log import execlog
     from mcpshim.otel.collect import collect_traces
@@ -473,7 +502,7 @@ def exec_counts(w: Workspace, session: str, review: dict[str, Any]) -> dict[str,
         "tree": tree["summary"]["images"],
         "review": cov["execs"],
         "ecs": sum(1 for line in ecs if json.loads(line)["event"]["dataset"] == "mcpshim.exec"),
-        "otlp": sum(1 for sp in trace.spans if "process.pid" in sp.attributes),
+        "otlp": sum(1 for sp in trace.spans if sp.attributes.get("mcpshim.process.exec")),
     }
 
 
@@ -492,15 +521,26 @@ def scope_diff(w: Workspace, session: str) -> list[str]:
             for a, b in zip(scoped, whole, strict=True) if a != b]  # fmt: skip
 
 
-def _got(f: dict[str, Any]) -> Got:
-    call = f.get("call")
-    if isinstance(call, dict):
-        tool = str(call.get("name") or NO_CALL)
-    else:  # older output: the tool is in the group heading
-        group = str(f.get("group", ""))
-        _head, sep, rest = group.partition(" tool call at ")
-        tool = rest.split(": ", 1)[1].split(" ", 1)[1].rsplit(" (id ", 1)[0] if sep else NO_CALL
-    return Got(f["rule"], f["severity"], tool, f["message"], int(f.get("count", 1)))
+def findings_of(review: dict[str, Any]) -> list[Got]:
+    """Review's JSON findings as the scorer reads them: each with the call it sits under,
+    counted among the calls of its tool (`nth`), and every text it says."""
+    order: dict[tuple[str, str], int] = {}
+    seen: dict[str, int] = {}
+    for c in sorted(review.get("calls", []), key=lambda c: str(c.get("time"))):
+        name = str(c.get("name"))
+        seen[name] = seen.get(name, 0) + 1
+        order[(name, str(c.get("time")))] = seen[name]
+    out = []
+    for f in review["findings"]:
+        call = f.get("call")
+        tool, nth = NO_CALL, None
+        if isinstance(call, dict):
+            tool = str(call.get("name") or NO_CALL)
+            nth = order.get((tool, str(call.get("time"))))
+        texts = (str(f["message"]), *(str(e.get("text", "")) for e in f.get("evidence", ())))
+        out.append(Got(f["rule"], f["severity"], tool, f["message"], int(f.get("count", 1)),
+                       nth, texts))  # fmt: skip
+    return out
 
 
 def _kill_session(session: str) -> None:
@@ -518,7 +558,31 @@ def _kill_session(session: str) -> None:
 
 
 def matches(e: Expect, g: Got) -> bool:
-    return e.rule == g.rule and e.severity == g.severity and e.tool in (g.tool, ANY_CALL)
+    """The finding is the one expected: its rule, severity and call (the tool, and which of
+    its calls where `nth` says), and it names everything the expectation names."""
+    if (e.rule, e.severity) != (g.rule, g.severity):
+        return False
+    if e.tool != ANY_CALL and e.tool != g.tool:
+        return False
+    if e.nth is not None and e.nth != g.nth:
+        return False
+    return all(any(name in t for t in g.texts) for name in e.names)
+
+
+def label_problems(expected: Sequence[Expect], threshold: int = 2) -> list[str]:
+    """Expectations a strict scorer cannot judge: at >= threshold, each names what its
+    finding is about and the call it sits under (or none), never any call."""
+    bad = []
+    for e in expected:
+        if e.rank < threshold:
+            continue
+        if e.tool == ANY_CALL:
+            bad.append(f"{e.label()}: at >= {SEVERITIES[threshold]} a finding's call is named")
+        if not e.names:
+            bad.append(f"{e.label()}: at >= {SEVERITIES[threshold]} it names what it is about")
+        if e.count < 1:
+            bad.append(f"{e.label()}: a count of at least one")
+    return bad
 
 
 @dataclass
@@ -526,10 +590,17 @@ class Score:
     tp: int = 0
     fp: int = 0
     fn: int = 0
-    false_low: list[Got] = field(default_factory=list)  # below medium, not expected at all
+    false_low: list[Got] = field(default_factory=list)  # below threshold, not expected at all
     missed: list[Expect] = field(default_factory=list)
     extra: list[Got] = field(default_factory=list)
     placed: list[tuple[Expect, bool]] = field(default_factory=list)  # attack: under its call?
+    #: a benign session's findings at >= threshold, true or not (a CI gate fails on them)
+    benign_alarms: int = 0
+    labels: list[str] = field(default_factory=list)  # label_problems
+
+    @property
+    def wrong(self) -> bool:
+        return bool(self.fp or self.fn or self.false_low or self.labels)
 
 
 def network_problems(out: Outcome) -> list[str]:
@@ -553,36 +624,70 @@ def network_problems(out: Outcome) -> list[str]:
         dest = f"127.0.0.1:{out.port}"
         reached = [f for c in out.raw.get("calls", []) for f in c.get("net", [])
                    if f["destination"] == dest and f["reached"]]  # fmt: skip
+        # or between calls (a helper that phoned home once its call had answered)
+        reached += [g for g in out.got if g.rule == "MCS306" and any(dest in t for t in g.texts)]
         if not reached and not out.problems:
             bad.append(f"the listener {dest} heard the attack; no observed connection names it")
     return bad
 
 
+#: a finding under a call, and the question of the call's block that must then say yes
+_SAYS = {"MCS306": "network", "MCS304": "network", "MCS307": "tried", "MCS107": "editable",
+         "MCS102": "new", "MCS103": "new", "MCS120": "new"}  # fmt: skip
+
+
+def block_problems(out: Outcome) -> list[str]:
+    """Calls whose block contradicts the findings under it (issue 37: a call's summary
+    lines come from the same facts as its findings): a connection filed under a call
+    whose block says it reached no network, a project script under a call that ran no
+    editable file, a detached helper under a call that outlived nothing."""
+    bad = []
+    blocks = {(str(c.get("name")), str(c.get("time"))): c for c in out.raw.get("calls", [])}
+    for f in out.raw.get("findings", []):
+        call = f.get("call")
+        if not isinstance(call, dict):
+            continue
+        block = blocks.get((str(call.get("name")), str(call.get("time"))))
+        if block is None:
+            bad.append(f"{f['rule']} under {call.get('name')}: no block for its call")
+            continue
+        key = _SAYS.get(f["rule"])
+        if f["rule"] == "MCS501" and f["severity"] != "info":
+            key = "outlived"
+        if key is not None and not block.get(key):
+            bad.append(f"{f['rule']} under {call['name']} (id {call.get('id')}): its block "
+                       f"answers {key!r} with nothing")  # fmt: skip
+    return bad
+
+
 def score(out: Outcome, threshold: int = 2) -> Score:
-    """TP/FP/FN at >= threshold (medium): an expected finding is found when a finding of
-    its rule, severity and tool call is there; every other finding at >= threshold is a
-    false positive. Below it, a finding nobody expected is listed as a false statement."""
+    """TP/FP/FN at >= threshold (medium), strictly: each expected finding is matched by
+    one finding (its rule, severity, call and names; `count` of them); every finding at >=
+    threshold that no expectation matched is a false positive, a second one of an expected
+    kind included; an optional expectation takes the findings it matches and counts for
+    nothing. Below threshold, a finding nobody expected is a false statement."""
     s = Score()
     exp = out.scenario.expect(out.trace)
+    s.labels = label_problems(exp, threshold)
     used: set[int] = set()
-    for e in exp:
-        hit = next((i for i, g in enumerate(out.got) if i not in used and matches(e, g)), None)
-        if hit is not None:
-            used.add(hit)
-            if e.rank >= threshold:
-                s.tp += 1
-        elif e.rank >= threshold and not e.optional:
-            s.fn += 1
-            s.missed.append(e)
-        if out.scenario.kind == "attack" and e.rank >= threshold and not e.optional:
-            right = hit is not None and e.tool != ANY_CALL
-            if hit is None:  # found, but under another call?
-                right = False
-            s.placed.append((e, right))
-    for i, g in enumerate(out.got):
-        if i in used:
+    for e in sorted(exp, key=lambda e: e.optional):  # the required ones choose first
+        hits = [i for i, g in enumerate(out.got) if i not in used and matches(e, g)][: e.count]
+        used.update(hits)
+        if e.optional:
             continue
-        if any(matches(e, g) for e in exp):  # a second finding of an expected kind
+        if e.rank >= threshold:
+            s.tp += len(hits)
+            if len(hits) < e.count:
+                s.fn += e.count - len(hits)
+                s.missed.append(e)
+            if out.scenario.kind == "attack":
+                s.placed.append((e, len(hits) == e.count))
+        elif len(hits) < e.count:
+            s.missed.append(e)  # below threshold: a statement that should be there
+    for i, g in enumerate(out.got):
+        if g.rank >= threshold and out.scenario.kind == "benign":
+            s.benign_alarms += 1
+        if i in used:
             continue
         if g.rank >= threshold:
             s.fp += 1

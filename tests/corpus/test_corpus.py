@@ -4,20 +4,37 @@ same comparison as a table."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.corpus.harness import (
     Outcome,
     Scenario,
     UnavailableError,
+    block_problems,
+    label_problems,
     network_problems,
     run_scenario,
     score,
 )
 from tests.corpus.scenarios import ALL
 
-# Cases review is known to get wrong, and why (none today).
-XFAIL: dict[str, str] = {}
+_LSP = (
+    "cclsp signals its language server and exits at once: the server's processes end "
+    "moments later, and run accounts them survivors at the instant the server exited "
+    "(medium MCS301 and MCS501 for each, a count that varies with the race)"
+)
+#: Cases review is known to get wrong, and why (issue 38 item 6: labels before rules).
+#: Strict: when the model is fixed the case passes, and its entry must go.
+XFAIL: dict[str, str] = {
+    "benign-cclsp": _LSP,
+    "benign-cclsp-trace": _LSP,
+    "attack-cclsp-project-config": _LSP + "; the checkout's cclsp.json chose the command: "
+    "known only from the server's read of it (issue 40, file evidence)",
+    "attack-cclsp-project-config-trace": _LSP + "; the checkout's cclsp.json chose the "
+    "command: known only from the server's read of it (issue 40, file evidence)",
+}
 
 
 def _case(sc: Scenario, trace: bool) -> object:
@@ -31,8 +48,15 @@ CASES = [_case(sc, trace) for sc in ALL for trace in sc.traced]
 
 def _explain(out: Outcome) -> str:
     lines = [f"session {out.session}; findings:"]
-    lines += [f"  {g.rule} {g.severity} under {g.tool}: {g.message[:200]}" for g in out.got]
+    lines += [f"  {g.label()}" for g in out.got]
     return "\n".join(lines)
+
+
+@pytest.mark.parametrize("sc", ALL, ids=[sc.name for sc in ALL])
+def test_labels_can_be_judged(sc: Scenario) -> None:
+    """At >= medium every expectation names its call and what its finding is about."""
+    assert label_problems(sc.expected) == []
+    assert label_problems(sc.expect(True)) == []
 
 
 @pytest.mark.timeout(240)
@@ -41,6 +65,8 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     try:
         out = run_scenario(sc, trace)
     except UnavailableError as exc:
+        if os.environ.get("CI"):  # CI installs what the corpus needs (scripts/system-deps.sh)
+            raise
         pytest.skip(str(exc))
     assert out.problems == [], out.problems
     # one process model: every reader counts the same execs
@@ -48,9 +74,10 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     # the session's part of the log (log.scope) says what the whole log says
     assert out.scope_diff == [], out.scope_diff
     s = score(out)
-    missed = [f"{e.rule} {e.severity} under {e.tool}" for e in s.missed]
-    extra = [f"{g.rule} {g.severity} under {g.tool}: {g.message[:160]}"
-             for g in s.extra + s.false_low]  # fmt: skip
+    missed = [e.label() for e in s.missed]
+    extra = [g.label() for g in s.extra + s.false_low]
     assert not missed and not extra, f"missed {missed}\nunexpected {extra}\n{_explain(out)}"
     # traced: every network statement is one the kernel showed (issue 29)
     assert network_problems(out) == [], _explain(out)
+    # every call's block says what the findings filed under it say (issue 37)
+    assert block_problems(out) == [], _explain(out)

@@ -103,14 +103,16 @@ def approved(home: Home, tmp_path: Path, listeners: tuple[socket.socket, socket.
     done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")
     assert done.returncode == 0, done.stderr
     server = load_lock(lock).servers["contained"]
-    # the server's own socket: outside tool calls, where the sampler filed it
-    assert f"127.0.0.1:{port}" in server.startup.destinations
+    # the server's own socket: the connect call's, made while it was in flight (issue 37)
+    assert f"127.0.0.1:{port}" in server.tools["connect"].boundary.destinations
+    assert f"127.0.0.1:{port}" not in server.startup.destinations
     return Setup(home, lock, ws, port, other, done.stdout)
 
 
 def _review(home: Home, sid: str, *opts: str) -> str:
+    """Review of a contained session: its refused execs are MCS410 (medium), so exit 1."""
     done = mcpshim(home, "review", "--session", sid, *opts)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr
     return done.stdout
 
 

@@ -4,11 +4,12 @@ above, and nothing else (issue 27 item 10). Runs examples/demo.py as `make demo`
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.fixtures.home import REPO
+from tests.fixtures.home import REPO, home_env
 
 #: the planted chain: run_test runs `npm test`, whose script runs node test.js, which leaves
 #: `sleep 30` behind
@@ -19,11 +20,15 @@ ORDER = ("info", "low", "medium", "high")
 
 def test_the_demo_shows_the_planted_helper_and_nothing_else_at_medium(tmp_path: Path) -> None:
     out = tmp_path / "review.json"
+    user = tmp_path / "user-home"  # the HOME and XDG dirs of whoever runs `make demo`
+    user.mkdir()
+    env = {**os.environ, **home_env(user)}
     done = subprocess.run(
         [sys.executable, str(REPO / "examples" / "demo.py"), "--review-json", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    assert list(user.iterdir()) == []  # its HOME and every XDG dir were throwaway ones
     assert (tmp_path / "artifacts" / "demo-report.html").is_file()
     doc = json.loads(out.read_text())
     assert doc["schema"] == "mcpshim.findings/1"

@@ -30,6 +30,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.shim import install as shim_install
+from tests.fixtures.contract import findings_code, sarif_code
 from tests.fixtures.home import FIXTURES, Home
 from tests.fixtures.redact_corpus import POSITIVE, Shape
 from tests.fixtures.runhelp import events, poll
@@ -62,11 +63,20 @@ def _fake_targets(root: Path, names: set[str]) -> dict[str, str]:
     return out
 
 
+def _status(args: tuple[str, ...], stdout: bytes) -> int:
+    """The status the contract gives: review's from the findings it printed (JSON or
+    SARIF, default --fail-on medium); every other command here exits 0."""
+    if args[0] != "review":
+        return 0
+    doc = json.loads(stdout)
+    return sarif_code(doc) if "sarif" in args else findings_code(doc)
+
+
 def _cli(home: Home, *args: str, out: Path | None = None) -> None:
     head = 2 if args[0] == "export" else 1  # (the options follow the command's own name)
     argv = [*MCPSHIM, *args[:head], "--dir", str(home.loc.shim_dir), *args[head:]]
     done = subprocess.run(argv, env=home.env, capture_output=True, timeout=600, check=False)
-    assert done.returncode in (0, 1), (args, done.stderr.decode())
+    assert done.returncode == _status(args, done.stdout), (args, done.stderr)
     if out is not None:
         out.write_bytes(done.stdout)
 

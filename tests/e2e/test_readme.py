@@ -37,7 +37,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.cli import cli
-from tests.fixtures.home import CONFIGS, FIXTURES, REPO
+from tests.fixtures.home import CONFIGS, FIXTURES, REPO, Home
 from tests.fixtures.otlp_receiver import receiver
 
 README = REPO / "README.md"
@@ -154,6 +154,58 @@ def test_every_command_in_a_docs_code_block_parses() -> None:
 def test_a_command_that_rotted_is_caught(line: str, expected: str) -> None:
     [args] = commands_in(line)
     assert any(expected in msg for msg in problems(args)), problems(args)
+
+
+#: an option a code block's comment names: `--long` with its value, its `A or B` values or a
+#: METAVAR; `-s` with a METAVAR (`pgrep -P` is another program's); `...` spans left out
+_COMMENT_OPTION = re.compile(
+    r"(?<![\w-])(--[a-z][a-z-]*)(?: ([a-z]+(?: or [a-z]+)*|[A-Z]+))?"
+    r"|(?<![\w-])(-[a-zA-Z]) ([A-Z]+)\b"
+)
+
+
+def comment_options(markdown: str) -> list[list[str]]:
+    """`mcpshim ARGS OPTION [VALUE]` for each option the comment after a command names
+    (`mcpshim tree  # --format json or dot`: one for json, one for dot)."""
+    out: list[list[str]] = []
+    for _, block in _FENCE.findall(markdown):
+        for line in block.splitlines():
+            code, sep, comment = line.partition(" # ")
+            found = commands_in(code) if sep else []
+            if len(found) != 1:
+                continue
+            for m in _COMMENT_OPTION.finditer(re.sub(r"`[^`]*`", "", comment)):
+                option, value = (m.group(1), m.group(2) or "") if m.group(1) else m.group(3, 4)
+                for v in value.split(" or ") if value.islower() else [value]:
+                    out.append([*found[0], option, *([v] if v else [])])
+    return out
+
+
+def test_what_a_comment_says_of_an_option_is_what_help_says() -> None:
+    """The README's comments name options (`--format json or dot`, `--all -o DIR`): each is
+    an option of that command, and each value named one of its choices."""
+    found = comment_options(README.read_text())
+    assert len(found) >= 5, found
+    bad = [msg for args in found for msg in problems(args)]
+    assert bad == [], "\n".join(bad)
+    rotted = comment_options("```sh\nmcpshim tree  # --format json or svg; --colour\n```\n")
+    assert [msg for args in rotted for msg in problems(args)] == [
+        "mcpshim tree --format svg: --format 'svg' is not a choice",
+        "mcpshim tree --colour: Error: No such option '--colour'.",
+    ]
+
+
+def test_the_sessions_columns_are_the_commands(home: Home) -> None:
+    """README's `mcpshim sessions` comment lists the columns the command prints."""
+    [line] = [x for x in README.read_text().splitlines() if x.startswith("mcpshim sessions ")]
+    said = re.findall(r"[A-Z]{2,}", line.partition(" # ")[2])
+    run = subprocess.run([sys.executable, "-m", "mcpshim", "run", "--no-trace", "--", "true"],
+                         env=home.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = subprocess.run([sys.executable, "-m", "mcpshim", "sessions"],
+                         env=home.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert said == re.findall(r"[A-Z]{2,}", out.stdout.splitlines()[0])
 
 
 def test_commands_are_found_where_a_shell_would_run_them() -> None:

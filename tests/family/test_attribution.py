@@ -15,8 +15,10 @@ from mcpshim.family.attribution import Attribution
 from mcpshim.family.tree import Node
 from mcpshim.render.md import render_calls_text
 from mcpshim.review.engine import review
+from mcpshim.review.filing import regroup
 from mcpshim.review.policy import default_policy, parse_policy
-from mcpshim.review.rules.mcp_rules import explained, regroup, session_findings
+from mcpshim.review.rules.explain import explained
+from mcpshim.review.rules.mcp_rules import session_findings
 from mcpshim.shim.manifest import load_manifest
 from tests.fixtures.home import Home
 from tests.fixtures.mcpscenario import attribution_of, kill_helpers, make_package, run_session
@@ -153,9 +155,11 @@ def test_helper_outlives_its_call(home: Home, tmp_path: Path) -> None:
         [outlived] = [f for f in findings if f.rule.id == "MCS501"]
         assert "run_test" in outlived.message and "sleep" in outlived.message
         assert outlived.evidence[0].data["pid"] == helper.pid
-        # run_test says it runs tests: whatever they start is what it said it does (issue
-        # 27 defect 11); a [tools] entry says more exactly what it may start.
-        assert [f for f in findings if f.rule.id == "MCS502"] == []
+        # run_test says it runs tests: the runners (npm, sh, node) are what it said it does;
+        # the sleep the tests left is not (issue 38: a test tool's name family, as for
+        # any other); a [tools] entry says more exactly what it may start.
+        [unexplained] = [f for f in findings if f.rule.id == "MCS502"]
+        assert "'sleep'" in unexplained.message and unexplained.level.label == "low"
         policy = parse_policy('[tools]\nrun_test = ["npm", "sh", "node"]\n', Path("p.toml"))
         left = [f for f in session_findings(att, policy) if f.rule.id == "MCS502"]
         assert [f.evidence[0].data["command"] for f in left] == ["sleep"]
@@ -170,7 +174,14 @@ def test_helper_outlives_its_call(home: Home, tmp_path: Path) -> None:
         ("gitStatus", "git", True),
         ("run_shell", "bash", True),
         ("run_python", "python3.11", True),
-        ("run_test", "npm", True),  # a test runner runs what the tests start
+        ("run_test", "npm", True),  # a test runner runs the project's runner
+        ("discover_tests", "pytest", True),  # a tool's name family, whatever the verb
+        ("execute_tests", "pytest", True),
+        ("execute_tests", "curl", False),  # what the tests start is the tests'
+        ("search_todos", "grep", True),
+        ("deploy", "git-remote-https", False),  # git's helper is git: not a deploy's word
+        ("git_push", "git-remote-https", True),
+        ("run_command", "curl", True),  # it runs whatever command it is given
         ("format_code", "node", False),
         ("show", "sh", False),
     ],
@@ -178,4 +189,22 @@ def test_helper_outlives_its_call(home: Home, tmp_path: Path) -> None:
 def test_tool_names_explain_commands(tool: str, command: str, ok: bool) -> None:
     assert explained(tool, command, {}) is ok
     assert explained(tool, command, {tool: (command,)}) is True
-    assert explained(tool, command, {tool: ()}) is False
+
+
+@pytest.mark.parametrize(
+    ("command", "arguments", "ok"),
+    [
+        ("bash", {"command": "bash"}, True),  # session_create {"command": "bash"}
+        ("git", {"command": ["git", "status"], "directory": "/w"}, True),
+        ("git", {"line": "git log -3"}, True),
+        ("bash", {"shell": "/usr/bin/bash"}, True),
+        ("curl", {"url": "http://curl.example/"}, False),
+        ("cp", {"input": "ls"}, False),
+    ],
+)
+def test_a_program_the_arguments_name_is_explained(
+    command: str, arguments: object, ok: bool
+) -> None:
+    assert explained("session_create", command, {}, "", arguments) is ok
+    # a [tools] entry is what someone declared: the arguments do not widen it
+    assert explained("session_create", command, {"session_create": ()}, "", arguments) is False

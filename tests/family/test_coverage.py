@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -185,6 +186,22 @@ def test_login_shells_under_the_default_run_mcp(home: Home, tmp_path: Path) -> N
     no_secret_under(home.loc.log_dir, tmp)
 
 
+def _open_gate(gate: Path, within: float = 10.0) -> None:
+    """Write a line into the FIFO the helper reads, once it has opened it (ENXIO: not yet)."""
+    end = time.monotonic() + within
+    while True:
+        try:
+            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            if time.monotonic() > end:
+                return
+            time.sleep(0.05)
+            continue
+        os.write(fd, b"go\n")
+        os.close(fd)
+        return
+
+
 def _drains(session: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
@@ -199,15 +216,20 @@ def _drains(session: str) -> list[int]:
 def test_survivors_later_execs_are_drained_with_path_only(home: Home, tmp_path: Path) -> None:
     # The session ends while a helper still runs (--on-exit report): its tracer stays, and a
     # drain process takes the FIFO over; what the helper runs later is recorded once it is
-    # gone (late), its environment cut down to PATH.
-    line = "sh -c 'sleep 1; env -i /bin/true; /bin/true' & exit 0"
+    # gone (late), its environment cut down to PATH. The helper waits on a FIFO this test
+    # opens only once the session has ended, so it outlives the session on any machine.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    line = f"sh -c 'read x < {gate}; env -i /bin/true; /bin/true' & exit 0"
     env = {**home.env, "MCPSHIM_TEST_TOKEN": SECRET}
-    proc = run(home, ["/bin/sh", "-c", line], stdout=subprocess.DEVNULL, env=env)
-    assert proc.returncode == 0
-    sid = only_session(home)
-    [summary] = events(home, "trace-summary", sid)
-    if summary["complete"]:
-        pytest.skip("the helper was gone before the session ended (a very slow machine)")
+    try:
+        proc = run(home, ["/bin/sh", "-c", line], stdout=subprocess.DEVNULL, env=env)
+        assert proc.returncode == 0
+        sid = only_session(home)
+        [summary] = events(home, "trace-summary", sid)
+        assert summary["complete"] is False  # a survivor kept its tracer: not complete
+    finally:  # let the helper go on (whatever happened: it must not wait for good)
+        _open_gate(gate)
     poll(lambda: not _drains(sid), "the drain process to end", deadline=30)
     late = [e for e in events(home, "trace-exec", sid) if e.get("late")]
     trues = [e for e in late if e["filename"] == "/bin/true"]
@@ -427,7 +449,8 @@ def test_untraced_a_shell_by_absolute_path_is_counted_from_parent_evidence(home:
     assert cov["sources"]["parent"] + cov["sources"]["sampler"] == 1, cov["sources"]
     assert cov["trace"]["status"] == "off"
     # one statement about the shell: its line when the sampler caught it (MCS105), else
-    # the bypass its child's record shows (MCS405)
+    # the bypass its child's record shows (MCS405); a composed line the server wrote and a
+    # shell past its shim are both low (docs/verdicts.md: each program is on record)
     said = [f for f in review["findings"] if f["rule"] in ("MCS105", "MCS405")]
     [f] = [f for f in said if f["evidence"][0]["source"] in ("parent", "observed")]
-    assert f["severity"] == "medium"
+    assert f["severity"] == "low"

@@ -46,6 +46,27 @@ def test_distinct_paths_each_exec_under_its_call(home: Home, tmp_path: Path) -> 
     assert not [f for f in session_findings(att, default_policy()) if f.rule.id == "MCS503"]
 
 
+def test_argv_lists_each_exec_under_the_call_whose_value_only_it_holds(
+    home: Home, tmp_path: Path
+) -> None:
+    """200 calls, 8 in flight, each an argv list `git -C D/d<i> rev-parse --git-dir`: the
+    words every candidate holds ("git", "-C", "rev-parse") tell none apart; the directory
+    only one call holds files each git under that call (issue 37 item 6)."""
+    git_repos(tmp_path, 200)
+    calls = [("run_argv", {"argv": ["git", "-C", f"D/d{i}", "rev-parse", "--git-dir"],
+                           "after": 0.02}) for i in range(200)]  # fmt: skip
+    run_session(home, "S-argv", parallel(calls, in_flight=8), cwd=tmp_path)
+    att = attribution_of(home, "S-argv")
+    gits = _gits(att)
+    assert len(att.calls) == 200 and len(gits) == 200
+    assert sum(len(att.among.get(g.id, ())) > 1 for g in gits) >= 20, "they overlapped"
+    for g in gits:
+        owner = att.owner[g.id]
+        assert isinstance(owner, int), (g.images[0].args, owner)
+        assert att.calls[owner].arguments["argv"][2] == g.images[0].args[1].decode()
+    assert att.overlaps == []
+
+
 def test_identical_calls_one_ambiguity_finding(home: Home) -> None:
     """Eight identical calls at once: no record tells their gits apart, so they stay
     ambiguous, the group is said once (one MCS503 listing the calls and the execs, with

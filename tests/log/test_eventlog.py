@@ -9,9 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import filelock
 import pytest
 
+from mcpshim.base.flock import FileLock, LockTimeoutError
 from mcpshim.log import eventlog
 from mcpshim.log.execlog import EventRecord, LogProblem, read_stream
 from mcpshim.log.rotation import rotate
@@ -48,22 +48,20 @@ def test_appends_follow_rotation(tmp_path: Path) -> None:
 def test_it_waits_for_the_lock_and_gives_up_after_its_timeout(tmp_path: Path) -> None:
     loc = _loc(tmp_path)
     loc.log_dir.mkdir(parents=True)
-    holder = subprocess.Popen(["flock", str(loc.lock_file), "sleep", "1"])
+    done = tmp_path / "done"  # written by flock(1)'s command just before it lets go
+    holder = subprocess.Popen(["flock", str(loc.lock_file), "sh", "-c", f"sleep 1; : > {done}"])
     try:
         deadline = time.monotonic() + 10
-        probe = filelock.FileLock(str(loc.lock_file), timeout=0)
         while time.monotonic() < deadline:  # until flock(1) holds it
             try:
-                probe.acquire()
-            except filelock.Timeout:
+                with FileLock(loc.lock_file, 0):
+                    time.sleep(0.01)
+            except LockTimeoutError:
                 break
-            probe.release()
-            time.sleep(0.01)
-        with pytest.raises(filelock.Timeout):
+        with pytest.raises(LockTimeoutError):
             eventlog.EventLog(loc, timeout=0.2).append("note", {"n": 1})
-        t0 = time.monotonic()
         eventlog.EventLog(loc, timeout=10).append("note", {"n": 2})
-        assert time.monotonic() - t0 > 0.2  # it waited for flock(1) to let go
+        assert done.exists()  # it waited for flock(1) to let go
     finally:
         holder.wait()
     assert _notes(loc.log_file) == [2]
@@ -81,7 +79,7 @@ def test_a_forked_child_takes_the_lock_on_its_own(tmp_path: Path) -> None:
     if pid == 0:  # pragma: no cover - the child
         try:
             log.append("note", {"n": 2})
-        except filelock.Timeout:
+        except LockTimeoutError:
             os._exit(7)
         os._exit(0)
     _, status = os.waitpid(pid, 0)
@@ -98,12 +96,12 @@ def test_only_event_kinds_are_written(tmp_path: Path) -> None:
 
 
 def test_the_log_lock_is_flock_on_the_lock_file(tmp_path: Path) -> None:
-    """log_lock (rotation, retention, sealing) takes the lock flock(1) and filelock take,
-    and gives up after its timeout with filelock's Timeout, as filelock did."""
+    """log_lock (rotation, retention, sealing) takes the lock flock(1) takes, and gives up
+    after its timeout with LockTimeoutError."""
     loc = _loc(tmp_path)
     with eventlog.log_lock(loc):
         assert subprocess.run(["flock", "-n", str(loc.lock_file), "true"]).returncode == 1
-        with pytest.raises(filelock.Timeout), eventlog.log_lock(loc, timeout=0.05):
+        with pytest.raises(LockTimeoutError), eventlog.log_lock(loc, timeout=0.05):
             pass
     assert subprocess.run(["flock", "-n", str(loc.lock_file), "true"]).returncode == 0
     assert oct(loc.lock_file.stat().st_mode & 0o777) == "0o600"

@@ -11,9 +11,10 @@ import sys
 
 CODE = """
 import json
-from mcpshim.log import redact
+from mcpshim.log import redact, redact_engine
 def compiled():
-    return sorted(r.rule.name for r in redact._compiled() if not isinstance(r, str) and r._parts)
+    rules = redact_engine._compiled()
+    return sorted(r.rule.name for r in rules if not isinstance(r, str) and r._parts)
 out = redact.redact_argv([b"playwright-mcp", b"--executable-path", b"/usr/bin/chromium"])
 print(json.dumps([list(out.rules), compiled()]))
 token = b"ghp_" + b"a1B2" * 9

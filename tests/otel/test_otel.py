@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -216,6 +217,7 @@ def test_without_the_extra_export_and_run_otlp_say_so_and_exit_2(home: Home) -> 
     assert out.stdout.strip() == "False", out
 
 
+@pytest.mark.alone  # a wall-time bound: a loaded machine would break it
 def test_ten_thousand_execs_export_is_not_quadratic(tmp_path: Path) -> None:
     """A generous bound on the command's own work in this process, to a real receiver: a
     pass over every call per process (as review's tool-call rules and attribution made

@@ -161,7 +161,8 @@ def test_json_envelope_is_pinned(home: Home) -> None:
     assert list(doc["subject"]) == ["source", "PATH", "shim_dir", "policy"]
     f = next(x for x in doc["findings"] if x["rule"] == "MCS201")
     assert list(f) == [
-        "rule", "name", "severity", "message", "count", "group", "fingerprint", "evidence"
+        "rule", "name", "severity", "confidence", "message", "count", "group", "fingerprint",
+        "evidence",
     ]  # fmt: skip
     assert f["evidence"][0] == {
         "where": "argument PATH[0]",

@@ -100,20 +100,16 @@ def cycles(allowed: dict[str, frozenset[str]]) -> list[list[str]]:
 
 
 def module_cycles(src: Path = SRC) -> list[str]:
-    """Import cycles between modules at import time: top-level imports only (an import in
-    a function or under `if TYPE_CHECKING:` does not run when the module loads)."""
+    """Import cycles between modules, within a package or across: every import counts, one
+    in a function or under `if TYPE_CHECKING:` too (it does not run when the module loads,
+    but the two modules still need each other: a cycle a newcomer has to untangle)."""
     mods = {
         ".".join(p.relative_to(src.parent).with_suffix("").parts).removesuffix(".__init__"): p
         for p in src.rglob("*.py")
     }
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
-        top = [
-            n
-            for n in ast.parse(path.read_text()).body
-            if isinstance(n, ast.Import | ast.ImportFrom)
-        ]
-        graph[name] = {d for d in _found(top, path, src) if d in mods and d != name}
+        graph[name] = {d for d in imports_of(path, src) if d in mods and d != name}
     out: list[str] = []
     state: dict[str, int] = {}
 
@@ -161,6 +157,30 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
         "log/execlog.py: log may not import mcpshim.review.findings",
         "log/execlog.py: log may not import mcpshim.review.findings.Finding",
     ]
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "from mcpshim.family.model import Assembler\n",
+        "if TYPE_CHECKING:\n    from mcpshim.family.model import Assembler\n",
+        "def f() -> None:\n    from mcpshim.family import model\n",
+    ],
+    ids=["top-level", "type-checking", "in-a-function"],
+)
+def test_a_cycle_within_a_package_is_caught(tmp_path: Path, plant: str) -> None:
+    """The cycle check is not vacuous: family.images importing the model (which imports
+    images) fails it, however the import is written."""
+    import shutil
+
+    copy = tmp_path / "mcpshim"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert module_cycles(copy) == []
+    target = copy / "family" / "images.py"
+    target.write_text(target.read_text() + "\nfrom typing import TYPE_CHECKING\n" + plant)
+    found = [c.split(" -> ") for c in module_cycles(copy)]
+    assert found, "the planted cycle was not found"
+    assert all({"mcpshim.family.images", "mcpshim.family.model"} <= set(c) for c in found)
 
 
 @pytest.mark.parametrize("name", ["errors", "paths"])

@@ -15,9 +15,9 @@ from tests.fixtures.home import REPO
 PROBE = Path(__file__).with_name("realhome_probe.py")
 
 
-def _run(home: Path, writes: bool) -> subprocess.CompletedProcess[str]:
+def _run(home: Path, writes: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "PYTEST_"))}
-    env.update(HOME=str(home), PROBE_WRITES="1" if writes else "0")
+    env.update(HOME=str(home), PROBE_WRITES=writes, PROBE_REAL_HOME=str(home))
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-q", str(PROBE)]  # fmt: skip
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -26,16 +26,28 @@ def _run(home: Path, writes: bool) -> subprocess.CompletedProcess[str]:
 def test_a_write_into_the_real_home_fails_the_run(tmp_path: Path) -> None:
     real = tmp_path / "real-home"
     real.mkdir()
-    done = _run(real, writes=True)
+    done = _run(real, writes="real")
     assert done.returncode != 0, done.stdout
     assert "the test run wrote into the real HOME" in done.stdout
     assert f"created {real}/.local/state/mcpshim/shim-dirs" in done.stdout
     # and a run that leaves it alone passes
     clean = tmp_path / "clean-home"
     clean.mkdir()
-    done = _run(clean, writes=False)
+    done = _run(clean, writes="none")
     assert done.returncode == 0, done.stdout
     assert not (clean / ".local").exists()
+
+
+def test_a_test_that_forgot_the_home_fixture_writes_in_the_suites_throwaway_home(
+    tmp_path: Path,
+) -> None:
+    """Every test runs on a throwaway HOME (tests/conftest.py), every XDG dir with it: an
+    install without the `home` fixture registers its shim dir there, not in the real one."""
+    real = tmp_path / "real-home"
+    real.mkdir()
+    done = _run(real, writes="forgot")
+    assert done.returncode == 0, done.stdout
+    assert list(real.iterdir()) == []
 
 
 def test_changes_name_what_was_created_changed_and_removed(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.shim import install as shim_install
 from mcpshim.shim.manifest import locations_for
+from tests.fixtures.contract import fail_on_of, findings_code
 from tests.fixtures.home import FIXTURES, Home, install
 from tests.fixtures.mcpscenario import quiet_npm_env, run_session
 from tests.fixtures.runhelp import MCPSHIM, needs_trace, only_session, run
@@ -33,8 +34,8 @@ TOOLS = FIXTURES / "mcp_tools_server.py"
 def _cli(home: Home, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run([*MCPSHIM, *args, "--format", "json"], env=env or home.env,
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert proc.returncode in (0, 1), proc.stderr
     doc: dict[str, Any] = json.loads(proc.stdout)
+    assert args[0] == "review" and proc.returncode == findings_code(doc, fail_on_of(args))
     return doc
 
 

@@ -15,6 +15,7 @@ import pytest
 from mcpshim.review.catalogue import rules as _catalogue
 from mcpshim.review.policy import default_policy
 from mcpshim.review.rules.session_rules import session_findings
+from tests.fixtures.contract import fail_on_of, findings_code
 from tests.fixtures.home import Home, install
 from tests.fixtures.runhelp import MCPSHIM, events, kill_all, only_session, run, session_pids
 
@@ -42,8 +43,8 @@ def review_json(home: Home, *opts: str) -> dict[str, Any]:
     res = subprocess.run([*MCPSHIM, "review", "--dir", str(home.loc.shim_dir), "--format", "json",
                           "--fail-on", "high", *opts], capture_output=True, env=home.env,
                          check=False)  # fmt: skip
-    assert res.returncode in (0, 1), res.stderr
     doc: dict[str, Any] = json.loads(res.stdout)
+    assert res.returncode == findings_code(doc, fail_on_of(opts, "high")), res.stderr
     return doc
 
 

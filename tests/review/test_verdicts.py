@@ -25,6 +25,7 @@ from mcpshim.review.findings import Finding
 from mcpshim.review.pipeline import with_calls
 from mcpshim.review.policy import default_policy, load_policy, parse_policy
 from mcpshim.shim.manifest import load_manifest
+from tests.fixtures.contract import fail_on_of, findings_code
 from tests.fixtures.home import Home, install
 from tests.fixtures.mcpscenario import kill_helpers, make_package, run_session
 from tests.fixtures.reviewkit import Lab, of
@@ -51,8 +52,9 @@ def _review_cli(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _json(home: Home, *args: str) -> dict[str, Any]:
     res = _review_cli(home, "--format", "json", "--fail-on", "high", *args)
-    assert res.returncode in (0, 1), res.stderr
     doc: dict[str, Any] = json.loads(res.stdout)
+    code = findings_code(doc, fail_on_of(["--fail-on", "high", *args]))
+    assert res.returncode == code, res.stderr
     return doc
 
 

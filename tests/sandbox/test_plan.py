@@ -41,7 +41,7 @@ def test_the_plan_allows_approved_programs_what_runs_them_shims_and_the_tracer(
     shim.parent.mkdir()
     shim.write_text('#!/bin/sh\nexec /usr/bin/git "$@"\n')
     strace = shutil.which("strace") or TRUE
-    plan = make_plan(_server(tmp_path), "L", 7, {str(shim): "git"}, strace, "/usr/bin",
+    plan = make_plan(_server(tmp_path), "L", 7, {str(shim): "shim git"}, strace, "/usr/bin",
                      None, str(tmp_path / "log"))  # fmt: skip
     why = {a.path: a.why for a in plan.execute}
     assert why[TRUE] == why[SH] == "approved"
@@ -73,3 +73,24 @@ def test_ports_and_write_dirs_and_what_an_old_kernel_cannot_hold(tmp_path: Path)
     payload = plan.payload(7)
     assert payload["state"] == "landlock" and payload["abi"] == 7
     assert payload["connect"] == [8443] and payload["write"] == [str(tmp_path), "/log"]
+
+
+def test_a_unix_socket_destination_leaves_the_tcp_rules_as_they_are(tmp_path: Path) -> None:
+    """A Playwright lock lists the browser's own Unix socket: that named no port and
+    switched every TCP rule off. Now the TCP ports are held, the socket stays a named limit,
+    and the start line says what is not restricted."""
+    sock = "/tmp/pw-1/browser-2.sock"
+    server = _server(tmp_path, ("127.0.0.1:9222", sock, "@abstract", "8.8.8.8:53 (udp)"))
+    plan = make_plan(server, "L", 7, {}, None, "", None, "/log")
+    assert plan.connect == (9222,) and plan.unix == (sock, "@abstract")
+    line = plan.summary(7)
+    assert "connect: TCP ports 9222 only, MPTCP sockets refused" in line
+    unix = f"Unix sockets (the lock lists {sock}, @abstract)"
+    assert f"not restricted: UDP, {unix}, listening" in line
+    payload = plan.payload(7)
+    assert payload["mptcp"] == "refused"
+    assert payload["not_restricted"] == ["UDP", unix, "listening"]
+    only_unix = make_plan(_server(tmp_path, (sock,)), "L", 7, {}, None, "", None, "/log")
+    assert only_unix.connect is None
+    assert only_unix.open_net == "the lock lists no TCP destinations"
+    assert ports_of([sock, "@x", "(unnamed)", "h:1"]) == ({1}, [])

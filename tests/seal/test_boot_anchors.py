@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.log.boot import current_boot_id, now_anchor
 from mcpshim.seal.record import MARKER, Seal
+from tests.fixtures.contract import verify_code
 from tests.fixtures.home import Home, dash_path, install
 from tests.fixtures.mcpscenario import SHIMS, TOOLS, attribution_of
 from tests.fixtures.runhelp import events, needs_trace, poll
@@ -66,8 +67,9 @@ def test_an_anchor_edited_after_it_was_sealed_is_tampering(
 
 def _keyed(home: Home, verifier: str) -> tuple[int, dict[str, Any]]:
     out = cli(home, "log", "verify", "--format", "json", "--key", "-", stdin=verifier)
-    assert out.returncode in (0, 1), out.stderr
-    return out.returncode, json.loads(out.stdout)
+    doc = json.loads(out.stdout)
+    assert out.returncode == verify_code(doc), out.stderr
+    return out.returncode, doc
 
 
 def test_an_edit_the_sealer_saw_is_named_between_its_seals(home: Home) -> None:
@@ -178,5 +180,6 @@ def _keyed_anchored(home: Home, verifier: str) -> tuple[int, dict[str, Any]]:
         home, "log", "verify", "--format", "json", "--key", "-", "--anchors",
         str(anchors_file(home)), stdin=verifier,
     )  # fmt: skip
-    assert out.returncode in (0, 1), out.stderr
-    return out.returncode, json.loads(out.stdout)
+    doc = json.loads(out.stdout)
+    assert out.returncode == verify_code(doc), out.stderr
+    return out.returncode, doc

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from mcpshim.seal.record import MARKER
+from tests.fixtures.contract import findings_code
 from tests.fixtures.home import Home
 from tests.fixtures.sealhelp import Templates, cli, kinds, records, sealed_log, seals_in
 
@@ -20,10 +21,10 @@ def _append(home: Home, body: bytes) -> None:
         fh.write(MARKER + body + b"\0\n")
 
 
-def _no_traceback(out: object) -> None:
+def _no_traceback(out: object, code: int) -> None:
     err = getattr(out, "stderr", "")
     assert "Traceback" not in err, err
-    assert getattr(out, "returncode", None) in (0, 1), err
+    assert getattr(out, "returncode", None) == code, err
 
 
 @pytest.mark.parametrize("what", ["deep", "surrogate", "nan"])
@@ -40,11 +41,11 @@ def test_a_seal_record_that_is_not_one(home: Home, seal_templates: Templates, wh
     }[what]
     _append(home, body)
     out = cli(home, "log", "verify", "--key", verifier, "--format", "json")
-    _no_traceback(out)
+    _no_traceback(out, 1)  # a bad seal: tampering
     doc = json.loads(out.stdout)
     assert out.returncode == 1 and "bad-seal" in kinds(doc), doc["problems"]
     review = cli(home, "review", "--dir", str(home.loc.shim_dir), "--format", "json")
-    _no_traceback(review)
+    _no_traceback(review, findings_code(json.loads(review.stdout)))
     assert json.loads(review.stdout)["subject"]["sealed"].startswith("TAMPERED: bad-seal")
 
 
@@ -61,13 +62,13 @@ def test_seal_numbers_far_apart_cost_nothing(home: Home, seal_templates: Templat
         fh.write(b"\0R\0=1\0=segments-removed\0=" + json.dumps(note).encode() + b"\0\n")
         fh.write(forged)
     out = cli(home, "log", "verify", "--format", "json")
-    _no_traceback(out)
+    _no_traceback(out, 1)  # seals missing: tampering
     doc = json.loads(out.stdout)
     [gap] = [p for p in doc["problems"] if p["kind"] == "chain" and "missing" in p["message"]]
     assert f"seal(s) 1..{far - 1} are missing" in gap["message"]
     assert gap["seals"][:2] == [1, 2] and len(gap["seals"]) <= 1000
     review = cli(home, "review", "--dir", str(home.loc.shim_dir), "--format", "json")
-    _no_traceback(review)
+    _no_traceback(review, findings_code(json.loads(review.stdout)))
     assert json.loads(review.stdout)["subject"]["sealed"].startswith("TAMPERED: ")
 
 
@@ -85,7 +86,7 @@ def test_rotation_reads_a_hostile_seal_record_as_the_reader_does(
         fh.write(b"\0P\0=1\0=../victim\0\n")
     assert cli(home, "log", "rotate").returncode == 0
     out = cli(home, "log", "rotate", "--keep", "0")
-    _no_traceback(out)
+    _no_traceback(out, 0)
     assert out.returncode == 0 and "removed" in out.stdout
     assert victim.exists()  # main's spill_name check holds for a sealed log too
     [note] = [r for _, r in records(home.loc.log_file) if b"segments-removed" in r]

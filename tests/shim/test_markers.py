@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mcpshim.log import execlog, rotation
+from tests.fixtures.contract import verify_code
 from tests.fixtures.home import Home, install
 from tests.fixtures.nativekit import need_cc
 
@@ -32,8 +33,8 @@ def _marker_problems(home: Home) -> dict[str, str]:
         [*MCPSHIM, "log", *loc, "verify", "--format", "json"],
         env=home.env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert out.returncode in (0, 1), out.stderr
     doc = json.loads(out.stdout)
+    assert out.returncode == verify_code(doc), out.stderr
     return {p["where"]: p["message"] for p in doc["problems"] if p["kind"] == "marker"}
 
 

@@ -18,11 +18,11 @@ MCPSHIM = [sys.executable, "-m", "mcpshim"]
 PW = "hunter2-correct-horse"
 
 
-def _cli(home: Home, *args: str) -> str:
+def _cli(home: Home, *args: str, code: int = 0) -> str:
     out = subprocess.run(
         [*MCPSHIM, *args], env=home.env, capture_output=True, text=True, timeout=300
     )
-    assert out.returncode in (0, 1), out.stderr
+    assert out.returncode == code, out.stderr
     assert "\x1b" not in out.stdout
     return out.stdout
 
@@ -89,9 +89,9 @@ def test_tree_shows_the_parent_line(seeded: Home) -> None:
 
 
 def test_review_evidence_shows_the_parent_line(seeded: Home) -> None:
-    text = _cli(seeded, "review")
+    text = _cli(seeded, "review", code=1)  # MCS110 is high
     assert "MCS110" in text and SHOWN in text and PW not in text
-    doc = json.loads(_cli(seeded, "review", "--format", "json"))
+    doc = json.loads(_cli(seeded, "review", "--format", "json", code=1))
     [finding] = [f for f in doc["findings"] if f["rule"] == "MCS110"]
     assert SHOWN in finding["evidence"][0]["text"]
     assert finding["evidence"][0]["parent_cmdline"].startswith("/bin/sh -c curl -u [REDACTED")

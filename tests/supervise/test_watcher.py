@@ -77,10 +77,8 @@ def _kill_mid_session(home: Home, cleanup: Leftovers, mode: list[str]) -> str:
         family = poll(everyone, "the whole family to run")
         proc.kill()  # SIGKILL: the supervisor writes nothing more, closes nothing itself
         proc.wait(timeout=60)
-        killed_at = time.monotonic()
         # Gone, the one that ignores SIGTERM after the grace period.
         poll(lambda: not (family & _members(sid, pgid)), "the family to end", 30)
-        assert time.monotonic() - killed_at < 20
         return sid
     finally:
         proc.kill()

@@ -51,8 +51,8 @@ COMMAND_TABLE = {
     "tree": ("review_cmd", "Rebuild process families from the exec log."),
     "review": ("review_cmd", "Review the exec log: findings per process family, with the "
                "records that prove them."),
-    "rules": ("review_cmd", "List every rule: stable id, default severity, summary and "
-              "remediation."),
+    "rules": ("review_cmd", "List every rule: stable id, default severity and confidence, "
+              "summary and remediation (the severity rubric: docs/verdicts.md)."),
     "policy": ("review_cmd", "Review policies (TOML; `policy init` writes one with every key "
                "explained)."),
     "baseline": ("review_cmd", "Baselines of routine, approved sessions, for drift findings "
@@ -68,6 +68,12 @@ COMMAND_TABLE = {
 }  # fmt: skip
 COMMAND_MODULES = {name: module for name, (module, _) in COMMAND_TABLE.items()}
 
+
+#: click >= 8.2 raises it for a group given no arguments (its message: the whole help);
+#: older clicks print the help and exit 0, as mcpshim does with it
+_NO_ARGS: tuple[type[click.UsageError], ...] = tuple(
+    e for e in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if e is not None
+)
 
 #: set by `--debug` (an option, never the environment: an agent sets that)
 _DEBUG: list[bool] = []
@@ -148,9 +154,11 @@ def main(argv: list[str] | None = None) -> None:
         _traceback()
         click.echo(f"mcpshim: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:  # click's usage errors speak as ours do
-        _traceback()
-        click.echo(f"mcpshim: error: {click_message(exc)}", err=True)
+    except _NO_ARGS as exc:  # a group named alone (bare `mcpshim`): its help, as --help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        sys.exit(0)
+    except click.ClickException as exc:  # click's usage errors speak as ours do: one line,
+        click.echo(f"mcpshim: error: {click_message(exc)}", err=True)  # no traceback
         sys.exit(EXIT_USAGE)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -302,7 +302,7 @@ def _review_lock(
         "sealed": sealed.line,
     }
     notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
-    report = Report("review", subject, findings, notes, evidence=limit)
+    report = Report("review", subject, findings, notes, done.verdicts, limit)
     click.echo(findings_renderer(fmt)(report), nl=False)
     return findings_exit(findings, fail_on)
 
@@ -310,29 +310,20 @@ def _review_lock(
 @click.command("rules")
 @format_option("text", "json", help="text for reading; json (mcpshim.rules/1) for tools.")
 def rules_(fmt: str) -> None:
-    """List every rule: stable id, default severity, summary and remediation."""
+    """List every rule: stable id, default severity and confidence, summary and remediation
+    (the severity rubric: docs/verdicts.md)."""
     from mcpshim.review.catalogue import rules
+    from mcpshim.review.findings import rule_json
 
-    ordered = [r for k, r in rules().items() if not k.startswith("MCS9")]
+    doc = [rule_json(r) for k, r in rules().items() if not k.startswith("MCS9")]
     if fmt == "json":
-        doc = [
-            {
-                "id": r.id,
-                "name": r.name,
-                "severity": r.severity.label,
-                "summary": r.summary,
-                "remediation": r.remediation,
-                "cwe": list(r.cwe),
-            }
-            for r in ordered
-        ]
         click.echo(json.dumps({"schema": "mcpshim.rules/1", "rules": doc}, indent=2))
         return
-    for r in ordered:
-        cwe = f" ({', '.join(r.cwe)})" if r.cwe else ""
-        click.echo(f"{r.id} {r.name} [{r.severity.label}]{cwe}")
-        click.echo(f"    {r.summary}")
-        click.echo(f"    fix: {r.remediation}")
+    for r in doc:
+        cwe = f" ({', '.join(r['cwe'])})" if r["cwe"] else ""
+        click.echo(f"{r['id']} {r['name']} [{r['severity']}, {r['confidence']}]{cwe}")
+        click.echo(f"    {r['summary']}")
+        click.echo(f"    fix: {r['remediation']}")
 
 
 @click.group("policy")

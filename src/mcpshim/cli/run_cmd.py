@@ -68,7 +68,7 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     type=click.FloatRange(min=0),
     default=5.0,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL for --on-exit terminate.",
+    help="Seconds between SIGTERM and SIGKILL (--on-exit, --on-departure terminate).",
 )
 @_tristate(
     "--trace",
@@ -112,26 +112,31 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     default="report",
     show_default=True,
     help="terminate: end the whole family at the first executable the lock does not approve "
-    "for this server (recorded, with its evidence, first). Containment, not prevention: it "
-    "acts after the exec (traced: within milliseconds, as strace reports it; untraced: at "
-    "the next shim record or sample), so what the program does until the signal lands, a "
-    "short one's whole run, still happens (docs/threat-model.md).",
+    "for this server: the departure is recorded, one stderr line and (with --mcp) an MCP log "
+    "notification tell the client, each member's evidence is read, then SIGTERM, SIGKILL "
+    "after --grace. Containment, not prevention: it acts after the exec (traced: within "
+    "milliseconds, as strace reports it; untraced: at the next shim record or sample), so "
+    "between the exec and the signal the program runs, and what it starts: a short one's "
+    "whole run, one that ignores SIGTERM until --grace is over (docs/threat-model.md).",
 )
 @_tristate(
     "--contain",
     "off",
     "Linux (Landlock, no root needed): the kernel holds the family to the lock's entry "
     "for this server. It may execute only the programs the lock approved (by path; with the "
-    "ELF loader and #! interpreters they need, the shims and the tracer), connect over TCP "
-    "only to the ports of the destinations the lock lists (when it lists any, all with a "
-    "port; kernel 6.7+), and, with --contain-write, write only beneath those directories and "
+    "ELF loader and #! interpreters they need, the shims and the tracer; sh shims are "
+    "rebuilt native at start where the lock did not approve their shell, else the start "
+    "line says sh stays executable), connect over TCP only to the ports of the destinations "
+    "the lock lists (when it lists any, all with a port; kernel 6.7+; MPTCP sockets are then "
+    "refused), and, with --contain-write, write only beneath those directories and "
     "the log directory. What it refuses fails with EACCES and, traced, is recorded: review "
     "shows it as blocked by the lock (MCS410). --contain refuses to start (exit 2) without a "
     "lock entry or Landlock; auto warns and runs uncontained. Limits: Landlock checks paths, "
     "not contents (review still checks the lock's hashes); an approved interpreter (sh, "
     "python, node) runs any script it is given, the ELF loader run by hand any binary, and "
-    "a program in a memfd is not checked (review flags both, MCS411); UDP and Unix sockets "
-    "are not restricted, reads never are.",
+    "a program in a memfd is not checked (review flags both, MCS411); UDP, Unix sockets and "
+    "listening are not restricted, reads never are, nor chmod, chown and utime outside the "
+    "write directories (traced and recorded under --contain-write: MCS412).",
 )
 @click.option(
     "--contain-write",

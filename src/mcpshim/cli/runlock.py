@@ -81,9 +81,7 @@ def contain(
             "mcpshim: warning: not traced: what the ruleset refuses is not recorded", err=True
         )
     else:
-        plan = containment.plan
-        ports = containment.connect_refused if plan.connect is not None else None
-        tracer.contained(containment.exec_refused, ports)
+        tracer.contained(*containment.tracer_hooks())
 
 
 def _containment(

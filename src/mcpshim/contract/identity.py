@@ -11,6 +11,11 @@ them yet, so elsewhere than a package the answer is "unowned".
 
 Identities are read from the disk when asked (approve, review, the departure watch), not
 when the process ran: a file replaced since then shows its new identity.
+
+A path in /proc names no file of its own: `/proc/self/exe` is, in whichever process reads
+it, that process's executable (read here: mcpshim's interpreter). Such a path is never
+read: its identity is none, and says why (the tracer names the file it was in the process
+that ran it: trace.selfexe).
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from pathlib import Path
 
 from mcpshim.contract.identitycache import IdentityCache, file_key
 
-__all__ = ["Identities", "Identity", "content_hash", "usr_aliases", "writable_by"]
+__all__ = [
+    "PROC_WHY",
+    "Identities",
+    "Identity",
+    "content_hash",
+    "in_proc",
+    "usr_aliases",
+    "writable_by",
+]
 
 _TIMEOUT_S = 30.0
 #: files up to this size are checked against the MD5 their package recorded; a larger one
@@ -44,8 +57,22 @@ class Identity:
     owned: bool  # a system package owns it
 
 
+#: why a /proc path has no identity
+PROC_WHY = (
+    "a /proc path: it names a different file in each process that reads it (the trace did "
+    "not say which one it named in the process that ran it)"
+)
+
+
+def in_proc(path: str) -> bool:
+    """Whether `path` is in /proc, where a path names what the reading process sees."""
+    return os.path.normpath(path).startswith("/proc/")
+
+
 def _hash(path: str, algorithm: str) -> str:
-    """A file's digest; "" when it cannot be read."""
+    """A file's digest; "" when it cannot be read (or is in /proc: never read)."""
+    if in_proc(path):
+        return ""
     h = hashlib.new(algorithm)
     try:
         with open(path, "rb") as fh:
@@ -145,7 +172,7 @@ class Identities:
             keys = {p: file_key(p) for p in want}
             self.hashed += len(want)
             with ThreadPoolExecutor(max_workers=(os.cpu_count() or 1) + 1) as pool:
-                owners = pool.submit(self._owners, want)
+                owners = pool.submit(self._owners, [p for p in want if not in_proc(p)])
                 sha = {p: pool.submit(_hash, p, "sha256") for p in want}
                 md5 = {p: pool.submit(_hash, p, "md5") for p in want if _small(p)}
                 md5 = md5 if self._dpkg else {}
@@ -165,6 +192,8 @@ class Identities:
         return kept is not None
 
     def _identity(self, path: str, sha: str, md5: str, owner: tuple[str, str] | None) -> Identity:
+        if in_proc(path):  # never read, never asked about (its real path is ours)
+            return Identity(path, "", PROC_WHY, False)
         if owner is not None:
             pkg, version = owner
             vouched = f"{self._manager()} package {pkg} {version}".rstrip()

@@ -1,14 +1,22 @@
-"""Which MCP tool call started which process: the link between the relay's records and the log.
+"""Which MCP tool call each fact of a session belongs to: the link between the relay's records
+and the log, by the moment each fact happened.
 
-A process belongs to a call when its ancestry reaches the server and it started between the
-call's request and its response. Start times come from /proc (clock ticks, 10 ms on Linux),
-so a process's start is an interval, not an instant; on Linux the relay also reads the
-kernel's pid counter as it passes each request and response on, so a fork is placed
-exactly: inside a call when its pid is between the two marks. When the start meets the
-windows of two calls and the pids do not tell them apart (the calls truly overlapped), the
-process is *ambiguous* and says so; nothing is guessed. A descendant of a
-process that belongs to a call belongs to that call too, whenever it started (ancestry is
-stronger evidence than timing), and one started after the call returned outlived it.
+A call owns what happens during it. A process is filed under the call in flight when it
+started (forked); a socket call under the call in flight when it was made, whatever process
+made it, the server's own included. Start times come from /proc (clock ticks, 10 ms on
+Linux), so a process's start is an interval, not an instant; on Linux the relay also reads
+the kernel's pid counter as it passes each request and response on, so a fork is placed
+exactly: inside a call when its pid is between the two marks. A socket call has the
+tracer's own time (microseconds). When several calls were in flight and neither the clock
+nor the pid marks tell them apart, the records' evidence may (family.evidence); otherwise
+the fact is *ambiguous* among them and says so: nothing is guessed. With no call in flight
+a fact is the server's own time between calls, said as such.
+
+Ancestry is context, never the owner of later work: a shell one call started that runs a
+program during a later call is that later call's work, done "in the shell call #3 started"
+(`context`). A process started during a call and alive when it returned outlived it; what
+kind of outliving that was (a helper the server keeps, a detached process, one alive at the
+session's end) is `family.lifetimes`'.
 
 `Collector` watches a record stream (review's, tree's) and keeps only what sessions relayed
 by `mcpshim run --mcp` need (they announce themselves with an `mcp-session` event before any
@@ -22,7 +30,7 @@ import bisect
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from mcpshim.base import fdio
@@ -30,10 +38,11 @@ from mcpshim.errors import InputError
 from mcpshim.family.calls import Call, parse_calls
 from mcpshim.family.evidence import Candidates
 from mcpshim.family.images import parse_time
+from mcpshim.family.lifetimes import mark_outlived, sightings
 from mcpshim.family.model import Assembler
 from mcpshim.family.netfacts import NetFacts
 from mcpshim.family.overlap import MayHaveRun, Overlap, Owner, may_have_run, overlaps
-from mcpshim.family.tree import Forest, Image, Node, build_forest
+from mcpshim.family.tree import Forest, Image, Node, build_forest, relink_traced
 from mcpshim.log import execlog
 from mcpshim.log.execlog import CLK_TCK, EventRecord, Record
 from mcpshim.log.indexscan import MCP_MARK
@@ -55,7 +64,6 @@ __all__ = [
 
 TICK = 1.0 / CLK_TCK
 _SLACK = 0.002  # clock anchoring jitter
-_LATE = 0.05  # a sampler's or reaper's time is when it wrote, a little after it looked
 _EVENTS = ("session-start", "session-end", "survivor", "reaped", "observed", "mcp-session")
 Anchor = Callable[[str], float | None]
 
@@ -82,6 +90,8 @@ class Attribution:
     server: Node | None
     owner: dict[int, Owner] = field(default_factory=dict)  # node id -> owner
     outlived: dict[int, tuple[str, str]] = field(default_factory=dict)  # node id -> evidence
+    #: node id -> how it outlived its call: kept, detached, survived (family.lifetimes)
+    outlived_kind: dict[int, tuple[str, str]] = field(default_factory=dict)
     unparsed: list[Mapping[str, Any]] = field(default_factory=list)
     start_of: dict[int, tuple[float, float] | None] = field(default_factory=dict)
     #: each listed tool's description, as the server last listed it (redacted)
@@ -94,7 +104,12 @@ class Attribution:
     overlaps: list[Overlap] = field(default_factory=list)
     #: the processes' socket calls, as the model keeps them (family.netfacts)
     net: NetFacts = field(default_factory=NetFacts)
+    #: node id -> (the call, the process it started) a process runs in when that call is
+    #: not its own: cp run during call #2 in the bash call #1 started
+    context: dict[int, tuple[int, Node]] = field(default_factory=dict)
     _may: dict[int, list[MayHaveRun]] | None = None
+    _windows: _Windows | None = field(default=None, repr=False, compare=False)
+    _cands: Candidates | None = field(default=None, repr=False, compare=False)
 
     def may_have_run(self, call: int) -> list[MayHaveRun]:
         """What a call of an overlap group may have run (none for a call of no group)."""
@@ -121,6 +136,34 @@ class Attribution:
                     if p is None or self.owner.get(p.id, -1) != own:
                         self._tops.setdefault(own, []).append(n)
         return list(self._tops.get(owner, ()))
+
+    def calls_at(self, t: datetime) -> tuple[int, ...]:
+        """The calls in flight at the instant `t` (request sent, response not yet back)."""
+        if self._windows is None:
+            return ()
+        x = t.timestamp()
+        return self._windows((x, x))
+
+    def owner_at(self, node: Node | None, t: datetime, named: str = "") -> Owner:
+        """The call a fact that happened at `t` in `node`'s process belongs to: the one in
+        flight; among several, the one that started the process, else the one whose
+        arguments alone hold `named` (a destination), else all of them; None: between
+        calls."""
+        hits = self.calls_at(t)
+        if len(hits) <= 1:
+            return hits[0] if hits else None
+        own = self.owner.get(node.id) if node is not None else None
+        if isinstance(own, int) and own in hits:
+            return own
+        if named and self._cands is not None:
+            holders = [i for i in hits if self._cands.holds(i, named)]
+            if len(holders) == 1:
+                return holders[0]
+        return hits
+
+    def holds(self, call: int, value: str) -> bool:
+        """Whether the call's arguments hold `value` (a destination, named by a URL)."""
+        return self._cands is not None and self._cands.holds(call, value)
 
     def owner_of(self, boot: str, pid: int, start: int | None) -> Owner:
         for n in self.nodes():
@@ -181,7 +224,9 @@ class Collector:
         still held goes in), False for a live view that reads on."""
         if final:
             self._keep(self.model.finish())
-        out = [_attribute(sid, s, anchor) for sid, s in self.sessions.items()]
+        model = self.model
+        out = [_attribute(sid, s, anchor, model.exits, model.forked_by)
+               for sid, s in self.sessions.items()]  # fmt: skip
         for att in out:
             att.net = self.model.net
         return out
@@ -267,25 +312,6 @@ def _find_server(forest: Forest, start: Mapping[str, Any] | None) -> Node | None
     return fallback
 
 
-def _lifetimes(events: list[EventRecord]) -> dict[tuple[int, int | None], list[tuple[float, str]]]:
-    seen: dict[tuple[int, int | None], list[tuple[float, str]]] = {}
-    for ev in events:
-        if ev.kind not in ("survivor", "reaped", "observed"):
-            continue
-        pid, t = ev.data.get("pid"), parse_time(ev.data.get("time"))
-        if isinstance(pid, int) and t is not None:
-            what = {
-                "survivor": "still running when the session ended",
-                "reaped": "reaped at",
-                "observed": "seen running by the sampler at",
-            }[ev.kind]
-            text = f"{what} {t.isoformat()}" if ev.kind != "survivor" else what
-            seen.setdefault((pid, ev.data.get("start")), []).append(
-                (t.timestamp(), f"{ev.where}: {ev.kind} record: {text}")
-            )
-    return seen
-
-
 class _Windows:
     """The calls whose window meets an interval, in call order, without a pass over every
     call (a session of thousands of calls and processes would be quadratic): a window that
@@ -308,11 +334,17 @@ class _Windows:
         return tuple(sorted(i for i in cands if iv[0] <= w[i][1] and w[i][0] <= iv[1]))
 
 
-def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
+def _attribute(
+    session: str,
+    s: _Session,
+    anchor: Anchor,
+    exits: Mapping[tuple[str, int, int | None], datetime] | None = None,
+    forked_by: Mapping[tuple[str, int, int | None], tuple[int, int | None]] | None = None,
+) -> Attribution:
     start = next((e.data for e in s.events if e.kind == "session-start"), None)
     end = next((e.data for e in s.events if e.kind == "session-end"), None)
     calls, unparsed = parse_calls(s.events)
-    forest = build_forest(s.images)
+    forest = relink_traced(build_forest(s.images), forked_by or {})
     att = Attribution(session, start, end, calls, forest, _find_server(forest, start))
     att.unparsed = unparsed
     for ev in s.events:
@@ -343,21 +375,39 @@ def _attribute(session: str, s: _Session, anchor: Anchor) -> Attribution:
         return hits[0] if len(hits) == 1 else hits or None
 
     for root in forest.roots:
-        stack: list[tuple[Node, Owner, bool]] = [(root, None, False)]
+        stack: list[tuple[Node, None, Owner]] = [(root, None, None)]
         while stack:
-            node, inherited, from_call = stack.pop()
+            node, _, inherited = stack.pop()
             mine: Owner = None
             if node.known and node is not att.server:
-                att.start_of[node.id] = _start_interval(node, anchor)
-                mine = inherited if from_call else by_time(node)
+                iv = att.start_of[node.id] = _start_interval(node, anchor)
+                # By its own start; a process with no known start has only its ancestry.
+                mine = by_time(node) if iv is not None else inherited
                 att.owner[node.id] = mine
-            passes = node.known and node is not att.server and mine is not None
-            stack.extend((c, mine, passes) for c in node.children)
+            stack.extend((c, None, mine) for c in node.children)
     cwd = str(start.get("cwd") or "") if start else ""
-    _by_evidence(att, Candidates([c.arguments for c in calls], cwd))
+    att._windows = overlapping
+    att._cands = Candidates([c.arguments for c in calls], cwd)
+    _by_evidence(att, att._cands)
+    _contexts(att)
     att.overlaps = overlaps(att.nodes(), att.owner)
-    _outlived(att, _lifetimes(s.events))
+    mark_outlived(att, sightings(s.events), exits or {})
     return att
+
+
+def _contexts(att: Attribution) -> None:
+    """For each process whose call is not that of the call-started process above it, that
+    call and process: the terminal a later call's cp ran in."""
+    for root in att.forest.roots:
+        stack: list[tuple[Node, tuple[int, Node] | None]] = [(root, None)]
+        while stack:
+            node, above = stack.pop()
+            mine = att.owner.get(node.id) if node.known and node is not att.server else None
+            if above is not None and above[0] != mine:
+                att.context[node.id] = above
+            if isinstance(mine, int) and (above is None or above[0] != mine):
+                above = (mine, node)
+            stack.extend((c, above) for c in node.children)
 
 
 def _by_evidence(att: Attribution, cands: Candidates) -> None:
@@ -384,40 +434,3 @@ def _by_evidence(att: Attribution, cands: Candidates) -> None:
             narrowed = tuple(sorted(found.named))
             for n in mine:
                 att.owner[n.id] = narrowed
-
-
-def _outlived(
-    att: Attribution, seen: Mapping[tuple[int, int | None], list[tuple[float, str]]]
-) -> None:
-    later_alive: list[tuple[float, frozenset[tuple[int, int | None]], str]] = [
-        (c.alive_time.timestamp(), c.alive, c.where) for c in att.calls if c.alive_time
-    ]
-    for node in att.nodes():
-        owner = att.owner.get(node.id)
-        if not isinstance(owner, int):
-            continue
-        call = att.calls[owner]
-        if call.response is None:
-            continue
-        resp = call.response.timestamp()
-        ident = (node.pid, node.start)
-        iv = att.start_of.get(node.id)
-        when = call.response.isoformat()
-        if iv is not None and iv[0] > resp:
-            started = datetime.fromtimestamp(iv[0] + _SLACK, call.response.tzinfo)
-            att.outlived[node.id] = (
-                node.images[0].where,
-                f"started at {started.isoformat()}, after the call returned at {when}",
-            )
-            continue
-        snap = next((t for t, alive, _w in later_alive if t > resp and ident in alive), None)
-        if snap is not None:
-            t = datetime.fromtimestamp(snap, call.response.tzinfo) + timedelta(0)
-            att.outlived[node.id] = (
-                call.where,
-                f"still running at {t.isoformat()}, after the call returned at {when}",
-            )
-            continue
-        late = [(t, text) for t, text in seen.get(ident, ()) if t > resp + _LATE]
-        if late:
-            att.outlived[node.id] = ("", f"{late[-1][1]} (the call returned at {when})")

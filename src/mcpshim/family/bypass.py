@@ -107,6 +107,16 @@ class Lineage:
             return runs[-1] if runs else None
         return next((r for r in runs if _close(r[0].start, start)), None)
 
+    def parent_exec(self, e: Exec) -> Exec | None:
+        """What e's parent process was running when it forked e's process (the program a
+        fork starts with), when that is on record and e is its process's first exec."""
+        proc = self._process(e.boot, e.pid, e.start) or [e]
+        if any(x.time < e.time for x in proc) or e.ppid is None:
+            return None
+        parent = self._process(e.boot, e.ppid, e.parent_start)
+        before = [x for x in parent or () if x.time <= e.time]
+        return before[-1] if before else None
+
     def ancestors(self, e: Exec, limit: int = 64) -> Iterator[Exec]:
         proc = self._process(e.boot, e.pid, e.start) or [e]
         mine = [x for x in proc if x.time < e.time or (x.time == e.time and x is not e)]
@@ -202,6 +212,10 @@ def explain(
     argv0 = e.argv[0] if e.argv else e.filename
     target = e.filename.decode("utf-8", "replace")
     if b"/" in argv0:
+        up = lineage.parent_exec(e)
+        if up is not None and _same_file(up.filename, e.filename):
+            again = f"its parent's own program run again by absolute path ({quote_argv([argv0])})"
+            return Cause("itself", f"{again}: {e.command} running itself")
         return Cause("absolute-path", f"called by absolute path ({quote_argv([argv0])})")
     cls = path_class(e, shim_dirs)
     if cls == "unknown":
@@ -221,6 +235,16 @@ def explain(
         d = os.path.dirname(target)
         return Cause("shim-dir-not-first", f"its PATH had {d} before the shim dir; {how}", who)
     return Cause("path-without-shim-dir", f"its PATH did not hold the shim dir; {how}", who)
+
+
+def _same_file(a: bytes, b: bytes) -> bool:
+    """One program: the same path, or one file under two spellings (/bin and /usr/bin)."""
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _changer(e: Exec, lineage: Lineage, shim_dirs: Sequence[bytes]) -> tuple[Exec, Exec] | None:

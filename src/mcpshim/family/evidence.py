@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpshim.family.tree import Image, Node
 
-__all__ = ["ArgIndex", "Candidates", "Hits", "Match"]
+__all__ = ["ArgIndex", "Candidates", "Hits", "Match", "arg_values"]
 
 _MARKERS = ("[REDACTED:", "more characters not recorded]")
 _MIN = 2
@@ -49,6 +49,11 @@ def _values(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _values(v, f"{where}[{i}]")
+
+
+def arg_values(value: Any) -> list[tuple[str, str]]:
+    """(where, string) for every string of a call's arguments, redacted ones left out."""
+    return [(w, s) for w, s in _values(value) if not any(m in s for m in _MARKERS)]
 
 
 def _within(path: str, root: str) -> bool:
@@ -108,15 +113,19 @@ class ArgIndex:
                 yield hit, False
             up = os.path.dirname(up)
 
-    def named(self, img: Image, base: str, among: Container[int]) -> dict[int, str]:
+    def named(self, img: Image, base: str, among: Collection[int]) -> dict[int, str]:
         """Per call of `among` that this image's record names, why (the strongest reason:
         an argument, the program, the command line, a path, the working directory)."""
         out: dict[int, str] = {}
+        alone = len(among) <= 1
 
         def take(hits: Hits | None, why: str) -> None:
-            for call, where in (hits or {}).items():
-                if call in among and call not in out:
-                    out[call] = why.format(where)
+            mine = [c for c in (hits or {}) if c in among]
+            if not alone and len(mine) == len(among):
+                return  # a value every candidate holds tells none from the others
+            for call in mine:
+                if call not in out:
+                    out[call] = why.format((hits or {})[call])
 
         head = _text(img.argv0)
         args = [_text(a) for a in img.args]
@@ -174,6 +183,16 @@ class Candidates:
             for call, arguments in enumerate(self.arguments):
                 self._index.add(call, arguments, self.base)
         return self._index
+
+    def holds(self, call: int, value: str) -> bool:
+        """Whether one of the call's argument strings holds `value` (a destination: a URL
+        naming its host and port holds `127.0.0.1:8080`)."""
+        host, _, port = value.rpartition(":")
+        needles = (value, f"{host}:{port}") if host and port.isdigit() else (value,)
+        if host and port in ("80", "443"):
+            needles = (*needles, f"//{host}/", f"//{host}")
+        args = self.arguments[call] if 0 <= call < len(self.arguments) else None
+        return any(n in s for _w, s in _values(args) for n in needles if n)
 
     def choose(self, calls: Iterable[int], nodes: Sequence[Node]) -> Match:
         """The calls among `calls` that the records of `nodes` (a process, then the

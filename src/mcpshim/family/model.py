@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from mcpshim.family.coverage import CoverageCollector
-from mcpshim.family.images import Image, image_of, invoked_name, parent_image
+from mcpshim.family.images import Image, image_of, invoked_name, parent_image, parse_time
 from mcpshim.family.netfacts import NetFacts
-from mcpshim.family.trace_merge import gap_image, trace_image
+from mcpshim.family.trace_merge import fork_image, gap_image, trace_image
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record, session_of
 from mcpshim.log.ledger import (
     ENTRY,
@@ -84,6 +85,14 @@ class Assembler:
         #: a PATH search's failed steps by (session, boot, pid), until what they led to
         self._attempts: dict[tuple[str, str, int], list[tuple[EventRecord, Image]]] = {}
         self.net = NetFacts()  # the sessions' socket calls, by process (trace-net)
+        #: when each traced process of those sessions exited (trace-exec, trace-fork)
+        self.exits: dict[tuple[str, int, int | None], datetime] = {}
+        #: each traced process's fork parent (ppid, its start), which a shim record made
+        #: after the parent had exited does not hold (family.tree.relink_traced)
+        self.forked_by: dict[tuple[str, int, int | None], tuple[int, int | None]] = {}
+        #: a traced session's samples held until the trace decides, by identity: what a
+        #: process that never exec'd (trace-fork) is known to run
+        self._sampled: dict[str, EventRecord] = {}
 
     # ---- shim records ------------------------------------------------------------------
 
@@ -150,6 +159,7 @@ class Assembler:
         elif kind == "session-end":
             self.ledger.end(sid)
             out = self._released()
+            self._sampled = {k: r for k, r in self._sampled.items() if session_of(r) != sid}
         elif kind == "observed" and not sample_is_helper(d):
             key = ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start"))
             what, token = self.ledger.sample(sid, key)
@@ -158,8 +168,17 @@ class Assembler:
                 out += self._sample(rec)
             elif what == HOLD:
                 self._held[token] = ("sample", rec)
+                self._sampled[key] = rec
         elif kind == "trace-exec":
+            self._exit(sid, d)
             out = self._trace(sid, rec)
+        elif kind == "trace-fork":
+            self._exit(sid, d)
+            key = ident_key(d.get("boot_id") or "", d.get("pid"), d.get("start"))
+            sampled = self._sampled.pop(key, None)
+            seen = image_of(sampled) if sampled is not None else None
+            img = fork_image(rec, _observed_name(seen) if seen is not None else None)
+            out = [img] if img is not None else []
         elif kind == "trace-gap":
             entry = d.get("seen_as") != "trace"
             self.ledger.counted(sid, entry)
@@ -193,6 +212,18 @@ class Assembler:
 
     def _mine(self, img: Image) -> bool:
         return self.only is None or img.session == self.only
+
+    def _exit(self, sid: str, d: Any) -> None:
+        pid = _int(d.get("pid"))
+        if pid is None or not self._keeps_net(sid):
+            return
+        ident = (str(d.get("boot_id") or ""), pid, _int(d.get("start")))
+        t = parse_time(d.get("exit_time"))
+        if t is not None:
+            self.exits[ident] = t
+        ppid = _int(d.get("ppid"))
+        if ppid is not None:
+            self.forked_by.setdefault(ident, (ppid, _int(d.get("parent_start"))))
 
     def _keeps_net(self, sid: str) -> bool:
         keep = self.keep_net is not None and self.keep_net(sid)

@@ -16,16 +16,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from mcpshim.base.display import json_text
 from mcpshim.family.images import Image
 from mcpshim.log.netrecords import Identity, NetRecord
 
-if TYPE_CHECKING:  # the forest imports the model, which holds these facts
-    from mcpshim.family.tree import Node
+__all__ = ["NetFacts", "Process", "destination", "exec_of", "fact_json", "kind_of", "phrase"]
 
-__all__ = ["NetFacts", "destination", "exec_of", "fact_json", "kind_of", "phrase"]
+
+class Process(Protocol):
+    """A process as these facts read it: family.tree.Node is one. A protocol, not the
+    Node itself: the forest imports the model, which holds these facts."""
+
+    @property
+    def boot_id(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def start(self) -> int | None: ...
+    @property
+    def images(self) -> Sequence[Image]: ...
+
+
+P = TypeVar("P", bound=Process)
 
 _LISTENED = frozenset({"listening", "bound"})
 _FAILED_WORDS = {"in-progress": "in progress, outcome not seen"}
@@ -56,6 +70,8 @@ def kind_of(n: NetRecord) -> str:
     """reached, listened, tried, plumbing (nscd's probe), or other (a UDP association)."""
     if n.purpose == "name-service" and not n.reached:
         return "plumbing"
+    if n.purpose == "source-port":
+        return "other"  # a client's own port: its connect or send is the fact
     if n.reached:
         return "reached"
     if n.outcome in _LISTENED:
@@ -82,6 +98,8 @@ def phrase(n: NetRecord) -> str:
         return f"accepted a connection from {dest}{on} ({how})"
     if n.outcome == "listening":
         return f"listened on {dest} ({how})"
+    if n.outcome == "bound" and n.purpose == "source-port":
+        return f"bound {dest} as its own port for what it sends ({how})"
     if n.outcome == "bound":
         return f"bound {dest} to receive ({how})"
     if n.outcome == "associated":
@@ -145,10 +163,10 @@ class NetFacts:
     def is_traced(self, session: str) -> bool:
         return session in self.traced
 
-    def of(self, node: Node) -> list[NetRecord]:
+    def of(self, node: Process) -> list[NetRecord]:
         return self.by_ident.get((node.boot_id, node.pid, node.start), [])
 
-    def said(self, node: Node) -> dict[int, list[str]]:
+    def said(self, node: Process) -> dict[int, list[str]]:
         """What each exec of a process did on the network, by the image's id(): the facts
         a reader shows beside it (nscd's probe and UDP associations left out; JSON keeps
         them, with their kind)."""
@@ -166,7 +184,7 @@ class NetFacts:
                 out.setdefault(at, []).append(phrase(n))
         return out
 
-    def facts(self, nodes: Iterable[Node]) -> list[tuple[Node, Image | None, NetRecord]]:
+    def facts(self, nodes: Iterable[P]) -> list[tuple[P, Image | None, NetRecord]]:
         """Each node's facts with the exec that made each, in time order."""
         out = [(node, exec_of(n, node.images), n) for node in nodes for n in self.of(node)]
         return sorted(out, key=lambda t: t[2].time)

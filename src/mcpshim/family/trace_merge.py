@@ -6,9 +6,10 @@ per-image review rules stay pure over the image: `trace` (an exec no shim took p
 target it exec'd), `trace-search/ERRNO` (a failed step of a PATH search that went on to the
 next directory), `trace-failed/ERRNO` (an exec that failed for good), `trace-blocked/ERRNO`
 (an attempt a contained session's ruleset refused: `run --contain`). An image's `target` is
-the path passed to execve and `argv0` the argv[0] string; a failed attempt ran nothing, so
-its `target` is empty and `argv0` holds the path it tried. A `trace-gap` record (a family
-member no record explains) becomes a `trace-gap` image.
+the path passed to execve (for `/proc/self/exe` and the like, the file it named in the
+process that called execve: the record's `resolved`) and `argv0` the argv[0] string; a
+failed attempt ran nothing, so its `target` is empty and `argv0` holds the path it tried.
+A `trace-gap` record (a family member no record explains) becomes a `trace-gap` image.
 
 Merge rule. A shim's exec is recorded three times: the tracer sees the caller's execve of
 the shim script (filename in the shim dir), the shim writes its ExecRecord, and the tracer
@@ -35,6 +36,7 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 __all__ = [
     "ShimExec",
     "argv_field",
+    "fork_image",
     "gap_image",
     "pair_shim_records",
     "trace_image",
@@ -80,6 +82,8 @@ def trace_image(rec: EventRecord) -> Image | None:
     if pid is None or d.get("shim_helper") is True:  # (the shim library's own helper)
         return None
     filename = bytes_field(d, "filename")
+    if d.get("resolved"):  # an exe link (/proc/self/exe): the file it named in that process
+        filename = bytes_field(d, "resolved")
     argv = argv_field(d, "argv")
     red = d.get("argv_redacted")
     source = trace_source(d)
@@ -101,6 +105,34 @@ def trace_image(rec: EventRecord) -> Image | None:
         _str(d.get("session")),
         tuple(r for r in red if isinstance(r, str)) if isinstance(red, list) else (),
         shim_hop=d.get("shim_script") is True,
+    )
+
+
+def fork_image(rec: EventRecord, seen: Image | None = None) -> Image | None:
+    """A process that never exec'd (a `trace-fork` record: Chromium's zygote children, a
+    Python worker): a process of the tree, no exec (`entry` false). It runs its parent's
+    program; what the sampler saw of it while it lived (`seen`: the title a renderer gives
+    itself) is what is known of its command line."""
+    d = rec.data
+    pid = _int(d.get("pid"))
+    if pid is None or d.get("shim_helper") is True:
+        return None
+    return Image(
+        "trace-fork",
+        rec.where,
+        parse_time(d.get("time")),
+        _str(d.get("boot_id")),
+        pid,
+        _int(d.get("ppid")),
+        _int(d.get("start")),
+        _int(d.get("parent_start")),
+        bytes_field(d, "cwd"),
+        seen.command if seen is not None else "",
+        seen.target if seen is not None else b"",
+        seen.argv0 if seen is not None else b"",
+        seen.args if seen is not None else (),
+        _str(d.get("session")),
+        entry=False,
     )
 
 

@@ -15,7 +15,7 @@ nodes for the views in `render.text`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,6 +33,7 @@ __all__ = [
     "build_forest",
     "image_of",
     "images",
+    "relink_traced",
 ]
 
 
@@ -153,3 +154,46 @@ def build_forest(imgs: Iterable[Image]) -> Forest:
             orphanage.children = []
     roots = [n for n in nodes if n.parent is None and (n.known or n.children)]
     return Forest(roots, count, total)
+
+
+def relink_traced(
+    forest: Forest, forked_by: Mapping[tuple[str, int, int | None], tuple[int, int | None]]
+) -> Forest:
+    """Move a process linked under a parent the log does not hold to the parent the trace
+    saw fork it (`forked_by`: family.model's). A detached child whose parent exits before
+    its shim reads /proc/self/stat is recorded with the subreaper as its ppid; the linker
+    links at the first record, and the tracer's records of the same process, written
+    later, hold the fork's real parent."""
+    known: dict[tuple[str, int], list[Node]] = {}
+    for root in forest.roots:
+        for n in root.walk():
+            if n.known:
+                known.setdefault((n.boot_id, n.pid), []).append(n)
+    moved = False
+    for root in list(forest.roots):
+        if root.known:
+            continue
+        for node in list(root.children):
+            traced = forked_by.get((node.boot_id, node.pid, node.start))
+            if traced is None or traced[0] == root.pid:
+                continue
+            ppid, pstart = traced
+            cands = [p for p in known.get((node.boot_id, ppid), ())
+                     if pstart is None or p.start == pstart]  # fmt: skip
+            if len(cands) != 1 or any(a is node for a in _above(cands[0])):
+                continue
+            root.children.remove(node)
+            node.parent = cands[0]
+            cands[0].children.append(node)
+            moved = True
+    if not moved:
+        return forest
+    roots = [r for r in forest.roots if r.known or r.children]
+    return Forest(roots, forest.count, forest.images, forest.net)
+
+
+def _above(node: Node) -> Iterator[Node]:
+    p: Node | None = node
+    while p is not None:
+        yield p
+        p = p.parent

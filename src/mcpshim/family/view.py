@@ -13,7 +13,7 @@ from typing import Any
 from mcpshim.base.display import quote_arg, quote_argv
 from mcpshim.family.tree import Image
 
-__all__ = ["argv_of", "evidence_line", "parent_line", "session_parents", "stamp"]
+__all__ = ["argv_of", "evidence_line", "fork_words", "parent_line", "session_parents", "stamp"]
 
 
 def stamp(img: Image) -> str:
@@ -41,9 +41,18 @@ def parent_line(img: Image) -> str:
     return quote_arg(img.parent_cmdline) if img.parent_cmdline else ""
 
 
+def fork_words(img: Image) -> str:
+    """A process that never exec'd (family.trace_merge.fork_image): it runs its parent's
+    program; what the sampler saw of its command line, when it saw it."""
+    seen = f"; seen as {quote_argv([img.argv0, *img.args])}" if img.argv0 else ""
+    return f"forked, never exec'd{seen}"
+
+
 def evidence_line(img: Image) -> str:
     """One image as a finding's evidence: source, time, pids, argv and what it reached, and
     the line of the shell that started it when a shim kept that."""
+    if img.source == "trace-fork":
+        return f"[{img.source}] {stamp(img)} pid {img.pid} ppid {img.ppid}: {fork_words(img)}"
     parent = parent_line(img)
     return (
         f"[{img.source}] {stamp(img)} pid {img.pid} ppid {img.ppid}: "

@@ -1,14 +1,13 @@
 """Python's side of writing the exec log: mcpshim's own records (sessions, samples, MCP
 calls, trace results), appended under the log's lock.
 
-The lock is flock(2) on `exec.log.lock`, the same lock filelock takes and flock(1) users
-take by hand; rotation, retention and sealing hold it through `log_lock`. Writers that
-append often (a session's supervisor, the relay's recorder) used to take it through
-filelock for every record: 0.4 ms of Python per record, most of a tool call's recording
-cost. An `EventLog` keeps the lock file and the log open instead, so a record costs an
-flock, a stat (has rotation renamed the log away?) and one write(). flock belongs to the
-open file, which a forked child shares: after a fork both files are opened anew, and a
-thread lock orders the threads of one process.
+The lock is flock(2) on `exec.log.lock` (base.flock), the same lock rotation takes and
+flock(1) users take by hand. Writers that append often (a session's supervisor, the relay's
+recorder) used to open and lock it anew for every record: 0.4 ms of Python per record,
+most of a tool call's recording cost. An `EventLog` keeps the lock file and the log open
+instead, so a record costs an flock, a stat (has rotation renamed the log away?) and one
+write(). flock belongs to the open file, which a forked child shares: after a fork both
+files are opened anew, and a thread lock orders the threads of one process.
 """
 
 from __future__ import annotations
@@ -20,68 +19,24 @@ import json
 import os
 import stat
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from mcpshim.base import fdio
+from mcpshim.base.flock import FileLock, LockTimeoutError, open_lock, take
 from mcpshim.base.safewrite import make_private_dir
 from mcpshim.log.framing import encode_record
 from mcpshim.paths import Locations
 
-__all__ = ["EventLog", "LogLock", "append_event", "encode_event", "log_lock"]
+__all__ = ["EventLog", "append_event", "encode_event", "log_lock"]
 
 LOCK_TIMEOUT_S = 30.0
 
 
-class LogLock:
-    """The log's lock held for a block (rotation, retention, sealing): flock(2), exclusive,
-    on a descriptor of its own, polled until the timeout, as filelock's FileLock takes it
-    (the lock file is never deleted, so flock(1) users agree); filelock itself loads
-    asyncio, 30 ms at every session's end. A timeout raises filelock's Timeout."""
-
-    def __init__(self, path: str, timeout: float) -> None:
-        self.path, self.timeout = path, timeout
-        self._fd = -1
-
-    def __enter__(self) -> LogLock:
-        fd = _open(self.path, os.O_RDWR | os.O_CREAT)
-        try:
-            _flock_within(fd, self.timeout, self.path)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-
-def _flock_within(fd: int, timeout: float, path: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-        if time.monotonic() >= deadline:
-            import filelock  # only now: the exception callers know the lock by
-
-            raise filelock.Timeout(path)
-        time.sleep(0.005)
-
-
-def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> LogLock:
+def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
     """The log's lock (rotation). The lock file is never deleted, so flock(1) users agree."""
     make_private_dir(loc.log_dir)
-    return LogLock(str(loc.lock_file), timeout)
+    return FileLock(loc.lock_file, timeout)
 
 
 def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
@@ -119,8 +74,9 @@ class EventLog:
         with self._mutex:
             if self._lock_fd < 0:  # first use, or the last try failed (retried each time)
                 make_private_dir(self.loc.log_dir)
-                self._lock_fd = _open(str(self.loc.lock_file), os.O_RDWR | os.O_CREAT)
-            self._flock()
+                self._lock_fd = open_lock(self.loc.lock_file)
+            if not take(self._lock_fd, self.timeout):
+                raise LockTimeoutError(self.loc.lock_file)
             try:
                 self._current()
                 fdio.write_all(self._log_fd, data)
@@ -138,9 +94,6 @@ class EventLog:
         self._pid = os.getpid()
         self._lock_fd = self._log_fd = -1
         self._log_id = None
-
-    def _flock(self) -> None:
-        _flock_within(self._lock_fd, self.timeout, str(self.loc.lock_file))
 
     def _current(self) -> None:
         """Point the log fd at the file now named exec.log (rotation renames it away)."""

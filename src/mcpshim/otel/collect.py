@@ -24,7 +24,7 @@ from mcpshim.otel.model import (
     root_span_id,
     session_trace,
 )
-from mcpshim.review.findings import Finding
+from mcpshim.review.findings import Finding, finding_json
 from mcpshim.review.pipeline import review_records
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref
@@ -61,20 +61,16 @@ def _session_start(att: Attribution) -> datetime | None:
     return t or min((c.request for c in att.calls), default=None)
 
 
-def _attrs(f: Finding, fingerprints: dict[tuple[str, str], str]) -> dict[str, Any]:
-    """A finding's event attributes (without evidence). A split finding's parts share
-    their fingerprint: it is hashed once."""
-    basis = (f.rule.id, f.key or f.message)
-    fp = fingerprints.get(basis)
-    if fp is None:
-        fp = fingerprints[basis] = f.fingerprint
-    return {
-        "mcpshim.finding.rule.id": f.rule.id,
-        "mcpshim.finding.rule.name": f.rule.name,
-        "mcpshim.finding.severity": f.level.label,
-        "mcpshim.finding.message": f.text,
-        "mcpshim.finding.fingerprint": fp,
-    }
+# a finding's fields (review.findings.finding_json) as event attributes
+_ATTRIBUTES = {"rule": "rule.id", "name": "rule.name", "severity": "severity",
+               "confidence": "confidence", "message": "message",
+               "fingerprint": "fingerprint"}  # fmt: skip
+
+
+def _attrs(f: Finding) -> dict[str, Any]:
+    """A finding's event attributes (without evidence)."""
+    head = finding_json(f, evidence=False)
+    return {f"mcpshim.finding.{name}": head[key] for key, name in _ATTRIBUTES.items()}
 
 
 class _Index:
@@ -101,7 +97,6 @@ class _Index:
     ) -> dict[str, dict[int, list[SpanEvent]]]:
         """`only`: the one session review read (then a finding that names none is its)."""
         out: dict[str, dict[int, list[SpanEvent]]] = {}
-        fingerprints: dict[tuple[str, str], str] = {}
         for f in findings:
             attrs: dict[str, Any] | None = None  # shared by the finding's events
             for ev in () if f.rule.id in SESSION_WIDE else f.evidence:
@@ -114,7 +109,7 @@ class _Index:
                     sid, span, t = hit
                     when = t or self.root[sid]
                     if when is not None:  # the span is the evidence: no text repeats it
-                        attrs = attrs or _attrs(f, fingerprints)
+                        attrs = attrs or _attrs(f)
                         event = SpanEvent(FINDING_EVENT, when, attrs)
                         out.setdefault(sid, {}).setdefault(span, []).append(event)
             if attrs is not None:
@@ -122,13 +117,13 @@ class _Index:
             call = self.call.get(f.call) if f.call is not None else None
             if call is not None:
                 sid, span, t = call
-                event = SpanEvent(FINDING_EVENT, t, _attrs(f, fingerprints))
+                event = SpanEvent(FINDING_EVENT, t, _attrs(f))
                 out.setdefault(sid, {}).setdefault(span, []).append(event)
                 continue
             sid_hit = next((s for s in self.root if f.group.startswith(f"session {s}")), only)
             when = self.root.get(sid_hit) if sid_hit is not None else None
             if sid_hit is not None and when is not None:
-                attrs = _attrs(f, fingerprints)
+                attrs = _attrs(f)
                 if f.evidence and f.evidence[0].text:
                     attrs["mcpshim.finding.evidence"] = f.evidence[0].text
                 out.setdefault(sid_hit, {}).setdefault(root_span_id(sid_hit), []).append(

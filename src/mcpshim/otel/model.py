@@ -266,15 +266,22 @@ def _process_spans(
             attrs.pop("process.exit.code", None)
         elif "process.exit.code" in whole.attributes:
             attrs["process.exit.code"] = whole.attributes["process.exit.code"]
+        attrs["mcpshim.process.exec"] = img.entry  # false: it only forked (or only failed)
         facts = nets.get(id(img), [])
         attrs |= _clean(dict(net_attributes(facts)))
         net_events = tuple(SpanEvent("mcpshim.network", n.time, _clean(net_event_attributes(n)))
                            for n in facts if kind_of(n) not in ("plumbing", "other"))  # fmt: skip
         out.append(replace(whole, trace_id=trace, span_id=sid, parent_id=up,
-                           name=img.command or "?", start=first, end=last,
+                           name=img.command or _forked(node), start=first, end=last,
                            attributes=attrs, events=filed.get(sid, ()) + net_events))  # fmt: skip
         up = sid
     return out
+
+
+def _forked(node: Node) -> str:
+    """A process that never exec'd runs its parent's program: named by it."""
+    p = node.parent
+    return f"{p.current.command} (fork)" if p is not None and p.images else "(fork)"
 
 
 def _process_span(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import os
 import time
 from collections.abc import Iterator
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from mcpshim.base import safewrite
+from mcpshim.base.fdio import read_regular
+from mcpshim.base.flock import LockTimeoutError, open_lock, take
 from mcpshim.errors import InputError
 from mcpshim.pathcheck.clientconfig import McpConfig, parse_config
 from mcpshim.pathcheck.wrap import WrapPlan, is_wrapped, unwrapped
@@ -46,17 +47,10 @@ def _locked(lock_path: Path, deadline: float) -> int:
     """An fd holding flock on the file now at `lock_path`: a lock taken on a file a previous
     holder had already unlinked (or replaced) is let go and taken again on the new one."""
     while True:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(lock_path, flags, 0o600)
+        fd = open_lock(lock_path)
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise
-                    time.sleep(0.02)
+            if not take(fd, max(deadline - time.monotonic(), 0.0), 0.02):
+                raise LockTimeoutError(lock_path)
             try:
                 same = os.stat(lock_path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -81,7 +75,7 @@ def edit_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     lock_path = real.with_name(real.name + LOCK_SUFFIX)
     try:
         fd = _locked(lock_path, time.monotonic() + timeout)
-    except BlockingIOError:
+    except LockTimeoutError:
         raise InputError(
             f"{lock_path}: another wrap-config has held this lock for {timeout:.0f} s; "
             "try again when it is done"
@@ -145,7 +139,7 @@ def apply_plan(plan: WrapPlan, config: McpConfig) -> Path | None:
     backup = backup_path(plan.path)
     st = os.stat(plan.path)
     if backup.exists():
-        held = backup.read_bytes()
+        held = read_regular(backup)
         if held != plan.original and not derived_from(held, config):
             raise InputError(
                 f"{backup} already holds a different original, and {plan.path} is not that "
@@ -165,7 +159,7 @@ def plan_undo(config: McpConfig) -> bytes:
     """The original bytes --undo would restore (checked against the current file)."""
     backup = backup_path(config.path)
     try:
-        original = backup.read_bytes()
+        original = read_regular(backup)
     except FileNotFoundError:
         raise InputError(f"{backup}: no backup, so nothing to undo") from None
     if original != config.raw and not derived_from(original, config):

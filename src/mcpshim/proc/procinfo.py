@@ -14,7 +14,7 @@ import socket
 import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
@@ -29,6 +29,7 @@ __all__ = [
     "Conn",
     "ProcInfo",
     "Stat",
+    "cpu_seconds",
     "linux_info",
     "parse_stat",
     "proc_fields",
@@ -55,6 +56,14 @@ class Stat:
     # Addresses the kernel lays out anew at every exec (code, stack, argv; randomised by
     # ASLR): a change means a new image even when the name did not change (sh -> sh).
     image: tuple[bytes, ...] = ()
+    # CPU time used so far, user and system, in clock ticks (fields 14 and 15). Left out
+    # of equality: a Stat says which process and image, and a running one ticks.
+    cpu: int = field(default=0, compare=False)
+
+    @property
+    def gone(self) -> bool:
+        """A zombie (exited, not yet reaped) or dead: nothing of it runs any more."""
+        return self.state in ("Z", "X")
 
 
 def _read(path: str) -> bytes | None:
@@ -83,13 +92,17 @@ def _psutil_start(p: psutil.Process) -> int | None:
 
 def parse_stat(pid: int, data: bytes) -> Stat | None:
     """A /proc/PID/stat line; None when it is not one (cut short, or empty: the process is
-    gone)."""
+    gone). The one parser of that line: the name may hold blanks and parentheses, so the
+    fields are counted after its last `)`."""
     close = data.rfind(b")")
     f = data[close + 2 :].split()
-    if len(f) < 20:
+    if close < 0 or len(f) < 20:
         return None
-    return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
-                int(f[19]), (*f[23:26], *f[45:47]))  # fmt: skip
+    try:
+        return Stat(pid, data[data.find(b"(") + 1 : close], f[0].decode(), int(f[1]), int(f[2]),
+                    int(f[19]), (*f[23:26], *f[45:47]), int(f[11]) + int(f[12]))  # fmt: skip
+    except ValueError:
+        return None
 
 
 def read_stat(pid: int) -> Stat | None:
@@ -109,10 +122,17 @@ def read_stat(pid: int) -> Stat | None:
     try:
         p = psutil.Process(pid)
         with p.oneshot():
+            cpu = p.cpu_times()
             return Stat(pid, p.name().encode(), p.status()[:1].upper(), p.ppid(), os.getpgid(pid),
-                        _psutil_start(p))  # fmt: skip
+                        _psutil_start(p), (), round((cpu.user + cpu.system) * CLK_TCK))  # fmt: skip
     except (psutil.Error, OSError):
         return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time a process has used so far, user and system; None once it is reaped."""
+    st = read_stat(pid)
+    return st.cpu / CLK_TCK if st else None
 
 
 def start_ticks(pid: int) -> int | None:

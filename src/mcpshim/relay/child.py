@@ -59,6 +59,8 @@ from mcpshim.relay.pidmark import PidMark
 __all__ = [
     "FLUSH_S",
     "LOSS_REPORT",
+    "SAID",
+    "SAY",
     "Pumps",
     "available",
     "keep_only",
@@ -81,6 +83,10 @@ _LARGE_PIPE = 512 << 10
 FLUSH_S = 5.0  # after the control pipe closes: how long the recorder may make no progress
 #: on the status pipe, after a direction's index as each ends: what was never recorded
 LOSS_REPORT = 0xFF
+#: on the status pipe: a line of the supervisor's (SAY on the control pipe) was taken
+SAID = 0xFE
+#: on the control pipe, after the recorder's pid: SAY, a 4-byte length, a line for the client
+SAY = b"S"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LINUX = sys.platform.startswith("linux")
 
@@ -106,11 +112,17 @@ class Pumps:
 
 
 def start_pumps(
-    client_in: int, server_in: int, server_out: int, client_out: int, limit: int = COPY_LIMIT
+    client_in: int,
+    server_in: int,
+    server_out: int,
+    client_out: int,
+    limit: int = COPY_LIMIT,
+    lines: bool = False,
 ) -> Pumps:
     """Fork the pump child and hand it its fds: the parent's 0/1 become /dev/null and the
     server's pipe ends close here, so only the pump child holds them. Copies wait in the
-    channel (and in the child's memory, up to `limit`) for a recorder to take them."""
+    channel (and in the child's memory, up to `limit`) for a recorder to take them.
+    `lines`: the supervisor may say lines to the client (pump_main)."""
     # heads (22 bytes a chunk part), each direction's bytes, the overflow, then the bell
     channel = [relay_pipe() for _ in range(OVERFLOW + 3)]  # they grow in the pump child
     ours, theirs = [r for r, _ in channel], [w for _, w in channel]
@@ -127,7 +139,7 @@ def start_pumps(
     if pid == 0:  # pragma: no cover - the child; it ends in os._exit
         try:
             pumps = ((client_in, server_in), (server_out, client_out))
-            pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w, limit)
+            pump_main(pumps, theirs[0], theirs[1:-1], theirs[-1], ctl_r, status_w, limit, lines)
         finally:
             os._exit(70)
     for fd in (*theirs, ctl_r, status_w, server_in, server_out, client_in, client_out):
@@ -153,11 +165,21 @@ class _Pump:
     the bell gets a byte after each chunk is passed on."""
 
     def __init__(
-        self, src: int, dst: int, index: int, channel: Channel, bell: int, rings: bool
-    ) -> None:
+        self, src: int, dst: int, index: int, channel: Channel, bell: int, rings: bool,
+        lines: bool = False,
+    ) -> None:  # fmt: skip
         self.src, self.dst, self.index, self.channel = src, dst, index, channel
         self.bell, self.rings = bell, rings
         self.splice_in = self.splice_out = pipeio.SPLICE_OK
+        # `lines`: the supervisor may have a line to say between the server's (say): the
+        # bytes are read and written, so the pump knows where each of the server's lines ends
+        self.lines = lines
+        if lines:
+            self.splice_in = False
+        self.out = threading.Lock()
+        self.line_end = True
+        self.said = b""
+        self.closed = False  # the destination is let go of: nothing more is written
         self.mid_r, self.mid_w = (-1, -1) if _is_pipe(src) else relay_pipe()
         self.probe_r, self.probe_w = relay_pipe()  # blocking, and always empty
         self.marks = PidMark()
@@ -173,8 +195,12 @@ class _Pump:
             if not more:
                 break
         _hang_up(self.src)  # a reader gone is passed on: the writer gets EPIPE, as directly
-        if not self.broken:
-            close_end(self.dst)
+        with self.out:
+            if self.said and not self.broken:  # a newline ends what was cut short
+                self._write((b"" if self.line_end else b"\n") + self.said)
+            self.said, self.closed = b"", True
+            if not self.broken:
+                close_end(self.dst)
         why = self.broken.encode()  # why writing stopped, if it did
         self.channel.write(self.index | EOF, self.channel.number(), time.time(), why)
 
@@ -185,7 +211,12 @@ class _Pump:
                 return False
             seq, t, mark = self.channel.number(), time.time(), self.marks.read()
             try:
-                self._write(data)
+                with self.out:
+                    self._write(data)
+                    self.line_end = data.endswith(b"\n")
+                    if self.said and self.line_end:
+                        self._write(self.said)
+                        self.said = b""
             finally:
                 self.channel.write(self.index, seq, t, data, mark)
             self._ring()
@@ -239,6 +270,17 @@ class _Pump:
                 else:
                     self._stop(err)
 
+    def say(self, line: bytes) -> None:
+        """A line of the supervisor's for the client: now, between two of the server's
+        lines, or once the server's line is done (or at its end)."""
+        with self.out:
+            if self.broken or self.closed:
+                return
+            if self.lines and not self.line_end:
+                self.said += line
+            else:
+                self._write(line)
+
     def _ring(self) -> None:
         if self.rings:
             with contextlib.suppress(OSError):  # full: rung already; closed: nobody listens
@@ -282,10 +324,12 @@ def pump_main(
     ctl_r: int,
     status: int,
     limit: int = COPY_LIMIT,
+    lines: bool = False,
 ) -> NoReturn:
     """The pump child's whole life: forward both ways until both end or `ctl_r` closes;
     one byte (the direction's index) to `status` as each direction ends; a byte to `bell`
-    as the server's output is passed on."""
+    as the server's output is passed on. `lines`: the supervisor may say a line to the
+    client (SAY on `ctl_r`, SAID on `status` once it is taken), between the server's."""
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
     # Forked with the server already running (supervise.launch), it inherits the session's
@@ -311,26 +355,43 @@ def pump_main(
                 over.set()
 
     said = bytearray()  # the supervisor's word on the control pipe: the recorder's pid
+    lines_said = bytearray()  # then SAY frames: a line for the client each
 
     def control() -> None:
         with contextlib.suppress(OSError):
-            while got := os.read(ctl_r, 64):
-                said.extend(got)
+            while got := os.read(ctl_r, 4096):
+                take = max(0, 4 - len(said))
+                said.extend(got[:take])
+                lines_said.extend(got[take:])
+                while len(lines_said) >= 5 and lines_said[:1] == SAY:
+                    n = int.from_bytes(lines_said[1:5], "little")
+                    if len(lines_said) < 5 + n:
+                        break
+                    line = bytes(lines_said[5 : 5 + n])
+                    del lines_said[: 5 + n]
+                    for w in workers:
+                        if DIRECTIONS[w.index] == S2C:
+                            w.say(line)
+                    with contextlib.suppress(OSError):
+                        os.write(status, bytes([SAID]))
         closed.set()
         over.set()
 
     def working() -> float | None:
         """The recorder's CPU time so far (None: unknown, or it is gone)."""
+        from mcpshim.proc.procinfo import cpu_seconds  # (not before the server's start)
+
         pid = int.from_bytes(said[:4], "little") if len(said) >= 4 else 0
-        return _cpu_time(pid) if pid else None
+        return cpu_seconds(pid) if pid else None
 
     # Only the server's output rings: the recorder sleeps through the client's requests,
     # large ones too. Waking it as the server starts work cost 0.1 ms a call, and through a
     # real SDK client and server, recording a large request while the server parsed it made
     # 256 KiB calls 0.1 ms and 1 MiB calls 0.2-0.5 ms slower than recording it with the
     # response.
+    s2c = [DIRECTIONS[index] == S2C for index in range(len(pumps))]
     workers = [
-        _Pump(src, dst, index, channel, bell, DIRECTIONS[index] == S2C)
+        _Pump(src, dst, index, channel, bell, s2c[index], lines and s2c[index])
         for index, (src, dst) in enumerate(pumps)
     ]
     # Named once every fd it will hold is open, before any thread (threads take the name
@@ -347,12 +408,3 @@ def pump_main(
         with contextlib.suppress(OSError):
             os.write(status, bytes([LOSS_REPORT]) + report)  # under PIPE_BUF: at once
     os._exit(0)
-
-
-def _cpu_time(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None

@@ -42,9 +42,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-import psutil
-
 from mcpshim.base import fdio
+from mcpshim.proc.procinfo import cpu_seconds
 from mcpshim.relay.channel import (
     DIRECTIONS,
     EOF,
@@ -52,9 +51,8 @@ from mcpshim.relay.channel import (
     LOST,
     MORE,
     REPORT,
-    unpack_loss,
 )
-from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, Pumps, keep_only, start_pumps
+from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, SAID, SAY, Pumps, keep_only, start_pumps
 from mcpshim.relay.core import (
     COPY_LIMIT,
     S2C,
@@ -62,11 +60,15 @@ from mcpshim.relay.core import (
     Transcriber,
     dropped_reason,
 )
+from mcpshim.relay.loss import unpack_entries, unpack_loss
 
-__all__ = ["ForkedRelay"]
+__all__ = ["RECORDER_LIMIT_S", "TERM_GRACE_S", "ForkedRelay"]
 
 _READ = 1 << 20
-_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_IGNORED = (signal.SIGINT, signal.SIGHUP)
+TERM_GRACE_S = 5  # after SIGTERM: how long the recorder may go on writing
+#: after the session: how long the recorder may go on at most, however busy it is
+RECORDER_LIMIT_S = 120.0
 _ABANDONED = (
     "the recorder stopped or was stuck before these copies reached it: they were not "
     "recorded (the bytes themselves were relayed unchanged)"
@@ -143,15 +145,6 @@ class _Batches(io.RawIOBase):
             seen = now
             time.sleep(_SETTLE_S)
         return os.readv(self._heads, [buf])
-
-
-def _cpu_time(pid: int) -> float | None:
-    """The CPU time a process has used so far (None once it is gone)."""
-    try:
-        times = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return None
-    return times.user + times.system
 
 
 # direction index, time read, bytes (None: the end), the pid counter as it was passed on
@@ -233,13 +226,24 @@ def _feed(scribe: Transcriber, index: int, when: float, part: bytes | None, mark
         scribe.feed(DIRECTIONS[index], when, part, mark)
         return
     limit, dropped = unpack_loss(part or b"")
-    for direction, lost in zip(DIRECTIONS, dropped, strict=True):
-        scribe.dropped(direction, when, lost, dropped_reason(limit))
+    entries = [
+        (DIRECTIONS[e.index], e.at[1], e.dropped if e.dropped is not None else bytes(e.data or b""),
+         e.at[2])
+        for e in unpack_entries(part or b"")
+    ]  # fmt: skip
+    scribe.lost(when, dict(zip(DIRECTIONS, dropped, strict=True)), entries, dropped_reason(limit))
+
+
+def _wind_up(signum: int, frame: Any) -> None:
+    """SIGTERM: what the recorder has in hand may still be written for TERM_GRACE_S, then
+    SIGALRM (its default action) ends it wherever it is, even inside a long C call."""
+    signal.alarm(TERM_GRACE_S)
 
 
 def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoReturn:
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _wind_up)  # the terminal's signals stay the supervisor's
     with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
     keep_only({2, ready, *fds})
@@ -255,9 +259,10 @@ class ForkedRelay:
     """A relay (relay.core.Relaying) with the pumps and the recorder in children (module
     docstring)."""
 
-    def __init__(self, recorder: Recorder, limit: int = COPY_LIMIT) -> None:
+    def __init__(self, recorder: Recorder, limit: int = COPY_LIMIT, lines: bool = False) -> None:
         self.recorder = recorder
         self.limit = limit  # of the copies waiting for the recorder (relay.channel)
+        self.lines = lines  # the supervisor may say lines to the client (say)
         self.pid = 0  # the pump child
         self.recorder_pid = 0
         self.helpers: set[int] = set()
@@ -266,11 +271,13 @@ class ForkedRelay:
         self._said = bytearray()  # heard on the status pipe, not yet understood
         self._abandoned = b""  # the pump child's REPORT, if it had to make one
         self._copies: list[int] = []  # the copy channel's read ends, until the recorder's
+        self._heard_said = 0  # lines the pump child took (SAID), not yet waited for
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
         """Fork both children and hand them their fds: the parent's 0/1 become /dev/null
         and the server's pipe ends close here, so only the pump child holds them."""
-        self.adopt(start_pumps(client_in, server_in, server_out, client_out, self.limit))
+        pumps = start_pumps(client_in, server_in, server_out, client_out, self.limit, self.lines)
+        self.adopt(pumps)
         self.start_recorder()
 
     def adopt(self, pumps: Pumps) -> None:
@@ -302,8 +309,27 @@ class ForkedRelay:
             self.helpers.add(rpid)
             with contextlib.suppress(OSError):
                 os.read(ready_r, 1)  # EOF once the recorder let go of what it inherited
-                os.write(self._ctl, rpid.to_bytes(4, "little"))  # whose progress to judge
+        with contextlib.suppress(OSError):  # whose progress to judge (0: nobody records)
+            os.write(self._ctl, max(rpid, 0).to_bytes(4, "little"))
         os.close(ready_r)
+
+    def say(self, line: bytes, timeout: float = 1.0) -> None:
+        """A line of mcpshim's own to the client, between the server's (the pump child
+        writes it: relay.child SAY); returns once the child has taken it."""
+        if not self.lines or self._ctl < 0:
+            return
+        try:
+            os.write(self._ctl, SAY + len(line).to_bytes(4, "little") + line)
+        except OSError:
+            return
+        deadline = time.monotonic() + timeout
+        while not self._heard_said:
+            left = deadline - time.monotonic()
+            if left <= 0 or not fdio.wait_for(self._status, select.POLLIN, left):
+                return
+            if not self._hear():
+                return
+        self._heard_said -= 1
 
     def server_done(self, timeout: float) -> bool:
         """Wait for the server's output to end; True when it did within `timeout`."""
@@ -323,7 +349,10 @@ class ForkedRelay:
         got = os.read(self._status, 256)
         self._said += got
         while self._said:
-            if self._said[0] != LOSS_REPORT:
+            if self._said[0] == SAID:
+                self._heard_said += 1
+                del self._said[0]
+            elif self._said[0] != LOSS_REPORT:
                 self._ended.add(self._said.pop(0))
             elif len(self._said) > REPORT.size:
                 self._abandoned = bytes(self._said[1 : 1 + REPORT.size])
@@ -348,21 +377,23 @@ class ForkedRelay:
             if lost.size:
                 self.recorder.unrecorded(direction, t, lost, _ABANDONED)
 
-    def finish(self, timeout: float = 10.0) -> None:
+    def finish(self, timeout: float = 10.0, limit: float = RECORDER_LIMIT_S) -> None:
         """End the pump child (it sends its last copies first) and wait until the recorder
         has written every record: as long as it is working (its CPU time grows), so a
-        busy machine loses no record; once it has done nothing for `timeout` seconds it is
-        left to finish on its own. Then record what the pump child reports it could not
-        give the recorder (it went away or got stuck)."""
+        busy machine loses no record, for `limit` seconds at most; once it has done nothing
+        for `timeout` seconds (stopped, or blocked), or past `limit`, it is ended (SIGKILL):
+        no process `run` started outlives it. Then record what the pump child reports it
+        could not give the recorder (it went away or got stuck)."""
         with contextlib.suppress(OSError):
             os.close(self._ctl)
-        self._wait_for_recorder(timeout)
+        self._wait_for_recorder(timeout, limit)
         self._record_abandoned(FLUSH_S + 5.0)
 
-    def _wait_for_recorder(self, timeout: float) -> None:
+    def _wait_for_recorder(self, timeout: float, limit: float) -> None:
         if self.recorder_pid <= 0:
             return
-        worked, since = _cpu_time(self.recorder_pid), time.monotonic()
+        worked, since = cpu_seconds(self.recorder_pid), time.monotonic()
+        end = since + limit
         while True:
             try:
                 done, _ = os.waitpid(self.recorder_pid, os.WNOHANG)
@@ -371,17 +402,27 @@ class ForkedRelay:
             if done:
                 return
             now = time.monotonic()
+            if now >= end:
+                self._end_recorder(f"was still busy after {limit:.0f} s")
+                return
             if now - since >= timeout:
-                used = _cpu_time(self.recorder_pid)
+                used = cpu_seconds(self.recorder_pid)
                 if used is None or used == worked:
-                    print(
-                        f"mcpshim: warning: the recorder (pid {self.recorder_pid}) has "
-                        "stopped; records it did not write are missing from the log",
-                        file=sys.stderr,
-                    )
+                    self._end_recorder(f"did nothing for {timeout:.0f} s")
                     return
                 worked, since = used, now
             time.sleep(0.005)
+
+    def _end_recorder(self, why: str) -> None:
+        print(
+            f"mcpshim: warning: the recorder (pid {self.recorder_pid}) {why} and was ended; "
+            "records it did not write are missing from the log",
+            file=sys.stderr,
+        )
+        with contextlib.suppress(OSError):
+            os.kill(self.recorder_pid, signal.SIGKILL)  # our unreaped child: never reused
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.recorder_pid, 0)
 
     def reap(self) -> int:
         """Wait for the pump child (after finish); its exit code, or -1 if reaped already."""

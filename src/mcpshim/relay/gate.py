@@ -20,7 +20,8 @@ lock has no entry for. The cost of parsing on the forwarding path is in
 docs/performance.md; without --enforce nothing is parsed before it is passed on.
 
 Fail closed. A message the gate cannot read completely (relay.readable: past the 64 MiB
-limit, nested too deep, not UTF-8, not JSON, not a JSON-RPC object or batch of them) is
+limit, nested too deep, not UTF-8, not JSON, not a JSON-RPC object or batch of them, or a
+client's line a bare `\r` cuts into lines the Python SDK's server reads apart) is
 never passed on as if approved: a client's is refused, each id it carries answered with
 an error; a server's line that may answer an awaited listing is withheld the same way, and
 every tool's definition is then unverified (each call refused until a listing is read).
@@ -30,12 +31,13 @@ A server's line that is not JSON at all, or that answers no awaited listing, goe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -51,7 +53,8 @@ from mcpshim.relay.core import (
     iso,
 )
 from mcpshim.relay.pidmark import PidMark
-from mcpshim.relay.readable import Lines, Unreadable, early_id, read
+from mcpshim.relay.readable import Lines, Unreadable, early_id, read, read_request
+from mcpshim.relay.skeleton import STREAM_MIN, skeleton
 from mcpshim.relay.threaded import Relay
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
@@ -139,7 +142,9 @@ class Gate:
         data = {"tool": tool, "approved_sha256": approved, "listed_sha256": now}
         return {"code": REFUSED_CODE, "message": text, "data": data}
 
-    def response(self, msg: dict[str, Any]) -> None:
+    def response(self, msg: dict[str, Any], items: Iterable[Any] | None = None) -> None:
+        """A server's message while a listing is awaited; `items`: a large listing's
+        items one at a time (relay.skeleton), its result's own list left empty."""
         if "id" not in msg:
             return
         with self._mutex:
@@ -154,14 +159,15 @@ class Gate:
             if self.server is None and isinstance(name, str):
                 self.server = select_server(self.lock, self.run_name, self.command, name)
             return
-        tools = result.get("tools")
-        listed = [
-            t
-            for t in (tools if isinstance(tools, list) else [])
-            if isinstance(t, dict) and isinstance(t.get("name"), str)
-        ]
-        page = {t["name"]: definition_hash("tool", t) for t in listed}
-        orders = {t["name"]: order_hash("tool", t) for t in listed}
+        if items is None:
+            tools = result.get("tools")
+            items = tools if isinstance(tools, list) else []
+        page: dict[str, str] = {}
+        orders: dict[str, str] = {}
+        for t in items:
+            if isinstance(t, dict) and isinstance(t.get("name"), str):
+                page[t["name"]] = definition_hash("tool", t)
+                orders[t["name"]] = order_hash("tool", t)
         with self._mutex:
             self.listed = {**self.listed, **page} if cursor is not None else page
             self.orders = {**self.orders, **orders} if cursor is not None else orders
@@ -219,6 +225,13 @@ class GatedRelay(Relay):
         )
         for th in self._threads.values():
             th.start()
+
+    def say(self, line: bytes) -> None:
+        """A line of mcpshim's own to the client: between whole lines (self._out)."""
+        with self._out:
+            if S2C not in self.broken:
+                with contextlib.suppress(OSError):
+                    fdio.write_all(self._client_out, line)
 
     def _send(self, fd: int, direction: str, data: bytes, copy: bytes | None = None) -> None:
         """Pass `data` on and queue its copy (`copy` when what the peer sent differs from
@@ -305,7 +318,7 @@ class GatedRelay(Relay):
         """(the relay's own answer or None, what goes on to the server) for a whole line."""
         if not line.strip():
             return None, line
-        doc = read(line)
+        doc = read_request(line)  # framed as every server reads it (relay.readable)
         if isinstance(doc, Unreadable):
             return self._unreadable(C2S, doc, len(line), hashlib.sha256(line).hexdigest())
         items = doc if isinstance(doc, list) else [doc]
@@ -325,6 +338,10 @@ class GatedRelay(Relay):
     def _answer(self, line: bytes) -> bytes:
         """A whole line of the server's: while a listing is awaited, read it first."""
         if not self.gate.waiting or not line.strip():
+            return line
+        if len(line) >= STREAM_MIN and (sk := skeleton(line)) is not None:
+            # a large listing read by its skeleton: its tools one at a time
+            self.gate.response(sk.doc, (t for t, _n in sk.items("tools")))
             return line
         doc = read(line)
         if isinstance(doc, Unreadable):

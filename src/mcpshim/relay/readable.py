@@ -8,6 +8,13 @@ the parsed message, or an `Unreadable` with its cause (a stable word, CAUSES) an
 JSON-RPC ids it was found to carry: from a lenient parse when only the text's encoding
 failed, else from the start of the line when it opens as a JSON-RPC object does
 (`{"jsonrpc": "2.0", "id": 7, ...`: what the SDKs write), never guessed from inside it.
+
+A client's line is also one the gate must frame as every server would: the Python SDK's
+server ends a line at a bare `\r` too (universal newlines), the TypeScript one at `\n`
+only. `read_request` refuses a line a bare `\r` cuts into more than one message or part of
+one (`line-ends`): one server would read an approved call where another reads a hidden one
+(`{"id": 20, ..., "x":\r{... "name": "evil" ...}\r}`). Its ids are the line's own and
+those of every piece that reads as a message.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ from typing import Any
 import orjson
 
 from mcpshim.relay.core import MAX_MESSAGE
+from mcpshim.relay.framer import is_blank, universal_lines
 
-__all__ = ["CAUSES", "Lines", "Unreadable", "early_id", "read"]
+__all__ = ["CAUSES", "Lines", "Unreadable", "early_id", "read", "read_request"]
 
 #: why a message cannot be read, as records and review say it
 CAUSES = {
@@ -32,6 +40,7 @@ CAUSES = {
     "not-json": "not JSON",
     "not-json-rpc": "not a JSON-RPC object or a batch of them",
     "incomplete": "cut short at the end of the stream",
+    "line-ends": "cut by a bare carriage return into lines servers read differently",
 }
 _HEAD = 4096  # how much of a line's start early_id looks at
 _STR = rb'"(?:[^"\\\n]|\\.)*"'
@@ -90,6 +99,22 @@ def read(line: bytes) -> Any:
     if isinstance(doc, list) and doc and all(isinstance(i, dict) for i in doc):
         return doc
     return Unreadable("not-json-rpc", _ids(doc))
+
+
+def read_request(line: bytes) -> Any:
+    """`read` for a client's line (with or without its newline), which is first held to
+    one framing: a line a bare `\r` cuts into several lines that are not blank is an
+    Unreadable (`line-ends`) carrying every id found in it."""
+    if b"\r" in line:
+        pieces = [p for p in universal_lines(line) if not is_blank(p)]
+        if len(pieces) > 1:
+            ids = list(early_id(line))
+            for piece in pieces:
+                doc = read(piece)
+                found = doc.ids if isinstance(doc, Unreadable) else _ids(doc)
+                ids += [i for i in found if i not in ids]
+            return Unreadable("line-ends", tuple(ids))
+    return read(line)
 
 
 class Lines:

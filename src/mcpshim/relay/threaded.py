@@ -13,6 +13,7 @@ gets EPIPE (or SIGPIPE) as it would with no relay between them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -51,10 +52,16 @@ class Relay:
         self.broken: dict[str, str] = {}
         self._limit = limit
         self._lock = threading.Lock()
+        self._client_out = -1
         self._held = 0  # bytes queued for the recorder
         self._gaps: dict[str, tuple[float, Dropped]] = {}  # direction -> copies dropped
+        self._out = threading.Lock()  # the client's stdout: the server's bytes, or ours
+        self._line_end = True  # the server's output so far ends a line
+        self._said = b""  # our lines waiting for the end of the server's
+        self._out_closed = False
 
     def start(self, client_in: int, server_in: int, server_out: int, client_out: int) -> None:
+        self._client_out = client_out
         pumps = {C2S: (client_in, server_in), S2C: (server_out, client_out)}
         for direction, (src, dst) in pumps.items():
             th = threading.Thread(
@@ -82,15 +89,41 @@ class Relay:
             self._copy(direction, time.time(), data, marks.read())
             self.bytes[direction] += len(data)
             try:
-                fdio.write_all(dst, data)
+                if direction == S2C:
+                    with self._out:
+                        fdio.write_all(dst, data)
+                        self._line_end = data.endswith(b"\n")
+                        if self._said and self._line_end:
+                            fdio.write_all(dst, self._said)
+                            self._said = b""
+                else:
+                    fdio.write_all(dst, data)
             except OSError as exc:
                 # The reader is gone: pass that on, as a direct pipe would (the writer
                 # gets EPIPE), rather than drain a writer that may never stop.
                 self.broken[direction] = exc.strerror or str(exc)
                 break
         close_end(src)
+        if direction == S2C:
+            with self._out:
+                if self._said and direction not in self.broken:
+                    cut = b"" if self._line_end else b"\n"  # ends what was cut short
+                    with contextlib.suppress(OSError):
+                        fdio.write_all(dst, cut + self._said)
+                self._said, self._out_closed = b"", True
         close_end(dst)
         self._copy(direction, time.time(), None)
+
+    def say(self, line: bytes) -> None:
+        """A line of mcpshim's own to the client (relay.core.Relaying.say)."""
+        with self._out:
+            if S2C in self.broken or self._out_closed:
+                return
+            if not self._line_end:
+                self._said += line  # after the server's line: the pump writes it
+                return
+            with contextlib.suppress(OSError):
+                fdio.write_all(self._client_out, line)
 
     @property
     def held(self) -> int:

@@ -36,7 +36,11 @@ def _ts(t: datetime | None) -> str | None:
 def ecs_doc(
     img: Image, anchor: Callable[[str], float | None], user_id: int | None = None
 ) -> dict[str, Any]:
-    """One exec as an ECS process-start event (`anchor`: boot time by boot id)."""
+    """One exec as an ECS process-start event (`anchor`: boot time by boot id). A process
+    known only as a shim's parent (its shell; no exec of it was seen) is an `info` event
+    with what is known of it: its pid, name, argv and start, no executable and no parent.
+    No field is null: what is not known is left out."""
+    known_only_as_parent = img.source == "parent"
     target = json_text(img.target) if img.target else json_text(img.argv0)
     args = [target, *(json_text(a) for a in img.args)]
     process: dict[str, Any] = {
@@ -47,8 +51,10 @@ def ecs_doc(
         "args_count": len(args),
         "command_line": quote_argv([img.target or img.argv0, *img.args]),
         "entity_id": entity_id(img.boot_id, img.pid, img.start),
-        "parent": {"pid": img.ppid},
+        "parent": {} if img.ppid is None else {"pid": img.ppid},
     }
+    if known_only_as_parent:
+        del process["executable"]  # argv[0] as its child saw it, not a path that ran
     if img.cwd and not img.cwd_unknown:
         process["working_directory"] = json_text(img.cwd)
     base = anchor(img.boot_id) if img.start is not None else None
@@ -64,12 +70,15 @@ def ecs_doc(
         process["parent"]["command_line"] = quote_argv(img.parent_argv)
     elif img.parent_cmdline:
         process["parent"]["command_line"] = json_text(img.parent_cmdline)
+    if not process["parent"]:
+        del process["parent"]
+    stamp = process.get("start") if known_only_as_parent else _ts(img.time)
     doc: dict[str, Any] = {
-        "@timestamp": _ts(img.time) or process.get("start"),
+        "@timestamp": stamp or _ts(img.time) or process.get("start"),
         "event": {
             "kind": "event",
             "category": ["process"],
-            "type": ["start"],
+            "type": ["info"] if known_only_as_parent else ["start"],
             "module": "mcpshim",
             "dataset": "mcpshim.exec",
         },
@@ -81,9 +90,11 @@ def ecs_doc(
             "mcpshim_source": img.source,
         },
     }
+    if known_only_as_parent:
+        doc["message"] = "known only as the parent of a shimmed process: no exec of it seen"
     if user_id is not None:
         doc["user"] = {"id": str(user_id)}
-    return doc
+    return {k: v for k, v in doc.items() if v is not None}
 
 
 def _endpoint(address: bytes | None, port: int | None, family: str) -> dict[str, Any]:

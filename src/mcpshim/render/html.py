@@ -31,7 +31,7 @@ from mcpshim.render.md import (
     response_text,
     server_rows,
 )
-from mcpshim.review.findings import Severity
+from mcpshim.review.findings import Severity, finding_json, worst_first
 
 __all__ = ["render_html"]
 
@@ -219,16 +219,16 @@ def _findings(rep: SessionReport) -> str:
     out = [f'<section id="findings"><h2>Findings ({len(rep.findings)})</h2>']
     if not rep.findings:
         out.append('<p class="muted">No findings.</p>')
-    for f in sorted(rep.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
-        sev = f.level.label
+    for f in worst_first(rep.findings):
+        d = finding_json(f)
         ev = "".join(
-            f"<li><code>{h(e.where)}</code> <span class='argv'>{hq(e.text)}</span></li>"
-            for e in f.evidence
+            f"<li><code>{h(e['where'])}</code> <span class='argv'>{hq(e['text'])}</span></li>"
+            for e in d["evidence"]
         )
         out.append(
-            f'<div class="finding sev-{sev}" data-rule="{h(f.rule.id)}">'
-            f'<span class="sev">{sev}</span> <b>{h(f.rule.id)}</b> {h(f.rule.name)} — '
-            f'{hq(f.text)}<div class="muted">{h(f.group)}</div>'
+            f'<div class="finding sev-{d["severity"]}" data-rule="{h(d["rule"])}">'
+            f'<span class="sev">{d["severity"]}</span> <b>{h(d["rule"])}</b> {h(d["name"])} — '
+            f'{hq(d["message"])}<div class="muted">{h(d["group"])}</div>'
             f'<ul class="evidence">{ev}</ul><div class="muted">fix: {h(f.rule.remediation)}</div>'
             "</div>"
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpshim import __version__
 from mcpshim.render.html import _CSS, h, hq
-from mcpshim.review.findings import Finding, Severity
+from mcpshim.review.findings import Finding, Severity, finding_json, worst_first
 
 __all__ = ["IndexRow", "render_index_html"]
 
@@ -38,9 +38,9 @@ def _counts(found: Sequence[Finding]) -> str:
 
 def _row(r: IndexRow) -> str:
     items = "".join(
-        f'<li class="finding sev-{f.level.label}"><span class="sev">{f.level.label}</span> '
-        f"<b>{h(f.rule.id)}</b> {h(f.rule.name)} — {hq(f.text)}</li>"
-        for f in sorted(r.findings, key=lambda f: (-f.level, f.rule.id, f.group))
+        f'<li class="finding sev-{d["severity"]}"><span class="sev">{d["severity"]}</span> '
+        f"<b>{h(d['rule'])}</b> {h(d['name'])} — {hq(d['message'])}</li>"
+        for d in (finding_json(f, evidence=False) for f in worst_first(r.findings))
     )
     return (
         f'<div class="call"><div><span class="tool">{h(r.session)}</span> '

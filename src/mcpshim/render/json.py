@@ -14,30 +14,12 @@ from mcpshim.family.tree import Forest, Image, Node
 from mcpshim.family.view import argv_of, stamp
 from mcpshim.log.logview import entity_id
 from mcpshim.render.report import Report, sorted_findings
-from mcpshim.review.findings import Finding, Severity
+from mcpshim.review.findings import Severity, finding_json
 
 __all__ = ["JSON_SCHEMA_ID", "TREE_SCHEMA_ID", "render_findings_json", "render_tree_json"]
 
 
 JSON_SCHEMA_ID = "mcpshim.findings/1"
-
-
-def _finding_json(f: Finding) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "rule": f.rule.id,
-        "name": f.rule.name,
-        "severity": f.level.label,
-        "message": f.text,
-        "count": f.count,
-        "group": f.group,
-        "fingerprint": f.fingerprint,
-        "evidence": [{"where": e.where, "text": e.text, **dict(e.data)} for e in f.evidence],
-    }
-    if f.location:
-        out["location"] = {"path": f.location, "line": f.line}
-    if f.call is not None:
-        out["call"] = f.call.to_json()
-    return out
 
 
 def render_findings_json(report: Report) -> str:
@@ -52,7 +34,7 @@ def render_findings_json(report: Report) -> str:
     }
     if report.coverage is not None:  # review: each `mcpshim run` session's (family.coverage)
         doc["coverage"] = [c.as_json() for c in report.coverage]
-    doc["findings"] = [_finding_json(f) for f in sorted_findings(report.findings)]
+    doc["findings"] = [finding_json(f) for f in sorted_findings(report.findings)]
     if report.calls:
         doc["calls"] = [v.to_json() for v in report.calls]
     return dumps(doc, indent=2) + "\n"

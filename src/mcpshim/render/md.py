@@ -22,7 +22,7 @@ from mcpshim.family.coverage import SessionCoverage
 from mcpshim.family.overlap import Overlap, calls_label
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import argv_of
-from mcpshim.review.findings import Finding
+from mcpshim.review.findings import Finding, finding_json, worst_first
 
 __all__ = [
     "SessionReport",
@@ -266,13 +266,14 @@ def render_md(
     if cards:
         out += ["", cards.rstrip("\n")]
     out += ["", f"## Findings ({len(rep.findings)})", ""]
-    for f in sorted(rep.findings, key=lambda f: (-f.level, f.rule.id, f.group)):
+    for f in worst_first(rep.findings):
+        d = finding_json(f)
         out.append(
-            f"- **{f.level.label.upper()}** {f.rule.id} {f.rule.name} — "
-            f"{md_text(f.text)} _({md_text(f.group)})_"
+            f"- **{d['severity'].upper()}** {d['rule']} {d['name']} — "
+            f"{md_text(d['message'])} _({md_text(d['group'])})_"
         )
-        for ev in f.evidence:
-            out.append(f"  - {md_code(ev.where)} {md_code(safe(ev.text), escaped=True)}")
+        for ev in d["evidence"]:
+            out.append(f"  - {md_code(ev['where'])} {md_code(safe(ev['text']), escaped=True)}")
         out.append(f"  - fix: {md_text(f.rule.remediation)}")
     out += ["", f"<sub>mcpshim {html.escape(__version__)}</sub>", ""]
     return "\n".join(out)

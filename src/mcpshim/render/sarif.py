@@ -10,7 +10,7 @@ from mcpshim import __version__
 from mcpshim.base.display import dumps
 from mcpshim.render.report import Report, sorted_findings
 from mcpshim.review.catalogue import rules
-from mcpshim.review.findings import Rule, Severity
+from mcpshim.review.findings import Finding, Rule, Severity, finding_json, rule_json
 
 __all__ = ["render_sarif"]
 
@@ -32,19 +32,33 @@ _SECURITY_SEVERITY = {
 
 
 def _sarif_rule(rule: Rule) -> dict[str, Any]:
-    tags = ["security", *(f"external/cwe/{c.lower()}" for c in rule.cwe)]
+    r = rule_json(rule)
+    tags = ["security", *(f"external/cwe/{c.lower()}" for c in r["cwe"])]
     return {
-        "id": rule.id,
-        "name": rule.name,
-        "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": rule.summary},
+        "id": r["id"],
+        "name": r["name"],
+        "shortDescription": {"text": r["summary"]},
+        "fullDescription": {"text": r["summary"]},
         "help": {
-            "text": f"{rule.summary}\n\nRemediation: {rule.remediation}",
-            "markdown": f"{rule.summary}\n\n**Remediation:** {rule.remediation}",
+            "text": f"{r['summary']}\n\nRemediation: {r['remediation']}",
+            "markdown": f"{r['summary']}\n\n**Remediation:** {r['remediation']}",
         },
         "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
-        "properties": {"tags": tags, "security-severity": _SECURITY_SEVERITY[rule.severity]},
+        "properties": {
+            "tags": tags,
+            "security-severity": _SECURITY_SEVERITY[rule.severity],
+            "confidence": rule.confidence,
+        },
     }
+
+
+#: a result's rank (SARIF: 0-100, its importance): the severity, weighed by how it is known
+_RANK = {Severity.INFO: 10.0, Severity.LOW: 30.0, Severity.MEDIUM: 60.0, Severity.HIGH: 90.0}
+_WEIGHT = {"observed": 1.0, "inferred": 0.8, "hint": 0.5}
+
+
+def rank(f: Finding) -> float:
+    return round(_RANK[f.level] * _WEIGHT.get(f.confidence, 1.0), 1)
 
 
 def render_sarif(report: Report) -> str:
@@ -53,28 +67,27 @@ def render_sarif(report: Report) -> str:
         | {r.id for r in rules().values() if r.id[:4] == _family(report)}
     )
     index = {rid: i for i, rid in enumerate(used)}
-    results = []
+    results, subject = [], report.subject
     for f in sorted_findings(report.findings):
-        loc: dict[str, Any] = {
-            "physicalLocation": {
-                "artifactLocation": {
-                    "uri": f.location
-                    or str(report.subject.get("artifact") or report.subject.get("log", "exec.log"))
-                },
-            }
-        }
-        if f.line:
-            loc["physicalLocation"]["region"] = {"startLine": f.line}
-        if f.group:
-            loc["logicalLocations"] = [{"name": f.group, "kind": "process"}]
+        d = finding_json(f)
+        at = d.get("location", {})
+        uri = at.get("path") or str(subject.get("artifact") or subject.get("log", "exec.log"))
+        loc: dict[str, Any] = {"physicalLocation": {"artifactLocation": {"uri": uri}}}
+        if line := at.get("line"):
+            loc["physicalLocation"]["region"] = {"startLine": line}
+        if d["group"]:
+            loc["logicalLocations"] = [{"name": d["group"], "kind": "process"}]
+        said = "".join(f"\n{e['where']}: {e['text']}" for e in d["evidence"])
         results.append(
             {
-                "ruleId": f.rule.id,
-                "ruleIndex": index[f.rule.id],
+                "ruleId": d["rule"],
+                "ruleIndex": index[d["rule"]],
                 "level": _SARIF_LEVEL[f.level],
-                "message": {"text": f.text + "".join(f"\n{e.where}: {e.text}" for e in f.evidence)},
+                "message": {"text": d["message"] + said},
                 "locations": [loc],
-                "partialFingerprints": {"mcpshim/v1": f.fingerprint},
+                "partialFingerprints": {"mcpshim/v1": d["fingerprint"]},
+                "rank": rank(f),
+                "properties": {"confidence": d["confidence"]},
             }
         )
     doc = {

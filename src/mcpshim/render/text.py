@@ -13,10 +13,10 @@ from mcpshim.base.display import escape, quote_argv, safe
 from mcpshim.family.compact import CompactRoots
 from mcpshim.family.compact_text import compact_lines, net_lines
 from mcpshim.family.tree import Forest, Image, Node
-from mcpshim.family.view import argv_of, parent_line, stamp
+from mcpshim.family.view import argv_of, fork_words, parent_line, stamp
 from mcpshim.log.logview import cwd_text
 from mcpshim.render.report import Report, coverage_lines, sorted_findings
-from mcpshim.review.findings import Finding, Severity
+from mcpshim.review.findings import Finding, Severity, finding_json
 from mcpshim.review.verdicts import CallVerdict
 
 __all__ = ["iter_tree_text", "render_findings_text", "render_tree_text", "write_tree_text"]
@@ -53,7 +53,11 @@ def _call_block(v: CallVerdict) -> list[str]:
 def _finding_lines(f: Finding, limit: int | None) -> list[str]:
     # Messages and evidence hold argv already quoted by display.quote_argv: escaping
     # again would double its backslashes; safe() still escapes any control character.
-    lines = [f"  [{f.level.label.upper()}] {f.rule.id} {f.rule.name}: {safe(f.text)}"]
+    d = _head(f)
+    lines = [
+        f"  [{d['severity'].upper()}] {d['rule']} {d['name']} ({d['confidence']}): "
+        f"{safe(d['message'])}"
+    ]
     shown = f.evidence if limit is None else f.evidence[:limit]
     for ev in shown:
         lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")
@@ -66,11 +70,15 @@ def _finding_lines(f: Finding, limit: int | None) -> list[str]:
     return lines
 
 
+def _head(f: Finding) -> dict[str, Any]:
+    return finding_json(f, evidence=False)
+
+
 def _routine(infos: list[Finding]) -> list[str]:
     """Info findings of a group in one line: routine events are counted, not listed."""
     if not infos:
         return []
-    parts = [f"{f.rule.id} {f.text}" for f in infos]
+    parts = [f"{d['rule']} {d['message']}" for d in map(_head, infos)]
     return [f"  routine (info): {safe('; '.join(parts))}"]
 
 
@@ -118,6 +126,9 @@ def _image_text(img: Image) -> str:
             _REST.clear()
         parent = parent_line(img)
         tried = ", ".join(f"{escape(p)} ({escape(e)})" for p, e in img.attempts)
+        if img.source == "trace-fork":
+            rest = _REST[key] = f"({fork_words(img)})"
+            return f"[{img.source}] {stamp(img)} {rest}"
         rest = _REST[key] = (
             f"{quote_argv(argv_of(img))}  -> {escape(img.target) if img.target else '?'}"
             + (f"  started by {parent}" if parent else "")

@@ -29,14 +29,16 @@ from mcpshim.family.attribution import Anchor, Attribution, Collector, Owner
 from mcpshim.family.netfacts import destination, kind_of
 from mcpshim.family.tree import Image, Node
 from mcpshim.log.execlog import EventRecord, Record
+from mcpshim.review.lockscope import lock_owner, net_owner
 from mcpshim.review.rules import network, runners
-from mcpshim.review.shapes import command_name, shape
+from mcpshim.review.shapes import command_name, name_pattern, shape
 
 __all__ = [
     "Seen",
     "SessionEvidence",
     "Use",
     "images_that_ran",
+    "lock_owner",
     "relayed_sessions",
     "seen_by_owner",
     "seen_by_tool",
@@ -86,7 +88,8 @@ class SessionEvidence:
             tools: dict[str, Mapping[str, Any]] = {
                 str(t["name"]): t for t in d.get("tools", []) if isinstance(t, dict)
             }
-            if d.get("cursor") is None or not self.listings:
+            # a later page (its request's cursor) or a later part of one page (relay.listings)
+            if (d.get("cursor") is None and not d.get("part")) or not self.listings:
                 self.listings.append(tools)
                 self.listing_where.append(rec.where)
             else:
@@ -253,9 +256,12 @@ def _user(uid: int | None, ev: SessionEvidence) -> str:
         return f"uid {uid}"
 
 
-def _add_net(seen: Seen, att: Attribution, node: Node) -> None:
+def _add_net(seen: Seen, att: Attribution, node: Node, only: Owner = -1) -> None:
+    """The node's socket facts into `seen` (`only`: those whose owner is that)."""
     for n in att.net.of(node):
-        kind, dest = kind_of(n), destination(n)
+        if only != -1 and net_owner(att, node, n) != only:
+            continue
+        kind, dest = kind_of(n), name_pattern(destination(n))
         udp = " (udp)" if n.transport == "udp" else ""
         if kind == "reached" and n.call != "accept":
             seen.destinations.setdefault(dest + udp, (node, n.where))
@@ -300,8 +306,8 @@ def _add_node(seen: Seen, att: Attribution, node: Node, ev: SessionEvidence) -> 
         names |= set(ev.server_creds)
     for n in sorted(names):
         seen.creds.setdefault(n, node)
-    if traced:  # the kernel's facts, not a helper's arguments nor a sample's sockets
-        _add_net(seen, att, node)
+    # traced: the kernel's facts (by their own time: seen_by_owner and seen_by_tool add
+    # them), not a helper's arguments nor a sample's sockets
     for sock, where in ev.sockets.get(ident, ()) if not traced else ():
         laddr, raddr = str(sock.get("laddr", "")), sock.get("raddr")
         udp = " (udp)" if str(sock.get("proto", "")).startswith("udp") else ""
@@ -319,8 +325,12 @@ def seen_by_owner(att: Attribution, ev: SessionEvidence) -> dict[Owner, Seen]:
     server and what no call started. One pass over the session's processes."""
     out: dict[Owner, Seen] = {}
     for node in att.nodes():
-        owner = None if node is att.server else att.owner.get(node.id)
-        _add_node(out.setdefault(owner, Seen()), att, node, ev)
+        _add_node(out.setdefault(lock_owner(att, node), Seen()), att, node, ev)
+    if att.net.is_traced(att.session):
+        for node in att.nodes():
+            owners = {net_owner(att, node, n) for n in att.net.of(node)}
+            for owner in owners:
+                _add_net(out.setdefault(owner, Seen()), att, node, owner)
     return out
 
 
@@ -339,13 +349,18 @@ def seen_by_tool(att: Attribution, ev: SessionEvidence) -> dict[str | None, Seen
     each candidate), and under None what the server did outside tool calls."""
     out: dict[str | None, Seen] = {}
     for node in att.nodes():
-        owner = None if node is att.server else att.owner.get(node.id)
+        owner = lock_owner(att, node)
         for tool in tool_of(att, owner):
             seen = out.setdefault(tool, Seen())
             _add_node(seen, att, node, ev)
             if isinstance(owner, tuple):
                 seen.shared += 1
                 seen.shared_calls.update(owner)
+    if att.net.is_traced(att.session):
+        for node in att.nodes():
+            for owner in {net_owner(att, node, n) for n in att.net.of(node)}:
+                for tool in tool_of(att, owner):
+                    _add_net(out.setdefault(tool, Seen()), att, node, owner)
     return out
 
 

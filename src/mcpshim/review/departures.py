@@ -15,19 +15,18 @@ now (contract.identity), once per path.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
-from mcpshim.contract.drift import drift, parse_lock_definition
+from mcpshim.contract.drift import drift, line_diff, parse_lock_definition
 from mcpshim.contract.identity import Identities
 from mcpshim.contract.lockfile import Boundary, ServerApproval, ToolApproval
 from mcpshim.family.attribution import Attribution, Owner
 from mcpshim.family.tree import Node
 from mcpshim.family.view import evidence_line
-from mcpshim.review.boundary import Seen, SessionEvidence, seen_by_owner, tool_of
+from mcpshim.review.boundary import Seen, SessionEvidence, Use, seen_by_owner, tool_of
 from mcpshim.review.departure_rules import (
     DRIFT,
     GONE_TOOL,
@@ -42,11 +41,15 @@ from mcpshim.review.departure_rules import (
     NEW_TOOL,
     OUTLIVED,
     SERVER_CHANGED,
-    TERMINATED,
 )
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity
-from mcpshim.review.rules.contain_rules import blocked_departures
-from mcpshim.review.rules.mcp_rules import call_group
+from mcpshim.review.rules.contain_rules import (
+    PAST_RULESET,
+    blocked_departures,
+    past_ruleset_message,
+)
+from mcpshim.review.rules.mcp_rules import call_group, call_in_flight
+from mcpshim.review.rules.terminated import terminated_finding
 from mcpshim.review.shapes import under
 
 __all__ = ["departures"]
@@ -84,10 +87,7 @@ def _node_ev(node: Node, call_id: object = None) -> Evidence:
 
 
 def _diff(old: str, new: str) -> list[str]:
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), "approved", "now", lineterm="", n=1
-    )
-    return [escape(line) for line in list(lines)[2:]]
+    return [escape(line) for line in line_diff(old, new, hunks=True)]
 
 
 def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:
@@ -129,6 +129,11 @@ def _exec_departures(
     content changed, a subcommand shape it does not list."""
     found = ids.lookup(seen.uses)
     for path, use in sorted(seen.uses.items()):
+        escapes = _past_ruleset(use)
+        if escapes:  # MCS411, as plain review says it: one escape, one severity
+            for msg, node in escapes:
+                yield _finding(PAST_RULESET, msg, [_node_ev(node)], at, f"past\0{msg}")
+            continue
         known = approved.executable(path)
         ev = [_node_ev(use.node)]
         if known is None:
@@ -152,6 +157,17 @@ def _exec_departures(
                 yield _finding(NEW_SHAPE, msg, [_node_ev(node)], at, f"shape\0{path}\0{sh}")
 
 
+def _past_ruleset(use: Use) -> list[tuple[str, Node]]:
+    """The loader run as a program or a memfd among a use's images: (MCS411's message,
+    its process), each message once."""
+    out: dict[str, Node] = {}
+    for node, img in [(use.node, use.image), *use.shapes.values()]:
+        msg = past_ruleset_message(img)
+        if msg is not None:
+            out.setdefault(msg, node)
+    return list(out.items())
+
+
 def _cwd_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
     """NEW_CWD: a working directory outside the approved roots."""
     for cwd, (node, _img) in sorted(seen.cwds.items()):
@@ -172,6 +188,15 @@ def _dest_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Fin
         ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
         msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
         yield _finding(NEW_DEST, msg, ev, at, f"dest\0{dest}", Severity.HIGH if local else None)
+    # an attempt that reached nothing still tried a place the approval never saw: low
+    for tried, (node, where) in sorted(seen.tried.items()):
+        dest, _sep, outcome = tried.partition(": ")
+        if dest in approved.destinations or dest in seen.destinations:
+            continue
+        what = f"tried {dest} ({outcome}; nothing was reached)"
+        ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
+        msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
+        yield _finding(NEW_DEST, msg, ev, at, f"tried\0{dest}", Severity.LOW)
 
 
 def _cred_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:
@@ -323,19 +348,19 @@ def _listings_changed(ev: SessionEvidence, server: ServerApproval, at: _Where) -
 
 
 def _terminated(att: Attribution, ev: SessionEvidence) -> list[Finding]:
+    """MCS537 under the call whose process departed (as plain review files it: the same
+    finding, session_rules.terminated_finding, placed by the attribution here)."""
     out = []
     for d, where in ev.departures:
-        text = f"{d.get('what')}: {d.get('path')} (pid {d.get('pid')}) {d.get('argv', '')}"
-        out.append(
-            Finding(
-                TERMINATED,
-                f"the family was terminated at a departure: {escape(str(d.get('what')))} "
-                f"{escape(str(d.get('path')))}",
-                (Evidence(where, escape(text)),),
-                f"session {att.session}",
-                key=str(d.get("path")),
-            )
-        )
+        pid, start = d.get("pid"), d.get("start")
+        owner = att.owner_of(str(d.get("boot_id")), pid, start) if isinstance(pid, int) else None
+        server = att.server
+        if server is not None and (server.pid, server.start) == (pid, start):
+            call = call_in_flight(att, d.get("time"))
+            owner = call.index if call is not None else None
+        at = _where(att, owner)
+        found = terminated_finding(att.session, d, where)
+        out.append(replace(found, group=at.group, key=f"{at.tool}\0{found.key}"))
     return out
 
 

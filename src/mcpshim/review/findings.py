@@ -1,12 +1,15 @@
 """Findings and the rule registry shared by review (MCS1xx) and lint-path (MCS2xx).
 
 A rule is metadata (stable id, severity, summary, remediation, CWE) defined beside the
-function that finds it; review.catalogue finds them all, so `mcpshim rules`, SARIF and the
-text report all describe a rule the same way.
+function that finds it; review.catalogue finds them all. `rule_json` and `finding_json`
+are the one spelling of a rule's and a finding's fields that every output reads (`rules`,
+JSON, SARIF, OTLP, text, Markdown, HTML), and `Finding.fingerprint` the one identity
+across runs, so no output can name or identify a finding its own way.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -16,6 +19,7 @@ from typing import Any
 from mcpshim.errors import UsageError
 
 __all__ = [
+    "CONFIDENCES",
     "CallRef",
     "Evidence",
     "Finding",
@@ -23,6 +27,9 @@ __all__ = [
     "Severity",
     "at_or_above",
     "define_rule",
+    "finding_json",
+    "rule_json",
+    "worst_first",
 ]
 
 
@@ -44,6 +51,11 @@ class Severity(IntEnum):
             raise UsageError(f"unknown severity {text!r} (info, low, medium, high)") from None
 
 
+#: how a finding is known (docs/verdicts.md): the kernel or a shim saw it; read from
+#: records (a composed line's words, which files a runner imports); a guess from names
+CONFIDENCES = ("observed", "inferred", "hint")
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -52,6 +64,7 @@ class Rule:
     summary: str
     remediation: str
     cwe: tuple[str, ...] = ()
+    confidence: str = "observed"
 
 
 def define_rule(
@@ -61,10 +74,14 @@ def define_rule(
     summary: str,
     remediation: str,
     cwe: Iterable[str] = (),
+    confidence: str = "observed",
 ) -> Rule:
     """A rule's metadata, beside the function that finds it; ids are stable and never
-    reused (review.catalogue collects every rule and refuses an id defined twice)."""
-    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe))
+    reused (review.catalogue collects every rule and refuses an id defined twice).
+    `confidence`: how its findings are known, beside how bad they are."""
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"{rule_id}: confidence {confidence!r} is none of {CONFIDENCES}")
+    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe), confidence)
 
 
 @dataclass(frozen=True)
@@ -78,7 +95,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class CallRef:
-    """The MCP tool call a finding was filed under (see review.rules.mcp_rules.regroup)."""
+    """The MCP tool call a finding was filed under (see review.filing.regroup)."""
 
     session: str
     method: str
@@ -116,12 +133,52 @@ class Finding:
         return self.rule.severity if self.severity is None else self.severity
 
     @property
+    def confidence(self) -> str:
+        """How it is known: its rule's (uncertainty lowers confidence, not severity)."""
+        return self.rule.confidence
+
+    @property
     def fingerprint(self) -> str:
-        basis = f"{self.rule.id}\0{self.key or self.message}"
-        return hashlib.sha256(basis.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        """The same finding in another run (or another part of a split one) has the same:
+        its rule and its key, never its count or evidence."""
+        return _fingerprint(self.rule.id, self.key or self.message)
 
     def with_severity(self, severity: Severity) -> Finding:
         return replace(self, severity=severity)
+
+
+@functools.lru_cache(maxsize=4096)  # the parts of a split finding are hashed once
+def _fingerprint(rule_id: str, key: str) -> str:
+    basis = f"{rule_id}\0{key}"
+    return hashlib.sha256(basis.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def rule_json(rule: Rule) -> dict[str, Any]:
+    """A rule's fields as every output names them (one rule of `mcpshim.rules/1`)."""
+    return {"id": rule.id, "name": rule.name, "severity": rule.severity.label,
+            "confidence": rule.confidence, "summary": rule.summary,
+            "remediation": rule.remediation, "cwe": list(rule.cwe)}  # fmt: skip
+
+
+def finding_json(f: Finding, evidence: bool = True) -> dict[str, Any]:
+    """A finding's fields as every output names them (one finding of `mcpshim.findings/1`);
+    without `evidence`, its head alone (no evidence, location or call)."""
+    out: dict[str, Any] = {"rule": f.rule.id, "name": f.rule.name, "severity": f.level.label,
+                           "confidence": f.confidence, "message": f.text, "count": f.count,
+                           "group": f.group, "fingerprint": f.fingerprint}  # fmt: skip
+    if not evidence:
+        return out
+    out["evidence"] = [{"where": e.where, "text": e.text, **dict(e.data)} for e in f.evidence]
+    if f.location:
+        out["location"] = {"path": f.location, "line": f.line}
+    if f.call is not None:
+        out["call"] = f.call.to_json()
+    return out
+
+
+def worst_first(findings: Iterable[Finding]) -> list[Finding]:
+    """The order a page lists findings in: highest severity first, then rule, then group."""
+    return sorted(findings, key=lambda f: (-f.level, f.rule.id, f.group))
 
 
 def at_or_above(findings: Iterable[Finding], threshold: Severity) -> list[Finding]:

@@ -24,9 +24,10 @@ from mcpshim.paths import Locations
 from mcpshim.review.baseline import Baseline
 from mcpshim.review.engine import Progress, ReviewResult, review
 from mcpshim.review.engine import review_log as _review_log
+from mcpshim.review.filing import regroup
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.policy import Policy, apply_policy
-from mcpshim.review.rules.mcp_rules import regroup, session_findings
+from mcpshim.review.rules.mcp_rules import session_findings
 from mcpshim.review.verdicts import CallVerdict, call_verdicts
 from mcpshim.shim.manifest import Manifest, load_manifest
 
@@ -95,6 +96,15 @@ def review_log(
     is an input error."""
     problems: list[LogProblem] = []
     collector = attribution.scoped_collector(loc, session)
+    if (
+        collector is None
+        and session is None
+        and loc.log_dir.is_dir()
+        and (attribution.log_has_relayed_sessions(loc))
+    ):
+        # the whole log: attribution takes its records from review's own pass (through
+        # engine's lean listings) instead of a second read that kept every listing whole
+        collector = Collector(None)
     result = _review_log(loc, problems, policy=policy, session=session,
                          shim_dir=str(loc.shim_dir), manifest=load_manifest(loc.shim_dir),
                          baseline=baseline, progress=progress, collector=collector)  # fmt: skip

@@ -169,10 +169,8 @@ class _Folder:
                 hits = memo[memo_key] = tuple(
                     (hit_ids.setdefault((h.rule.id, h.key), len(hit_ids)), h)
                     # a shell only its child's record names (parent evidence): its exec is
-                    # counted, the bypass said (MCS405), no rule reads its lossy line
-                    for h in (
-                        () if img.shim_hop or img.source == "parent" else run_checks(ctx, img)
-                    )
+                    # counted, the bypass said (MCS405), only the checks that ask read it
+                    for h in (() if img.shim_hop else run_checks(ctx, img))
                 )
             while len(node_hits) <= node:
                 node_hits.append(None)

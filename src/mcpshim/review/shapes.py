@@ -8,15 +8,18 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import re
 
 from mcpshim.family.tree import Image
 
 __all__ = [
     "GIT_EXEC_DIRS",
     "SHELLS",
+    "SUBCOMMANDS",
     "canonical",
     "command_name",
     "matches_any",
+    "name_pattern",
     "operands",
     "same_file",
     "shape",
@@ -165,10 +168,52 @@ def shell_line(img: Image) -> str | None:
     return args[i].decode("utf-8", "surrogateescape")
 
 
+#: programs whose first operand is a subcommand (`git log`, `docker run`, `kubectl get`):
+#: for any other program the first operand is data (cp's source, curl's URL, sleep's 30,
+#: pytest's node ids), which no approval should pin (issue 38)
+SUBCOMMANDS = frozenset({
+    "git", "npm", "npx", "yarn", "pnpm", "bun", "deno", "docker", "podman", "kubectl", "helm",
+    "cargo", "rustup", "go", "pip", "pip3", "uv", "poetry", "hatch", "pipx", "conda", "apt",
+    "apt-get", "dnf", "yum", "brew", "systemctl", "journalctl", "gh", "glab", "aws", "gcloud",
+    "az", "terraform", "dotnet", "mvn", "gradle", "make", "gpg", "openssl", "ip", "vault",
+    "nix", "mise", "asdf",
+})  # fmt: skip
+
+
 def shape(img: Image) -> str:
-    """The argument shape baselines record: the subcommand, or a shell's -c inner command word."""
+    """The argument shape baselines and approvals record: a shell's -c inner command word,
+    the subcommand of a program that has them (SUBCOMMANDS), else none."""
     line = shell_line(img)
     if line is not None:
         words = line.split()
         return f"-c {words[0]}" if words else "-c"
-    return subcommand(img)
+    return subcommand(img) if command_name(img) in SUBCOMMANDS else ""
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+def _random(token: str) -> bool:
+    """A token a program made up for one run: mkdtemp's six characters (letters and digits
+    mixed), a hex digest, a pid or a time stamp."""
+    if (
+        len(token) >= 6
+        and token.isalnum()
+        and any(c.isdigit() for c in token)
+        and any(c.isalpha() for c in token)
+    ):
+        return True
+    if len(token) >= 8 and all(c in "0123456789abcdef" for c in token.lower()):
+        return True
+    return len(token) >= 5 and token.isdigit()
+
+
+def name_pattern(name: str) -> str:
+    """A per-run name as its pattern, so a lock approved from one run holds for the next:
+    `/tmp/org.chromium.Chromium.a1B2c3/SingletonSocket` -> `/tmp/org.chromium.Chromium.*/
+    SingletonSocket`, `/tmp/pw-47113/browser-Zx9Qa1.sock` -> `/tmp/pw-*/browser-*.sock`.
+    A word of the name's own (`chromium`, `browser`) is kept."""
+    if not name.startswith(("/", "@")):
+        return name
+    return "/".join(_TOKEN.sub(lambda m: "*" if _random(m.group()) else m.group(), part)
+                    for part in name.split("/"))  # fmt: skip

@@ -4,7 +4,7 @@ reach the network, did it come from a file the agent can edit, did it outlive th
 Review's findings say what is wrong; a reviewer of a session also needs what is *there*,
 call by call, so that "nothing" is an answer too. `call_verdicts` reads each call's
 processes from the attribution and its findings (already filed under it by
-`mcp_rules.regroup`) and answers each question in a few words. Routine events (a pinned
+`review.filing.regroup`) and answers each question in a few words. Routine events (a pinned
 git through PATH, a plain `sh -c` of one command) answer "no" and stay info findings.
 
 "reached the network" is what was observed, never a guess: in a session whose socket calls
@@ -21,9 +21,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mcpshim.family.attribution import Attribution
-from mcpshim.family.netfacts import fact_json, kind_of, phrase
+from mcpshim.family.netfacts import destination, fact_json, kind_of, phrase
 from mcpshim.family.overlap import calls_label, ran_images, ran_line
-from mcpshim.family.tree import Node
+from mcpshim.family.tree import Image, Node
+from mcpshim.log.netrecords import NetRecord
+from mcpshim.review.filing import started_by
 from mcpshim.review.findings import CallRef, Finding, Severity
 from mcpshim.review.rules.execpaths import script_of
 from mcpshim.review.rules.mcp_rules import AMBIGUOUS, call_group, call_ref, overlap_group
@@ -94,12 +96,15 @@ def _owned(att: Attribution) -> dict[int, list[Node]]:
     return out
 
 
-def _ran(nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _ran(att: Attribution, call: int, nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a call ran, each command line once with how many times, and where from; a
+    process another call's process started says in which ("in bash (pid 7), which ...")."""
     counts: dict[str, int] = {}
     dirs: dict[str, None] = {}
     for node in nodes:
+        where = started_by(att, node, call) if node.id in att.context else ""
         for img in ran_images(node):  # each exec is one image (family.model)
-            line = ran_line(img)
+            line = ran_line(img) + (f" ({where})" if where else "")
             counts[line] = counts.get(line, 0) + 1
             target = os.fsdecode(img.target)
             if target.startswith("/"):
@@ -127,20 +132,38 @@ def _editable(nodes: list[Node]) -> list[str]:
     return list(out)
 
 
+NetFact = tuple[Node, Image | None, NetRecord]
+
+
+def facts_by_call(att: Attribution) -> dict[int, list[NetFact]]:
+    """Each socket call of the session (the server's own too) under the call in flight
+    when it was made (family.attribution.owner_at), in time order: what review's network
+    findings are filed by too (review.filing.regroup), so a call's block and its findings say
+    the same."""
+    out: dict[int, list[NetFact]] = {}
+    for node, img, n in att.net.facts(att.nodes()):
+        owner = att.owner_at(node, n.time, destination(n))
+        if isinstance(owner, int):
+            out.setdefault(owner, []).append((node, img, n))
+    return out
+
+
 def _net(
-    att: Attribution, nodes: list[Node]
+    att: Attribution, call: int, facts: list[NetFact]
 ) -> tuple[dict[str, list[str]], list[dict[str, object]]]:
     """A traced session's answers from the kernel's facts, and the facts as JSON."""
     said: dict[str, dict[str, None]] = {"network": {}, "tried": {}}
-    facts = []
-    for node, img, n in att.net.facts(nodes):
-        facts.append(fact_json(n, img))
+    out = []
+    for node, img, n in facts:
+        where = started_by(att, node, call)
+        out.append({**fact_json(n, img), **({"context": where} if where else {})})
         kind = kind_of(n)
         key = "network" if kind in ("reached", "listened") else "tried" if kind == "tried" else ""
         if key:
             name = img.command if img is not None else "?"
-            said[key][f"{name} (pid {node.pid}) {phrase(n)}"] = None
-    return {k: list(v) for k, v in said.items()}, facts
+            tail = f" ({where})" if where else ""
+            said[key][f"{name} (pid {node.pid}) {phrase(n)}{tail}"] = None
+    return {k: list(v) for k, v in said.items()}, out
 
 
 def _short(f: Finding) -> str:
@@ -152,7 +175,7 @@ Ident = tuple[str, int, int | None]
 
 def _maybe(att: Attribution, findings: Sequence[Finding]) -> dict[int, dict[str, list[str]]]:
     """Per call of an overlap group, per question, the findings about processes it may
-    have started (filed under the group by mcp_rules.regroup)."""
+    have started (filed under the group by review.filing.regroup)."""
     heads = {overlap_group(att, g) for g in att.overlaps}
     if not heads:
         return {}
@@ -190,6 +213,7 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
     out = []
     for att in atts:
         owned = _owned(att)
+        by_time = facts_by_call(att) if att.net.is_traced(att.session) else {}
         maybe = _maybe(att, findings)
         group_of = {
             c: head for g in att.overlaps for head in [overlap_group(att, g)] for c in g.calls
@@ -198,12 +222,12 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
             ref = call_ref(att, call)
             mine = by_call.get((ref.session, ref.id, ref.time), [])
             mine_nodes = owned.get(call.index, [])
-            ran, where = _ran(mine_nodes)
+            ran, where = _ran(att, call.index, mine_nodes)
             extra = {"editable": _editable(mine_nodes)}
             traced = att.net.is_traced(att.session)
             facts: list[dict[str, object]] = []
             if traced:  # the kernel's facts answer the network questions, not findings
-                observed, facts = _net(att, mine_nodes)
+                observed, facts = _net(att, call.index, by_time.get(call.index, []))
                 extra.update(observed)
             answers = tuple(
                 (key, question, (*(_short(f) for f in mine if f.rule.id in rules

@@ -7,9 +7,11 @@ costs 0.7; but a Landlock domain, like no_new_privs, belongs to the thread that 
 it and is inherited by what that thread starts. So a short-lived thread restricts itself
 and calls posix_spawn: the server starts in the domain with the spawn's own file actions
 (the relay's pipes onto stdin and stdout), process group and signal defaults, and the
-thread ends. Everything the family does from then on is held by the kernel; strace, when
-tracing, is that exec and runs inside the domain (a tracer may trace its own domain; the
-relay, recorder and sealer are started before and stay outside).
+thread ends. Where the lock's ports are held, the same thread installs the seccomp filter
+that refuses MPTCP sockets (sandbox.seccomp) before it spawns: a filter, too, is the
+thread's and is inherited. Everything the family does from then on is held by the kernel;
+strace, when tracing, is that exec and runs inside the domain (a tracer may trace its own
+domain; the relay, recorder and sealer are started before and stay outside).
 
 `exec_refused` and `connect_refused` tell the tracer, at the session's end, which EACCES
 it recorded were this ruleset's: the file the exec named is not one it allowed (or a file
@@ -23,17 +25,17 @@ import os
 import shutil
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
-from mcpshim.sandbox import landlock
+from mcpshim.sandbox import landlock, seccomp
 from mcpshim.sandbox.binfmt import started_by
-from mcpshim.sandbox.plan import DEVICES, Plan, make_plan
+from mcpshim.sandbox.plan import DEVICES, Plan, approved_files, make_plan
+from mcpshim.sandbox.shims import shim_needs
 from mcpshim.shim.manifest import load_manifest
-from mcpshim.shim.native_install import fallback_path
 
 __all__ = ["ContainError", "Containment", "build"]
 
@@ -118,6 +120,8 @@ class Containment:
         def restricted() -> None:
             try:
                 landlock.enforce(self.ruleset.fd)
+                if self.plan.connect is not None:  # ports held: MPTCP too (sandbox.seccomp)
+                    seccomp.install_no_mptcp()
             except OSError as exc:
                 done.append(
                     ContainError(
@@ -164,6 +168,30 @@ class Containment:
                 return f"it needs {extra}, which the lock did not approve"
         return None
 
+    def tracer_hooks(
+        self,
+    ) -> tuple[
+        Callable[[bytes, bytes | None, str], str | None],
+        Callable[[int, str], str | None] | None,
+        Callable[[bytes], str | None] | None,
+    ]:
+        """What the tracer asks about its records (trace.run.TraceRun.contained): which
+        exec attempts were refused, and where ports or writes are held, which connects
+        were refused and which metadata changes were outside the write directories."""
+        ports = self.connect_refused if self.plan.connect is not None else None
+        return self.exec_refused, ports, self.write_outside if self.plan.write is not None else None
+
+    def write_outside(self, path: bytes) -> str | None:
+        """Why a file at `path` is outside the write directories (where a metadata change
+        is one Landlock let through), or None when it is beneath one of them."""
+        if self.plan.write is None:
+            return None
+        name = os.path.realpath(os.fsdecode(path))
+        for d in (*self.plan.write, *DEVICES):
+            if name == d or name.startswith(d.rstrip("/") + "/"):
+                return None
+        return "outside the --contain-write directories (Landlock does not refuse it)"
+
     def connect_refused(self, port: int, result: str) -> str | None:
         """Why the ruleset refused this traced TCP connect, or None if it did not."""
         if result != "EACCES" or self.plan.connect is None or port in self.plan.connect:
@@ -183,20 +211,20 @@ def build(
 ) -> Containment:
     """The containment of `server`'s family (the shims of `loc`, the tracer's strace, the
     child's PATH for `#!/usr/bin/env` scripts); ContainError when the server's own program
-    (`command`, as the supervisor will find it) is not one the lock approved."""
+    (`command`, as the supervisor will find it) is not one the lock approved. The shims
+    get no shell the lock did not approve where native ones can be built (sandbox.shims:
+    sh shims are rebuilt here)."""
+    needs = shim_needs(loc, approved_files(server)[0])
     manifest = load_manifest(loc.shim_dir)
     names = manifest.shims if manifest is not None else {}
-    shims = {str(loc.shim_dir / n): n for n in names}
-    # a native shim hands its rare paths to the sh shim beside it: that one's #! runs too
-    shims.update(
-        {str(fallback_path(loc.shim_dir, n)): n for n, e in names.items() if e.kind == "native"}
-    )
     log_dir = str(loc.log_dir.resolve())
-    plan = make_plan(server, lock, abi, shims, tracer, child_path, write, log_dir)
+    plan = make_plan(server, lock, abi, needs.files, tracer, child_path, write, log_dir,
+                     needs.interpreter, needs.notes)  # fmt: skip
     containment = Containment(plan, abi)
     found = command if "/" in command else shutil.which(command, path=child_path)
     if found is None:
         return containment  # the supervisor says "command not found" (127) as ever
+    shims = {str(loc.shim_dir / n): n for n in names}
     runs = names[shims[found]].target if found in shims else found  # a shim execs its target
     if not containment.allows(runs):
         containment.ruleset.close()

@@ -3,8 +3,11 @@
 Execute: every executable the lock approved for the server (its own program, what it ran
 outside tool calls, every tool's), each file the kernel opens to run one of them (binfmt),
 the shims and the tracer. Connect: the TCP ports of the destinations the lock lists, when
-it lists any and every one has a port. Write: only beneath the directories asked for and
-the log directory (the shims write their records there), when asked. Read stays open.
+it lists any and every TCP one has a port (a Unix socket or UDP destination is no TCP
+port: it leaves the TCP rules as they are, and stays unrestricted); MPTCP sockets are then
+refused (seccomp: Landlock's port rules do not hold them). Write: only beneath the
+directories asked for and the log directory (the shims write their records there), when
+asked. Read stays open; so do UDP, Unix sockets and listening.
 
 Pure but for the file system reads that find interpreters; `contained` builds the ruleset.
 """
@@ -16,10 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcpshim.contract.identity import in_proc
 from mcpshim.contract.lockfile import ServerApproval
+from mcpshim.sandbox import seccomp
 from mcpshim.sandbox.binfmt import started_by
 
-__all__ = ["DEVICES", "Allowed", "Plan", "make_plan", "ports_of"]
+__all__ = ["DEVICES", "Allowed", "Plan", "approved_files", "is_unix", "make_plan", "ports_of"]
 
 #: character devices anyone may write (`> /dev/null`), allowed when writes are restricted
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -45,6 +50,7 @@ class Plan:
     connect: tuple[int, ...] | None  # None: connections are not restricted
     open_net: str  # why connections are not restricted ("" when they are)
     notes: tuple[str, ...]  # what this kernel leaves unrestricted
+    unix: tuple[str, ...] = ()  # the Unix socket destinations the lock lists (not restricted)
 
     def restricts(self) -> list[str]:
         return (
@@ -66,16 +72,25 @@ class Plan:
             "write": list(self.write) if self.write is not None else None,
             "connect": list(self.connect) if self.connect is not None else None,
             "connect_open": self.open_net,
+            "mptcp": "refused" if self.connect is not None else "not restricted",
+            "not_restricted": self.unrestricted(),
             "notes": list(self.notes),
         }
 
+    def unrestricted(self) -> list[str]:
+        """What the family may still do on the network, whatever the lock says."""
+        unix = f" (the lock lists {_shown(self.unix)})" if self.unix else ""
+        return [
+            "UDP",
+            f"Unix sockets{unix}",
+            "listening",
+            *(["TCP connects"] if self.connect is None else []),
+        ]
+
     def summary(self, abi: int) -> str:
         """The line `run` prints on start."""
-        approved = sum(a.why == "approved" for a in self.execute)
-        parts = [
-            f"execute: {approved} program(s) the lock approved for {self.server}, what the "
-            f"kernel opens to run them, the shims"
-        ]
+        parts = [f"execute for {self.server}: " + ", ".join(f"{a.path} ({a.why})"
+                                                          for a in self.execute)]  # fmt: skip
         parts.append(
             "write: only beneath " + ", ".join(self.write)
             if self.write is not None
@@ -83,21 +98,33 @@ class Plan:
         )
         if self.connect is not None:
             ports = ", ".join(map(str, self.connect))
-            parts.append(f"connect: TCP ports {ports} only")
+            parts.append(f"connect: TCP ports {ports} only, MPTCP sockets refused")
         else:
             parts.append(f"connect: not restricted ({self.open_net})")
+        parts.append("not restricted: " + ", ".join(self.unrestricted()))
         head = f"contained by Landlock ABI {abi} ({os.uname().release})"
         tail = f" ({'; '.join(self.notes)})" if self.notes else ""
         return f"{head}: {'; '.join(parts)}{tail}"
 
 
+def is_unix(destination: str) -> bool:
+    """A Unix socket's destination as the lock writes it: a path, `@name` (abstract), or
+    `(unnamed)` (family.netfacts.destination)."""
+    return destination.startswith(("/", "@")) or destination == "(unnamed)"
+
+
+def _shown(items: Sequence[str]) -> str:
+    return ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
+
+
 def ports_of(destinations: Iterable[str]) -> tuple[set[int], list[str]]:
     """The TCP ports of `host:port` destinations, and the destinations that name none
-    (UDP ones, marked ` (udp)`, are neither: Landlock does not restrict UDP)."""
+    (UDP ones, marked ` (udp)`, and Unix sockets are neither: no TCP port rule is about
+    them, and Landlock restricts neither)."""
     ports: set[int] = set()
     portless: list[str] = []
     for d in destinations:
-        if d.endswith(" (udp)"):
+        if d.endswith(" (udp)") or is_unix(d):
             continue
         host, sep, port = d.rpartition(":")
         bare_v6 = ":" in host and not host.startswith("[")  # 2001:db8::1 names no port
@@ -118,15 +145,43 @@ def _approved(server: ServerApproval) -> list[str]:
 def _connect(server: ServerApproval, abi: int) -> tuple[tuple[int, ...] | None, str]:
     """The TCP ports the family may connect to, or None and why any port is allowed."""
     boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
-    ports, portless = ports_of(d for b in boundaries for d in b.destinations)
-    if not ports and not portless:
+    listed = [d for b in boundaries for d in b.destinations]
+    ports, portless = ports_of(listed)
+    if not listed:
         return None, "the lock lists no network destinations"
     if portless:
-        shown = ", ".join(portless[:3]) + (", ..." if len(portless) > 3 else "")
-        return None, f"the lock lists destinations without a port: {shown}"
+        return None, f"the lock lists destinations without a port: {_shown(portless)}"
+    if not ports:
+        return None, "the lock lists no TCP destinations"
     if abi < _NET_ABI:
         return None, f"Landlock ABI {abi} has no network rules; Linux {_FIRST_NET_KERNEL}+ has"
+    why = seccomp.available()
+    if why is not None:  # Landlock's port rules do not hold MPTCP: no rule without the filter
+        return None, f"MPTCP sockets would pass the port rules and {why}"
     return tuple(sorted(ports)), ""
+
+
+def _unix(server: ServerApproval) -> tuple[str, ...]:
+    boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
+    found = [d for b in boundaries for d in b.destinations if is_unix(d)]
+    return tuple(dict.fromkeys(found))
+
+
+def approved_files(server: ServerApproval) -> tuple[list[str], list[str], list[str]]:
+    """The lock's executables for `server`: (files here, paths not on this machine, paths
+    in /proc). A /proc path (`/proc/self/exe`, from an approval made before the tracer
+    named what it ran) is never opened here: here it would name mcpshim's interpreter."""
+    here: list[str] = []
+    missing: list[str] = []
+    proc: list[str] = []
+    for path in _approved(server):
+        if in_proc(path):
+            proc.append(path)
+        elif os.path.isfile(path):
+            here.append(path)
+        else:
+            missing.append(path)
+    return here, missing, proc
 
 
 def make_plan(
@@ -138,25 +193,34 @@ def make_plan(
     path_env: str,
     write: Sequence[str] | None,
     log_dir: str,
+    shell: tuple[str, str] | None = None,
+    shim_notes: Sequence[str] = (),
 ) -> Plan:
-    """The rules for `server`'s family. `shims`: shim file -> its name; `tracer`: strace's
-    path when the session is traced (it runs inside the domain, as the server's parent)."""
+    """The rules for `server`'s family. `shims`: shim file -> why it is allowed; `shell`:
+    the shims' interpreter and why, when they need one the lock did not approve
+    (sandbox.shims); `tracer`: strace's path when the session is traced (it runs inside
+    the domain, as the server's parent)."""
     wanted: dict[str, str] = {}
-    missing: list[str] = []
-    for path in _approved(server):
-        if os.path.isfile(path):
-            wanted.setdefault(path, "approved")
-        else:
-            missing.append(path)
-    for path, name in shims.items():
-        wanted.setdefault(path, f"shim {name}")
+    here, missing, proc = approved_files(server)
+    for path in here:
+        wanted.setdefault(path, "approved")
+    for path, why in shims.items():
+        wanted.setdefault(path, why)
+    if shell is not None:
+        wanted.setdefault(*shell)
     if tracer is not None:
         wanted.setdefault(tracer, "the tracer (strace)")
     for path in list(wanted):
         for extra, why in started_by(path, path_env):
             if os.path.isfile(extra):
                 wanted.setdefault(extra, why)
-    notes: list[str] = []
+    notes: list[str] = list(shim_notes)
+    if proc:
+        notes.append(
+            f"not allowed: {_shown(proc)} (the lock names a /proc path, which names a "
+            "different file in each process: approve a session again, and the tracer names "
+            "the file it ran)"
+        )
     connect, open_net = _connect(server, abi)
     if abi < 2:
         notes.append(f"Landlock ABI {abi}: renaming or linking a file into another directory fails")
@@ -167,9 +231,10 @@ def make_plan(
         server.name,
         lock,
         tuple(Allowed(p, w) for p, w in wanted.items()),
-        tuple(missing),
+        tuple(missing + proc),
         dirs,
         connect,
         open_net,
         tuple(notes),
+        _unix(server),
     )

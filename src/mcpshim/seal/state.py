@@ -10,18 +10,16 @@ can make seals dated from then on: after the last real seal, never one dated bef
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mcpshim.base.fdio import open_regular
+from mcpshim.base.flock import open_lock, take
 from mcpshim.base.safewrite import make_private_dir, write_file
 from mcpshim.errors import InputError
 from mcpshim.paths import default_state_dir
@@ -172,20 +170,8 @@ class SealerLock:
     def acquire(self, timeout: float = 0.0) -> bool:
         make_private_dir(self.path.parent)
         if self.fd < 0:
-            self.fd = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+            self.fd = open_lock(self.path)
+        return take(self.fd, timeout, 0.05)
 
     def release(self) -> None:
         if self.fd >= 0:

@@ -8,12 +8,16 @@ path no card of the server lists (any tool's, or the server's own outside tool c
 departure, and so is an approved path whose content hash is no longer the approved one
 (hashed once per path, SHA-256 only). The first departure is recorded (`departure`: what,
 the path, the process and its command line, `source` the record that showed it: trace,
-shim or observed), then the whole family is terminated (`Supervisor.terminate_family`,
-which records each member's evidence before the signals).
+shim or observed), then said: one stderr line, and under --mcp an MCP log notification
+the relay writes to the client between the server's lines (`Supervisor.say`), so a client
+learns why its call will get no answer; then the whole family is terminated
+(`Supervisor.terminate_family`, which records each member's evidence before the signals:
+SIGTERM, SIGKILL after --grace).
 
 This is containment, not prevention: a departure is seen after its exec, by which time the
 program runs. Traced, what runs between the exec and the signal is the few milliseconds
-until strace's line is read plus the time to end the family; a program that is done by
+until strace's line is read plus the time to end the family (a program that ignores
+SIGTERM: until --grace is over); a program that is done by
 then (a `cp`, a copied binary that exits at once) has done its work, and only the record
 and the end of the family remain. Untraced (no ptrace, `--no-trace`), a departure is seen
 only through a shim record or a sample (`--sample-ms`), and a short-lived exec that
@@ -30,7 +34,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mcpshim.base.display import json_text
+from mcpshim.base.display import escape, json_text
 from mcpshim.contract.identity import content_hash
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.log.execlog import ExecRecord
@@ -39,6 +43,7 @@ from mcpshim.log.logview import argv_fields
 from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.supervise.session import utc_now
 from mcpshim.trace.parse import Event
+from mcpshim.trace.selfexe import is_exe_link
 
 if TYPE_CHECKING:
     from mcpshim.supervise.supervisor import Supervisor
@@ -46,6 +51,10 @@ if TYPE_CHECKING:
 __all__ = ["DepartureWatch"]
 
 Ident = tuple[int, int | None]
+
+
+def _unset(text: str) -> None:
+    """No relay: nobody to tell but stderr."""
 
 
 class DepartureWatch:
@@ -69,6 +78,7 @@ class DepartureWatch:
         self._shim_dirs = {shims, os.fsencode(os.path.realpath(shims))}
         sup.on_tick(self.tick)
         sup.on_event(self.on_event)
+        sup.say = sup.say or _unset  # the relay (--mcp) sets how the client is told
         if sup.tracer is not None:
             sup.tracer.on_exec(self.traced)
 
@@ -95,7 +105,12 @@ class DepartureWatch:
             return  # a shim script: its record and its exec of the pinned target follow
         pid = ev.tid
         filename = ev.filename
-        if not filename.startswith(b"/"):  # relative to its cwd, if it is still there
+        if is_exe_link(filename):  # /proc/self/exe: the file it named there, not here
+            try:
+                filename = os.readlink(f"/proc/{pid}/exe").encode("utf-8", "surrogateescape")
+            except OSError:
+                filename = b"(an exe link in /proc whose file could not be read)"
+        elif not filename.startswith(b"/"):  # relative to its cwd, if it is still there
             with contextlib.suppress(OSError):
                 filename = os.path.join(os.readlink(f"/proc/{pid}/cwd").encode(), filename)
         path = filename.decode("utf-8", "surrogateescape")
@@ -156,11 +171,22 @@ class DepartureWatch:
             self._fire("new identity", path, {**evidence, "approved": approved, "now": now})
 
     def _fire(self, what: str, path: str, evidence: dict[str, Any]) -> None:
+        """Record the departure, say it (one stderr line; under --mcp an MCP log
+        notification to the client, between the server's lines), then end the family."""
         self.fired = True
         self.sup.emit(
             "departure",
             {"session": self.sup.session, "time": utc_now(), "what": what, "path": path,
              "server": self.server.name, "lock": self.lock_path, "action": "terminate",
-             **evidence},
+             "boot_id": self.sup.boot_id, **evidence},
         )  # fmt: skip
+        who = f"pid {evidence.get('pid')}" if evidence.get("pid") is not None else "a process"
+        text = (
+            f"mcpshim: departure from {self.lock_path}: {what} {path} ({who}) is not approved "
+            f"for {self.server.name}; ending the server's family (--on-departure terminate)"
+        )
+        print(escape(text), file=sys.stderr, flush=True)
+        if self.sup.say is not None:
+            with contextlib.suppress(Exception):  # the client's end may be gone: end anyway
+                self.sup.say(text)
         self.sup.terminate_family(f"{what}: {path}")

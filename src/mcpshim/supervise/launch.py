@@ -5,11 +5,13 @@ A client waits for its server's first byte, and `run` is between them: everythin
 does before it spawns the server is added to that wait, everything after runs beside the
 server's own start-up (Playwright's MCP server takes 0.6 s to answer `initialize`; an SDK
 server in Python 0.3 s). So the session id and the command's environment, the watcher
-(forked first: nothing of the client's or the relay's to inherit), the relay's pipes and
-the session's `mcp-session` record (attribution keys on it: it precedes every record of
-the family), the subreaper, the signal wakeup and the spawn itself happen here, and the
-supervisor, the sampler, the relay's children, the session-start record and the rest of
-the command line come once the server runs (`Supervisor.run` adopts a started `Launch`).
+(holding a traced session's FIFO and output from its fork on: trace.run.handover), the
+relay's pipes and the session's `mcp-session` record (attribution keys on it: it precedes
+every record of the family), the subreaper, the signal wakeup and the spawn itself happen
+here, and the supervisor, the sampler, the relay's children, the session-start record and
+the rest of the command line come once the server runs (`Supervisor.run` adopts a started
+`Launch`). A prelaunch announces the session while strace's probe runs, then forks the
+watcher with the trace it keeps (it closes the relay's pipes it inherits at once).
 
 `mcpshim run` as the process's entry point (`mcpshim.__main__`) starts its server from
 here before click and the rest of the command line are imported (`prelaunch`): about 0.3
@@ -38,6 +40,7 @@ from mcpshim.proc.ticks import start_of
 from mcpshim.relay.ends import iso
 from mcpshim.supervise.runargs import RunArgs, parse_run_args
 from mcpshim.supervise.session import child_environment, new_session_id, utc_now
+from mcpshim.supervise.spawn import SpawnError, posix_spawn, runnable, set_child_subreaper
 from mcpshim.supervise.watcher import Watcher
 
 if TYPE_CHECKING:
@@ -63,37 +66,9 @@ FIRST_OUTPUT_S = 2.0
 _TRACE_LOOK_S = 0.02  # how often strace's FIFO is looked at meanwhile
 _WATCH_S = 0.01  # keep_watch: how long a child may wait to be reaped, at most
 _TRACE_WAITING = 256 << 10  # of its 1 MiB: strace waits for a reader beyond that
-_PR_SET_CHILD_SUBREAPER = 36
 LINUX = sys.platform.startswith("linux")
 
 Spawn = Callable[[str, list[str], dict[str, str], Any], int]
-
-
-class SpawnError(McpshimError):
-    """The command could not be started; exit codes follow the shell (127, 126)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def set_child_subreaper() -> bool:
-    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported.
-    libc through the running program's own symbols: find_library would run ldconfig."""
-    if not LINUX:
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
-    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
-    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
 
 
 def _noop(signum: int, frame: Any) -> None:
@@ -150,10 +125,14 @@ class Launch:
     # -- before the spawn -----------------------------------------------------------------
 
     def begin(self) -> None:
-        """The watcher, then (with `mcp`) the relay's pipes and the session's announcement."""
+        """The watcher (keeping a traced session's FIFO and output: a `run` killed
+        mid-session keeps its trace), then (with `mcp`) the relay's pipes and the session's
+        announcement."""
         if self.began:
             return
         self.began = time.monotonic()
+        if self.tracer is not None:
+            self.watcher.trace_fds = self.tracer.handover()
         self.watcher.start()
         if self.mcp:
             self.relay_pipes()
@@ -217,6 +196,7 @@ class Launch:
         path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
         if path is None:
             raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        runnable(cmd, path)  # before strace, which would say it its own way (exit 1)
         spawn_path, spawn_argv = path, self.argv
         if self.tracer is not None:
             spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
@@ -377,14 +357,16 @@ def prelaunch(argv: Sequence[str]) -> Launch | None:
         if "/" not in cmd and shutil.which(cmd, path=_session_path(loc)) is None:
             return None  # click's run says it (exit 127), with nothing recorded first
         zdir = zdotdir_mod.ensure(loc.shim_dir) if args.zdotdir else None
-        # strace's probe runs while the watcher forks and the session announces itself
+        # strace's probe runs while the session announces itself
         traced = trace_prepare.prepare_meanwhile(loc, args.trace, os.environ.get("PATH"))
     except (McpshimError, OSError):
         return None  # click's run meets it again, and says it as it always has
     launch = Launch(loc, args.command, args.grace, zdotdir=zdir, mcp=args.mcp)
     launch.args = args
-    launch.begin()
+    if args.mcp:
+        launch.relay_pipes()  # announced while the probe runs
     launch.tracer, launch.why_not = traced()
+    launch.begin()  # the watcher, which keeps the trace's FIFO and output from its fork on
     launch.spawn()
     _LAUNCHED.append(launch)
     if launch.child_pid:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat, start_ticks
 from mcpshim.relay import child as relaychild
-from mcpshim.relay.core import Recorder, Relaying
+from mcpshim.relay.core import Recorder, Relaying, log_notification
 from mcpshim.relay.forked import ForkedRelay
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
 
             relay = GatedRelay(recorder, gate)
         elif sup.launch.pumps is not None:  # started with the server (supervise.launch)
+            # (never with a departure watch: a prelaunch leaves --on-departure to click)
             forked = ForkedRelay(recorder)
             forked.adopt(sup.launch.pumps)
             forked.start_recorder()
@@ -139,7 +140,9 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
                 sup.add_helper(pid)
             relay = forked
         elif relaychild.available():
-            forked = ForkedRelay(recorder)
+            # with a departure watch the pump reads the server's lines, so it can say one
+            # between them
+            forked = ForkedRelay(recorder, lines=sup.say is not None)
             try:
                 forked.start(0, in_w, out_r, 1)
             except OSError:  # fork failed (EAGAIN, ENOMEM): threads
@@ -154,6 +157,13 @@ def run_relayed(sup: Supervisor, gate: Gate | None = None) -> int:
             relay = Relay(recorder)
         if not isinstance(relay, ForkedRelay):
             relay.start(0, in_w, out_r, 1)
+        if sup.say is not None:  # (--on-departure terminate asked for it: departwatch)
+            told = relay
+
+            def say(text: str) -> None:
+                told.say(log_notification(text))
+
+            sup.say = say
 
     sup.on_spawn(start_relay)
     try:

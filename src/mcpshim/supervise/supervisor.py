@@ -32,10 +32,11 @@ from mcpshim.log.follow import Follower, Mark
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import Stat, proc_fields, start_ticks
 from mcpshim.supervise.containment import account_survivors, group_members
-from mcpshim.supervise.launch import FORWARDED, Launch, SpawnError, set_child_subreaper
+from mcpshim.supervise.launch import FORWARDED, Launch
 from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
 from mcpshim.supervise.session import SessionStart, end_payload, start_payload, utc_now
+from mcpshim.supervise.spawn import SpawnError, set_child_subreaper
 from mcpshim.trace.run import TraceRun
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class Supervisor:
         self._tty_pgrp: int | None = None
         self.helpers: dict[int, int | None] = {}  # mcpshim's own children -> exit code
         self.ended_family = False  # terminate_family ended it (a departure)
+        self.say: Callable[[str], None] | None = None  # an MCP log line to the client (--mcp)
         self.log_failures = 0
         every = round(SOCKET_PASS_MS / options.sample_ms)
         tail, early = self._tail()
@@ -193,6 +195,7 @@ class Supervisor:
         observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
         self.helpers.setdefault(pid, None)
         self.sampler.exclude(pid)
+        self.watcher.helper(pid)
 
     # -- the session ----------------------------------------------------------------------
 
@@ -210,7 +213,11 @@ class Supervisor:
             self._reaped(pid, start, code, when)
         try:
             self.add_reader(wake_r, self._on_wakeup)
-            self._started()
+            try:
+                self._started()
+            except SpawnError as exc:
+                self._not_started(exc, started)
+                raise
             self.emit("session-start", start_payload(self._start_record()))
             self._loop()
             self.sampler.finish()
@@ -231,6 +238,18 @@ class Supervisor:
             self._give_back_terminal()
             self.remove_reader(wake_r)
             launch.restore_signals()
+
+    def _not_started(self, exc: SpawnError, started: float) -> None:
+        """The command could not be started (traced or not, the shell's status and
+        message): the session says so, `sessions` too, and nothing is left of a trace."""
+        self.status = exc.exit_code
+        if self.tracer is not None:
+            self.tracer.discard()
+            self.tracer = None
+        self.emit("session-start", start_payload(self._start_record()))
+        took = time.monotonic() - started
+        end = end_payload(self.session, exc.exit_code, took, 0, False, "not-started")
+        self.emit("session-end", {**end, "reason": str(exc)})
 
     def _start_record(self) -> SessionStart:
         return SessionStart(
@@ -263,6 +282,8 @@ class Supervisor:
             if tracer_pid := self.tracer.attached(self.child_pid):
                 self.sampler.exclude(tracer_pid)
             self.tracer.started()
+            params = self.tracer.params(self.session, self.boot_id, os.getcwdb())
+            self.watcher.trace(params.encode(), self.tracer.strace, str(self.tracer.dir))
         self._hand_terminal(self.child_pgid)
 
     def _pump_trace(self, fd: int) -> None:

@@ -20,14 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpshim.log.shimhelper import is_shim_helper
-from mcpshim.trace.netparse import (
-    NET_CALLS,
-    Connected,
-    NetCall,
-    call_only,
-    parse_net,
-    shrink_send,
-)
+from mcpshim.trace.metaparse import META_CALLS, MetaCall, parse_meta
+from mcpshim.trace.netparse import NET_CALLS, Connected, NetCall, call_only, parse_net, shrink_send
 
 __all__ = [
     "Event",
@@ -47,7 +41,7 @@ class Event:
 
     time: float
     tid: int
-    kind: str  # exec | spawn | chdir | exit | superseded | net
+    kind: str  # exec | spawn | chdir | exit | superseded | net | meta
     filename: bytes = b""
     argv: tuple[bytes, ...] | None = None  # None: strace could not read the array
     truncated: bool = False
@@ -64,6 +58,7 @@ class Event:
     env_path: bytes | None = None
     env_known: bool = False
     net: NetCall | None = None  # net: a socket call (trace.netparse)
+    meta: MetaCall | None = None  # meta: a chmod, chown or utime call (trace.metaparse)
 
 
 _TS = re.compile(rb"(\d+\.\d+) ")
@@ -203,6 +198,9 @@ def parse_line(tid: int, line: bytes) -> Event | None:
     if rest.startswith(NET_CALLS):
         net = parse_net(rest)
         return Event(t, tid, "net", net=net) if net is not None else None
+    if rest.startswith(META_CALLS):
+        meta = parse_meta(rest)
+        return Event(t, tid, "meta", meta=meta) if meta is not None else None
     if rest.startswith(b"+++ "):
         if e := _EXITED.search(rest):
             return Event(t, tid, "exit", status=int(e.group(1)))

@@ -23,16 +23,20 @@ from mcpshim.log.redact import redact_argv, redact_text
 from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
+from mcpshim.trace.metaparse import MetaFact
 from mcpshim.trace.net import NetAttempt
+from mcpshim.trace.selfexe import Images, is_exe_link
 from mcpshim.trace.strace import ExecAttempt, Process, Trace
 
 __all__ = [
     "ExecRefused",
     "PortRefused",
+    "WriteOutside",
     "exact_starts",
     "exec_payloads",
     "find_gaps",
     "iso_time",
+    "meta_payload",
     "net_payload",
     "process_starts",
     "shim_helper_pids",
@@ -44,6 +48,8 @@ __all__ = [
 ExecRefused = Callable[[bytes, bytes | None, str], str | None]
 #: why it refused a TCP connect (port, result), or None
 PortRefused = Callable[[int, str], str | None]
+#: whether a path is outside a contained session's write directories (why), or None
+WriteOutside = Callable[[bytes], str | None]
 
 
 def iso_time(t: float) -> str:
@@ -74,14 +80,25 @@ def trace_payloads(
     refused: ExecRefused | None = None,
     port_refused: PortRefused | None = None,
     shim_paths: Mapping[int, Iterable[bytes]] | None = None,
+    write_outside: WriteOutside | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every record of one trace: its execs and forks, and its socket calls. In a contained
     session (`refused`, `port_refused`) an exec or a connect the ruleset refused says why
-    (`blocked`) on its own record: one record per fact."""
+    (`blocked`) on its own record: one record per fact; with write rules
+    (`write_outside`), each metadata change outside them is a `trace-file` record."""
     yield from exec_payloads(trace, session, boot_id, exact, shim_dirs, refused, shim_paths)
     starts = process_starts(trace, exact)
+    for m in trace.meta:
+        if write_outside is None:
+            break
+        why = write_outside(m.path) if m.path is not None else "a file the trace did not name"
+        if why:
+            yield "trace-file", meta_payload(m, session, boot_id, starts, why)
+    clients = _client_sockets(trace.net)
     for a in trace.net:
         payload = net_payload(a, session, boot_id, starts)
+        if a.call == "bind" and a.outcome == "bound" and (a.pid, a.socket) in clients:
+            payload["purpose"] = "source-port"  # a client's own port (a DNS client's)
         inet = a.call == "connect" and a.port is not None and a.family in ("inet", "inet6")
         if (
             port_refused is not None
@@ -90,6 +107,14 @@ def trace_payloads(
         ):
             payload["blocked"] = why
         yield "trace-net", payload
+
+
+def _client_sockets(net: Iterable[NetAttempt]) -> set[tuple[int, int | None]]:
+    """(pid, socket) of the datagram sockets that connected or sent: a bind on one of them
+    chose the port its replies come back to (Chromium's DNS client binds 0.0.0.0:PORT,
+    then connects to the resolver), a client's port, not a listener."""
+    return {(a.pid, a.socket) for a in net
+            if a.socket is not None and a.call in ("connect", "send")}  # fmt: skip
 
 
 def exec_payloads(
@@ -108,13 +133,20 @@ def exec_payloads(
     `shim_paths`, wherever the shims live), then the target the shim exec's (`via_shim`:
     the shim's name). A native shim that hands an exec to its sh shim makes one more in
     between, the interpreter sourcing it (`_native_hop`): a shim hop too. In a contained
-    session (`refused`), an attempt its ruleset refused says why (`blocked`)."""
+    session (`refused`), an attempt its ruleset refused says why (`blocked`). An exec of an
+    exe link in /proc (`/proc/self/exe`) says which file that was in the process that
+    made it (`resolved`: trace.selfexe; null when the trace cannot tell)."""
     paths = {pid: set(p) for pid, p in (shim_paths or {}).items()}
     starts = process_starts(trace, exact)
     last_ok = {e.pid: e for e in trace.execs if e.result == "ok"}
     prev_script: dict[int, bytes] = {}
+    images = Images(trace)
     for e in trace.execs:
         payload = _exec_payload(e, trace, session, boot_id, starts, last_ok.get(e.pid))
+        ran: bytes | None = e.filename
+        if is_exe_link(e.filename):
+            ran = images.ran(e)
+            payload.update(_bytes_field("resolved", ran))
         if e.argv is not None and is_shim_helper(e.argv):
             payload["shim_helper"] = True  # the shim library's own (a parent's argv read)
         elif e.result == "ok":
@@ -127,7 +159,7 @@ def exec_payloads(
                 prev_script[e.pid] = script
             elif script is not None:
                 payload["via_shim"] = os.path.basename(script).decode("utf-8", "replace")
-        elif refused is not None and (why := refused(e.filename, e.cwd, e.result)):
+        elif refused is not None and ran is not None and (why := refused(ran, e.cwd, e.result)):
             payload["blocked"] = why
         yield "trace-exec", payload
     helpers = shim_helper_pids(trace)
@@ -148,6 +180,7 @@ def exec_payloads(
                     **_bytes_field("cwd", p.cwd),
                     "exit_status": p.status,
                     "signal": p.signal or None,
+                    "exit_time": iso_time(p.exit_time) if p.exit_time is not None else None,
                 },
             )
 
@@ -221,6 +254,30 @@ def net_payload(
     return out
 
 
+def meta_payload(
+    m: MetaFact, session: str, boot_id: str, starts: Mapping[int, int | None], outside: str
+) -> dict[str, Any]:
+    """A `trace-file` record: a chmod, chown or utime call of a contained family's process
+    on a file outside its write directories (Landlock does not refuse them). The path goes
+    through the one redaction, as argv does."""
+    out: dict[str, Any] = {
+        "session": session,
+        "time": iso_time(m.time),
+        "boot_id": boot_id,
+        "pid": m.pid,
+        "start": starts.get(m.pid),
+        "call": m.call.call,
+        "change": m.call.what,
+        **_redacted_field("path", m.path),
+        "detail": m.call.detail,
+        "result": m.call.result,
+        "outside": outside,
+    }
+    if m.tid != m.pid:
+        out["tid"] = m.tid
+    return out
+
+
 def _redacted_field(name: str, value: bytes | None) -> dict[str, Any]:
     hits: list[str] = []
     out = _bytes_field(name, redact_text(value, hits) if value is not None else None)
@@ -277,6 +334,8 @@ def _exec_payload(
         out["tid"] = e.tid
     if last is e and p.signal:
         out["signal"] = p.signal
+    if last is e and p.exit_time is not None:
+        out["exit_time"] = iso_time(p.exit_time)
     return out
 
 

@@ -32,7 +32,6 @@ import fcntl
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +46,7 @@ from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
 
 if TYPE_CHECKING:
     from mcpshim.trace.parse import Event, ExecFeed, LinePump, OutputParser
-    from mcpshim.trace.records import ExecRefused, PortRefused
+    from mcpshim.trace.records import ExecRefused, PortRefused, WriteOutside
     from mcpshim.trace.store import TraceParams
 
 __all__ = ["TraceRun", "is_gone", "tracer_of"]
@@ -84,6 +83,7 @@ class TraceRun:
         self._rfd = self._hold = self._out = -1
         self._stored = 0  # bytes of whole lines in the output file
         self._parsed: OutputParser | None = None  # those lines' events (`_store`)
+        self._write_outside: WriteOutside | None = None
         self.lost = ""  # why the output stopped being stored (a full disk), if it did
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
         self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
@@ -146,15 +146,53 @@ class TraceRun:
         if output:
             self._out = self._lock = -1
 
-    def contained(self, exec_refused: ExecRefused, port_refused: PortRefused | None) -> None:
+    def params(self, session: str, boot_id: str, root_cwd: bytes) -> TraceParams:
+        """What turning this session's trace into records takes (the drain's, the
+        watcher's when `run` is killed)."""
+        from mcpshim.trace.store import TraceParams
+
+        shim_dirs = (
+            os.fsencode(self.loc.shim_dir),
+            os.fsencode(os.path.realpath(self.loc.shim_dir)),
+        )
+        return TraceParams(
+            session, boot_id, self.root_pid, root_cwd, self.root_start, os.getpid(),
+            self.tracer_pid, shim_dirs,
+        )  # fmt: skip
+
+    def handover(self) -> tuple[int, int]:
+        """The FIFO's read end and the nameless output, for the watcher to keep: should
+        `run` be killed it drains the one into the other, and records the trace."""
+        return self._rfd, self._out
+
+    def discard(self) -> None:
+        """The command never started: nothing was traced; the FIFO, the file and the
+        directory go now."""
+        self._close_fds()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def contained(
+        self,
+        exec_refused: ExecRefused,
+        port_refused: PortRefused | None,
+        write_outside: WriteOutside | None = None,
+    ) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
         say so, and with `port_refused` so do the connects it refused (their `trace-net`
-        record, outcome denied, says why: `blocked`)."""
+        record, outcome denied, says why: `blocked`). With write rules (`write_outside`)
+        the metadata calls Landlock does not refuse are traced too, and each change
+        outside the write directories is recorded (`trace-file`: trace.metaparse)."""
         self._exec_refused, self._port_refused = exec_refused, port_refused
+        self._write_outside = write_outside
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
-        argv = strace_argv(self.strace, str(self.fifo), command)
+        extra: tuple[str, ...] = ()
+        if self._write_outside is not None:
+            from mcpshim.trace.metaparse import META_SYSCALLS
+
+            extra = META_SYSCALLS
+        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -329,40 +367,17 @@ class TraceRun:
         self.started()  # when strace never started, the FIFO goes now
 
     def _hand_to_drain(self) -> None:
-        """A drain process reads on: first the partial line read here (its stdin, a pipe),
-        then the FIFO (its fd 3), into the nameless file (its fd 4). Raw bytes never go
-        through a file with a name. Once strace is gone it records what the session did
-        not: the execs after the last one recorded here (`self.late`)."""
-        carry_r, carry_w = os.pipe()
-        argv = [
-            sys.executable, "-m", "mcpshim.trace.drain", str(self.loc.shim_dir),
-            str(self.loc.log_dir), self._params.encode() if self._params else "",
-        ]  # fmt: skip
-        try:
-            os.posix_spawn(
-                sys.executable,
-                argv,
-                dict(os.environ),
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, carry_r, 0),
-                    (os.POSIX_SPAWN_DUP2, self._rfd, 3),
-                    (os.POSIX_SPAWN_DUP2, self._out, 4),
-                ],
-                setsid=True,
-            )
-        except OSError:
-            pass  # nothing drains the FIFO: strace blocks once it is full
-        finally:
-            os.close(carry_r)  # (a drain that died gives EPIPE, not a write that blocks)
-        with contextlib.suppress(OSError):
-            write_all(carry_w, self._lines.take_carry())
-        os.close(carry_w)
+        """A drain process reads on (trace.drain) and, once strace is gone, records what
+        the session did not: the execs after the last one recorded here (`self.late`)."""
+        from mcpshim.trace.drain import start_drain
+
+        params = self._params.encode() if self._params else ""
+        start_drain(self.loc, params, self._lines.take_carry(), self._rfd, self._out)
 
     def finish(self, session: str, boot_id: str, root_cwd: bytes) -> dict[str, Any]:
         """Wait for the tracer (not for survivors it still holds), parse, write the records."""
         from mcpshim.log import eventlog
-        from mcpshim.trace.records import iso_time, shim_helper_pids
-        from mcpshim.trace.store import TraceParams, write_trace
+        from mcpshim.trace.store import summary_payload, write_trace
 
         self.pump()
         complete = self.tracer_pid == 0 or self._tracer_gone(0.3)
@@ -371,14 +386,7 @@ class TraceRun:
             files = self._parser.events()
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
-        shim_dirs = (
-            os.fsencode(self.loc.shim_dir),
-            os.fsencode(os.path.realpath(self.loc.shim_dir)),
-        )
-        self._params = TraceParams(
-            session, boot_id, self.root_pid, root_cwd, self.root_start, os.getpid(),
-            self.tracer_pid, shim_dirs,
-        )  # fmt: skip
+        self._params = self.params(session, boot_id, root_cwd)
         self._close(complete)
         try:
             # Complete, what was parsed as it was stored is the whole output; survivors
@@ -387,23 +395,10 @@ class TraceRun:
                 self.loc, self.output, self._params, complete, self._live, self._log_mark,
                 refused=(self._exec_refused, self._port_refused),
                 parsed=self._parser.events() if complete and not self.lost else None,
+                write_outside=self._write_outside,
             )  # fmt: skip
             # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
-            helper = shim_helper_pids(trace)
-            execs = [e for e in trace.execs if e.pid not in helper]
-            summary: dict[str, Any] = {
-                "session": session,
-                "time": iso_time(time.time()),
-                "boot_id": boot_id,
-                "strace": self.strace,
-                "tracer_pid": self.tracer_pid,
-                "processes": len(set(trace.processes) - helper),
-                "execs": sum(e.result == "ok" for e in execs),
-                "failed": sum(e.result != "ok" for e in execs),
-                "gaps": gaps,
-                "net": len(trace.net),  # the trace-net records written
-                "complete": complete,
-            }
+            summary = summary_payload(self._params, self.strace, trace, gaps, complete)
             if self.lost:
                 summary["lost"] = self.lost  # the execs after it are not on record
             if not complete:
@@ -441,8 +436,7 @@ def tracer_of(pid: int) -> int | None:
 
 
 def is_gone(pid: int) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+    from mcpshim.proc.procinfo import read_stat
+
+    st = read_stat(pid)
+    return st is None or st.gone

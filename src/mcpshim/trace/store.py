@@ -30,9 +30,11 @@ from mcpshim.trace.parse import Event, read_output
 from mcpshim.trace.records import (
     ExecRefused,
     PortRefused,
+    WriteOutside,
     exact_starts,
     find_gaps,
     iso_time,
+    shim_helper_pids,
     shim_paths,
     trace_payloads,
 )
@@ -45,6 +47,7 @@ __all__ = [
     "log_mark",
     "nameless_file",
     "session_records",
+    "summary_payload",
     "sweep",
     "write_trace",
 ]
@@ -118,6 +121,7 @@ def write_trace(
     late: bool = False,
     refused: tuple[ExecRefused | None, PortRefused | None] = (None, None),
     parsed: Mapping[int, Sequence[Event]] | None = None,
+    write_outside: WriteOutside | None = None,
 ) -> tuple[Trace, int]:
     """Parse the output and append its records; (the trace, how many gaps were found).
     `late` (the drain): only records the log does not hold yet, marked so, and no gaps
@@ -134,7 +138,7 @@ def write_trace(
     skip = _written(records) if late else set()
     exec_refused, port_refused = refused
     found = trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused,
-                           port_refused, shim_paths(records))  # fmt: skip
+                           port_refused, shim_paths(records), write_outside)  # fmt: skip
     for kind, payload in found:
         if late:
             if (kind, payload.get("pid"), payload.get("time")) in skip:
@@ -148,3 +152,24 @@ def write_trace(
         payload = {"session": p.session, "time": iso_time(time.time()), "boot_id": p.boot_id}
         eventlog.append_event(loc, "trace-gap", {**payload, **g})
     return trace, len(gaps)
+
+
+def summary_payload(
+    p: TraceParams, strace: str, trace: Trace, gaps: int, complete: bool
+) -> dict[str, Any]:
+    """The `trace-summary` record of a session's trace as written (trace.store)."""
+    helper = shim_helper_pids(trace)
+    execs = [e for e in trace.execs if e.pid not in helper]
+    return {
+        "session": p.session,
+        "time": iso_time(time.time()),
+        "boot_id": p.boot_id,
+        "strace": strace,
+        "tracer_pid": p.tracer_pid,
+        "processes": len(set(trace.processes) - helper),
+        "execs": sum(e.result == "ok" for e in execs),
+        "failed": sum(e.result != "ok" for e in execs),
+        "gaps": gaps,
+        "net": len(trace.net),  # the trace-net records written
+        "complete": complete,
+    }

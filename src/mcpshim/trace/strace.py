@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the parser and the follower load with build_trace: strace_argv needs neither
+    from mcpshim.trace.metaparse import MetaFact
     from mcpshim.trace.net import NetAttempt
     from mcpshim.trace.parse import Event
 
@@ -157,6 +158,7 @@ class Process:
     # The start ticks of its first own event: it had started by then. `start` is derived
     # from the fork's entry, which a busy machine can leave well before the child exists.
     latest: int | None = None
+    exit_time: float | None = None  # when its leader exited (strace's `+++` line)
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class Trace:
     processes: dict[int, Process]
     execs: list[ExecAttempt]
     net: list[NetAttempt] = field(default_factory=list)
+    meta: list[MetaFact] = field(default_factory=list)  # chmod, chown, utime (trace.metaparse)
 
     def last_exec(self, pid: int) -> ExecAttempt | None:
         ok = [e for e in self.execs if e.pid == pid and e.result == "ok"]
@@ -214,6 +217,7 @@ def build_trace(
     procs: dict[int, Process] = {}
     execs: list[ExecAttempt] = []
     net: list[tuple[int, Event]] = []
+    meta: list[MetaFact] = []
     for ev in _merged(files):
         pid = tgid.get(ev.tid)
         if pid is None:  # a thread or process whose creation we did not see
@@ -251,7 +255,7 @@ def build_trace(
             proc.cwd = _join(proc.cwd, ev.path) if ev.path is not None else None
         elif ev.kind == "exit":
             if ev.tid == pid:  # the leader's exit is the process's
-                proc.status, proc.signal = ev.status, ev.signal
+                proc.status, proc.signal, proc.exit_time = ev.status, ev.signal, ev.time
         elif ev.kind == "exec":
             filename = ev.filename
             if ev.dirfd_path is not None and not filename.startswith(b"/"):
@@ -265,9 +269,15 @@ def build_trace(
                 proc.exec_count += 1
         elif ev.kind == "net":
             net.append((pid, ev))
+        elif ev.kind == "meta" and ev.meta is not None:  # (only traced under --contain-write)
+            from mcpshim.trace.metaparse import MetaFact
+
+            path = ev.meta.path
+            path = path if path is None or path.startswith(b"/") else _join(proc.cwd, path)
+            meta.append(MetaFact(ev.time, pid, ev.tid, ev.meta, path))
     from mcpshim.trace.net import follow
 
-    return Trace(procs, _mark_search_steps(execs), follow(net))
+    return Trace(procs, _mark_search_steps(execs), follow(net), meta)
 
 
 def _mark_search_steps(execs: list[ExecAttempt]) -> list[ExecAttempt]:

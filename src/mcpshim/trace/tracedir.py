@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from mcpshim.base.flock import take
 from mcpshim.paths import Locations
 
 __all__ = ["lock_dir", "log_mark", "nameless_file", "sweep"]
@@ -41,10 +41,13 @@ def lock_dir(directory: Path) -> int:
     """Hold `directory` for this session (`sweep` leaves it alone while the lock holds)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = take(fd, 0)
     except OSError:
         os.close(fd)
         raise
+    if not held:
+        os.close(fd)
+        raise BlockingIOError(errno.EWOULDBLOCK, "held by a live session", str(directory))
     return fd
 
 

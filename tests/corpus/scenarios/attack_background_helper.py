@@ -12,6 +12,20 @@ import sys
 
 from tests.corpus.harness import HERE, Expect, Scenario
 
+_EXPECTED = (
+    # a fixed line of the server's (nothing of the call's arguments in it): routine
+    Expect("MCS105", "low", "start_watcher", names=("watcher.js",)),
+    Expect("MCS501", "medium", "start_watcher", names=("node",)),  # detached
+    Expect("MCS301", "medium", "start_watcher", names=("node",)),  # alive at the end
+    # a watcher is not sh (node is the line's program: the line says it)
+    Expect("MCS502", "low", "start_watcher", names=("'sh'",)),
+    Expect("MCS101", "info", "start_watcher", names=("sh was found",)),
+    Expect("MCS101", "info", "start_watcher", names=("node was found",)),
+)
+# untraced, when sh exits before node's shim reads its parent (a race no trace settles
+# there), node hangs under the subreaper and is judged on its own
+_RACE = Expect("MCS502", "low", "start_watcher", names=("'node'",), optional=True)
+
 SCENARIO = Scenario(
     name="attack-background-helper",
     kind="attack",
@@ -19,11 +33,6 @@ SCENARIO = Scenario(
     server=lambda w: [sys.executable, str(HERE / "attack_server.py")],
     calls=lambda w: [("start_watcher", {})],
     needs=("node",),
-    expected=(
-        Expect("MCS105", "medium", "start_watcher"),
-        Expect("MCS501", "medium", "start_watcher"),
-        Expect("MCS301", "medium", "start_watcher"),
-        Expect("MCS502", "low", "start_watcher"),  # sh, node
-        Expect("MCS101", "info", "start_watcher", optional=True),
-    ),
+    expected=(*_EXPECTED, _RACE),
+    traced_expected=_EXPECTED,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 
-from tests.corpus.harness import ANY_CALL, HERE, NO_CALL, Expect, Scenario, Workspace, git_repo
+from tests.corpus.harness import HERE, NO_CALL, Expect, Scenario, Workspace, git_repo
 from tests.corpus.scenarios.benign_commands_server import server
 
 
@@ -21,18 +21,21 @@ def _setup(w: Workspace) -> None:
 
 
 def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
-    line = "git status --short; (node tools/watch.js watcher >/dev/null 2>&1 &)"
+    line = "git status --short; (node tools/watch.js watcher 0 500 >/dev/null 2>&1 &)"
     return [("run_command", {"command": line, "cwd": str(w.ws)})]
 
 
 _EXPECTED = (
-    Expect("MCS501", "medium", "run_command"),
-    Expect("MCS301", "medium", "run_command"),
-    Expect("MCS304", "medium", "run_command"),
-    Expect("MCS101", "info", ANY_CALL, optional=True),
-    Expect("MCS101", "info", NO_CALL, optional=True),
+    Expect("MCS501", "medium", "run_command", names=("node",)),  # the detached helper
+    Expect("MCS301", "medium", "run_command", names=("node",)),  # alive at the end
+    Expect("MCS101", "info", "run_command", names=("git was found",)),
+    Expect("MCS101", "info", "run_command", names=("node was found",)),
+    Expect("MCS101", "info", NO_CALL, names=("node was found",)),  # the server's own node
     Expect("MCS504", "low", NO_CALL),  # the server's stdout lines that are not JSON-RPC
 )
+# The helper phones home half a second after the call answered, with no call in flight: the
+# server's time between calls, in the process run_command started (its context says so).
+_CONNECTED = ("127.0.0.1", "tools/call run_command")
 
 
 def _proof(w: Workspace) -> list[str]:
@@ -52,8 +55,14 @@ SCENARIO = Scenario(
     proof=_proof,
     expected=(
         *_EXPECTED,
-        Expect("MCS105", "medium", "run_command", optional=True),  # the shell, sampled
-        Expect("MCS405", "medium", "run_command", optional=True),  # or from its child's record
+        Expect("MCS304", "medium", NO_CALL, names=_CONNECTED),
+        # the line is the command run_command was given: routine, each program on record
+        Expect("MCS105", "low", "run_command", optional=True, names=("watch.js",)),  # sampled
+        Expect("MCS405", "low", "run_command", optional=True, names=("sh",)),  # or its child's
     ),
-    traced_expected=(*_EXPECTED, Expect("MCS401", "medium", "run_command")),
+    traced_expected=(
+        *_EXPECTED,
+        Expect("MCS306", "medium", NO_CALL, names=_CONNECTED),
+        Expect("MCS401", "low", "run_command", names=("node tools/watch.js",)),
+    ),
 )

@@ -32,8 +32,13 @@ SCENARIO = Scenario(
     linger=1.0,
     proof=_proof,
     expected=(
-        Expect("MCS304", "medium", "format_code"),
-        Expect("MCS502", "low", "format_code"),  # "format_code" does not say node
-        Expect("MCS101", "info", "format_code", optional=True),
+        Expect("MCS304", "medium", "format_code", names=("127.0.0.1",)),
+        Expect("MCS502", "low", "format_code", names=("'node'",)),  # "format_code": not node
+        Expect("MCS101", "info", "format_code", names=("node was found",)),
+    ),
+    traced_expected=(
+        Expect("MCS306", "medium", "format_code", names=("127.0.0.1",)),
+        Expect("MCS502", "low", "format_code", names=("'node'",)),
+        Expect("MCS101", "info", "format_code", names=("node was found",)),
     ),
 )

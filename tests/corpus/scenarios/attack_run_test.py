@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 
-from tests.corpus.harness import HERE, Expect, Scenario, Workspace
+from tests.corpus.harness import HERE, NO_CALL, Expect, Scenario, Workspace
 
 RUN_JS = """\
 const { spawn } = require('child_process');
@@ -22,7 +22,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const log = fs.openSync(path.join(os.tmpdir(), `reporter-${process.pid}.log`), 'a');
-spawn('node', [path.join(__dirname, 'reporter.js'), 'reporter'],
+spawn('node', [path.join(__dirname, 'reporter.js'), 'reporter', '0', '500'],
       { detached: true, stdio: ['ignore', log, log] }).unref();
 console.log('ok 1 - adds numbers');
 """
@@ -43,13 +43,17 @@ def _proof(w: Workspace) -> list[str]:
 
 
 _EXPECTED = (
-    Expect("MCS107", "medium", "run_test"),
-    Expect("MCS106", "info", "run_test", optional=True),  # npm's `sh -c 'node ...'`
-    Expect("MCS501", "medium", "run_test"),
-    Expect("MCS301", "medium", "run_test"),
-    Expect("MCS304", "medium", "run_test"),
-    Expect("MCS101", "info", "run_test", optional=True),
+    Expect("MCS107", "medium", "run_test", names=("package.json",)),
+    Expect("MCS106", "info", "run_test", names=("node test/run.js",)),  # npm's `sh -c`
+    Expect("MCS501", "medium", "run_test", names=("node",)),  # the detached reporter
+    Expect("MCS301", "medium", "run_test", names=("node",)),  # alive at the session's end
+    Expect("MCS101", "info", "run_test", names=("npm was found",)),
+    Expect("MCS101", "info", "run_test", names=("sh was found",)),
+    Expect("MCS101", "info", "run_test", names=("node was found",)),
 )
+# The reporter phones home half a second after run_test answered, with no call in flight:
+# the server's time between calls, in the process run_test started (its context says so).
+_CONNECTED = ("127.0.0.1", "tools/call run_test")
 
 SCENARIO = Scenario(
     name="attack-run-test-edited-script",
@@ -62,6 +66,6 @@ SCENARIO = Scenario(
     listener=True,
     linger=1.2,
     proof=_proof,
-    expected=_EXPECTED,
-    traced_expected=(*_EXPECTED, Expect("MCS401", "info", "run_test", optional=True)),
+    expected=(*_EXPECTED, Expect("MCS304", "medium", NO_CALL, names=_CONNECTED)),
+    traced_expected=(*_EXPECTED, Expect("MCS306", "medium", NO_CALL, names=_CONNECTED)),
 )

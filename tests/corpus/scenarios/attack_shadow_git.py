@@ -32,11 +32,13 @@ def _setup(w: Workspace) -> None:
 
 
 _EXPECTED = (
-    Expect("MCS120", "high", "git_status"),
-    Expect("MCS502", "low", "git_status"),  # git_status started node
-    Expect("MCS101", "info", "git_status", optional=True),  # env found node: the pinned one
-    # the real git by absolute path, past its shim: only sampling may catch it, untraced
-    Expect("MCS405", "medium", "git_status", optional=True),
+    Expect("MCS120", "high", "git_status", names=("node_modules/.bin/git",)),
+    Expect("MCS502", "low", "git_status", names=("'node'",)),  # git_status started node
+    # env found node: the pinned one
+    Expect("MCS101", "info", "git_status", names=("node was found",)),
+    # the shadow (node_modules/.bin first on PATH) and the real git it ran by absolute path
+    # both missed git's shim; untraced, only a sample that catches them says so
+    Expect("MCS405", "medium", "git_status", optional=True, names=("git",), count=2),
 )
 
 SCENARIO = Scenario(
@@ -50,9 +52,8 @@ SCENARIO = Scenario(
     expected=_EXPECTED,
     traced_expected=(
         *_EXPECTED[:-1],
-        Expect("MCS119", "low", "git_status"),  # the shadow is outside the trusted dirs
-        # the shadow (node_modules/.bin first on PATH) and the real git it ran by absolute
-        # path both missed git's shim: the trace has them
-        Expect("MCS405", "medium", "git_status"),
+        # the shadow is outside the trusted dirs
+        Expect("MCS119", "low", "git_status", names=("node_modules/.bin/git",)),
+        Expect("MCS405", "medium", "git_status", names=("git",), count=2),  # the trace has both
     ),
 )

@@ -7,7 +7,7 @@ for it). The destination is on no policy list: MCS108 under that shell_execute.
 
 from __future__ import annotations
 
-from tests.corpus.harness import ANY_CALL, Expect, Scenario, Workspace, git_repo
+from tests.corpus.harness import Expect, Scenario, Workspace, git_repo
 from tests.corpus.scenarios.benign_shell_server import _server
 
 
@@ -42,16 +42,17 @@ SCENARIO = Scenario(
     listener=True,
     proof=_proof,
     expected=(
-        Expect("MCS108", "medium", "shell_execute"),
-        Expect("MCS101", "info", ANY_CALL, optional=True),
-        Expect("MCS304", "medium", "shell_execute", optional=True),  # the sampler's socket
-        # curl and git past their shims: the server's own environment (as in the benign run)
-        Expect("MCS405", "medium", "shell_execute", optional=True),
+        Expect("MCS108", "medium", "shell_execute", nth=2, names=("127.0.0.1",)),
+        # what sampling may catch: curl's socket, and git and curl past their shims (the
+        # server's own environment, as in the benign run)
+        Expect("MCS304", "medium", "shell_execute", nth=2, optional=True, names=("127.0.0.1",)),
+        Expect("MCS405", "medium", "shell_execute", nth=1, optional=True, names=("git",)),
+        Expect("MCS405", "medium", "shell_execute", nth=2, optional=True, names=("curl",)),
     ),
     traced_expected=(
-        Expect("MCS108", "medium", "shell_execute"),
-        Expect("MCS101", "info", ANY_CALL, optional=True),
-        Expect("MCS304", "medium", "shell_execute", optional=True),
-        Expect("MCS405", "medium", "shell_execute"),
+        Expect("MCS306", "medium", "shell_execute", nth=2, names=("127.0.0.1",)),
+        Expect("MCS108", "info", "shell_execute", nth=2, names=("127.0.0.1",)),
+        Expect("MCS405", "medium", "shell_execute", nth=1, names=("git",)),
+        Expect("MCS405", "medium", "shell_execute", nth=2, names=("curl",)),
     ),
 )

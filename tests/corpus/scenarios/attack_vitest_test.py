@@ -17,9 +17,20 @@ from tests.corpus.scenarios.benign_vitest_server import (
     server,
 )
 
+CURL = Expect("MCS101", "info", "run_tests", names=("curl was found",))  # curl through its shim
+# a test runner runs tests; the curl a test started is the test's, not the runner's
+UNEXPLAINED = Expect("MCS502", "low", "run_tests", names=("'curl'",))
 ATTACK = (
-    Expect("MCS108", "medium", "run_tests"),  # curl's destination, on no list
-    Expect("MCS304", "medium", "run_tests", optional=True),  # the sampler saw its socket
+    CURL,
+    UNEXPLAINED,
+    Expect("MCS108", "medium", "run_tests", names=("127.0.0.1",)),  # curl's destination
+    Expect("MCS304", "medium", "run_tests", optional=True, names=("127.0.0.1",)),  # sampled
+)
+ATTACK_TRACED = (
+    CURL,
+    UNEXPLAINED,
+    Expect("MCS306", "medium", "run_tests", names=("127.0.0.1",)),  # the kernel saw it
+    Expect("MCS108", "info", "run_tests", names=("127.0.0.1",)),
 )
 
 EVIL = (
@@ -54,5 +65,5 @@ SCENARIO = Scenario(
     linger=0.5,
     proof=_proof,
     expected=(*COMMON, *SAMPLED, *ATTACK),
-    traced_expected=(*COMMON, *TRACED, *ATTACK),
+    traced_expected=(*COMMON, *TRACED, *ATTACK_TRACED),
 )

@@ -18,8 +18,9 @@ from tests.corpus.harness import (
 )
 
 COMMON = (
-    Expect("MCS101", "info", ANY_CALL, optional=True),
-    Expect("MCS101", "info", NO_CALL, optional=True),
+    Expect("MCS101", "info", NO_CALL, names=("node was found",)),  # the server's own node, its shim
+    Expect("MCS101", "info", "run_command", names=("git was found",), nth=1),
+    Expect("MCS101", "info", "run_command", names=("git was found",), nth=2),
     # the server writes lines that are not JSON-RPC to its stdout (true: the client's SDK
     # complains of each)
     Expect("MCS504", "low", NO_CALL),
@@ -49,15 +50,20 @@ SCENARIO = Scenario(
     needs=("servers",),
     expected=(
         *COMMON,
-        # sampling may catch the shells: their lines are said (one command: info)
-        Expect("MCS105", "medium", "run_command", optional=True),
-        Expect("MCS106", "info", "run_command", optional=True),
+        # sampling may catch the shells: their lines are said (one command: info; composed:
+        # low, each program is on record)
+        Expect("MCS106", "info", "run_command", nth=1, optional=True, names=("git status",)),
+        Expect("MCS105", "low", "run_command", nth=2, optional=True, names=("git log",)),
+        Expect("MCS105", "low", "run_command", nth=3, optional=True, names=("ls -la",)),
         # a shell the sampler missed: its child's record shows it ran past sh's shim
-        Expect("MCS405", "medium", "run_command", optional=True),
+        Expect("MCS405", "low", ANY_CALL, optional=True, names=("sh ran",), count=3),
+        # ls and head have no shim: said when the sampler catches them
+        Expect("MCS302", "info", "run_command", nth=3, optional=True, count=2),
     ),
     traced_expected=(
         *COMMON,
-        Expect("MCS401", "medium", "run_command"),  # `&&` and `|` lines, past every shim
-        Expect("MCS401", "info", "run_command"),  # `git status --short`, one command
+        Expect("MCS401", "info", "run_command", nth=1, names=("git status --short",)),
+        Expect("MCS401", "low", "run_command", nth=2, names=("git log --oneline -3 &&",)),
+        Expect("MCS401", "low", "run_command", nth=3, names=("ls -la | head -5",)),
     ),
 )

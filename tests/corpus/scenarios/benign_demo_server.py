@@ -21,16 +21,19 @@ def _setup(w: Workspace) -> None:
 
 
 _EXPECTED = (
-    Expect("MCS101", "info", "git_log", optional=True),
-    Expect("MCS101", "info", "search_todos", optional=True),
-    Expect("MCS101", "info", "run_test", optional=True),
-    Expect("MCS105", "medium", "search_todos"),
-    Expect("MCS502", "low", "search_todos"),  # sh (and, traced or sampled, grep and head)
-    # grep and head have no shim: true, and said when sampling catches them
-    Expect("MCS302", "info", "search_todos", optional=True),
-    Expect("MCS107", "medium", "run_test"),
-    Expect("MCS106", "info", "run_test", optional=True),  # npm's `sh -c 'node ...'`
+    Expect("MCS101", "info", "git_log", names=("git was found",)),
+    Expect("MCS101", "info", "search_todos", names=("sh was found",)),
+    Expect("MCS101", "info", "run_test", names=("npm was found",)),
+    Expect("MCS101", "info", "run_test", names=("sh was found",)),
+    Expect("MCS101", "info", "run_test", names=("node was found",)),
+    # a shell line composed from the call's argument: quoting decides what the word becomes
+    Expect("MCS105", "medium", "search_todos", names=("grep -rn 'TODO'",)),
+    Expect("MCS502", "low", "search_todos", names=("'sh'",)),  # a search does not say sh
+    # npm test runs the project's test script: project code, whoever edits the checkout
+    Expect("MCS107", "medium", "run_test", names=("package.json",)),
+    Expect("MCS106", "info", "run_test", names=("node test.js",)),  # npm's `sh -c 'node ...'`
 )
+# grep and head have no shim, and are the line's programs (said by the line's finding)
 
 SCENARIO = Scenario(
     name="benign-demo-server",
@@ -44,9 +47,7 @@ SCENARIO = Scenario(
     ],
     setup=_setup,
     needs=("node", "npm"),
-    expected=_EXPECTED,
-    traced_expected=(
-        *_EXPECTED,
-        Expect("MCS401", "info", "run_test", optional=True),  # npm's `sh -c 'node test.js'`
-    ),
+    # untraced: said when the sampler catches them
+    expected=(*_EXPECTED, Expect("MCS302", "info", "search_todos", optional=True, count=2)),
+    traced_expected=_EXPECTED,
 )

@@ -17,5 +17,8 @@ SCENARIO = Scenario(
     server=lambda w: [sys.executable, str(REPO / "tests/fixtures/mcp_server.py")],
     calls=lambda w: [("git_version", {}), ("session_id", {}), ("git_version", {})],
     shims=("git",),
-    expected=(Expect("MCS101", "info", "git_version", optional=True),),
+    expected=(
+        Expect("MCS101", "info", "git_version", names=("git was found",), nth=1),
+        Expect("MCS101", "info", "git_version", names=("git was found",), nth=2),
+    ),
 )

@@ -8,8 +8,6 @@ coreutils, the server's own Python.
 from __future__ import annotations
 
 from tests.corpus.harness import (
-    ANY_CALL,
-    NO_CALL,
     Expect,
     Scenario,
     Workspace,
@@ -33,14 +31,14 @@ def _calls(w: Workspace) -> list[tuple[str, dict[str, object]]]:
     ]
 
 
-EXPECTED = (
-    Expect("MCS101", "info", ANY_CALL, optional=True),
-    Expect("MCS101", "info", NO_CALL, optional=True),
-    # the server starts each command with an environment of its own whose PATH lacks the
-    # shim dir: git bypasses its shim (true: the trace says so; sampling, if it catches it)
-    Expect("MCS405", "medium", ANY_CALL, optional=True),
+# The server starts each command with an environment of its own whose PATH lacks the shim
+# dir: both gits bypass their shim, a true medium fact of a benign server (the trace says so;
+# untraced, only a sample that happens to catch a git)
+EXPECTED = tuple(
+    Expect("MCS405", "medium", "shell_execute", names=("git",), nth=n, optional=True)
+    for n in (1, 2)
 )
-TRACED = (*EXPECTED[:2], Expect("MCS405", "medium", ANY_CALL))
+TRACED = tuple(Expect("MCS405", "medium", "shell_execute", names=("git",), nth=n) for n in (1, 2))
 
 SCENARIO = Scenario(
     name="benign-mcp-shell-server",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from tests.corpus.harness import ANY_CALL, NO_CALL, Expect, Scenario, Workspace, servers_installed
+from tests.corpus.harness import NO_CALL, Expect, Scenario, Workspace, servers_installed
 
 SUM = "export const sum = (a, b) => a + b;\n"
 TEST = """\
@@ -32,24 +32,31 @@ def project(w: Workspace, test: str = TEST) -> None:
 
 
 COMMON = (
-    Expect("MCS101", "info", ANY_CALL, optional=True),
-    Expect("MCS101", "info", NO_CALL, optional=True),
-    Expect("MCS106", "info", "run_tests", optional=True),  # npx's `sh -c 'vitest run ...'`
-    Expect("MCS119", "low", "run_tests", optional=True),  # node_modules/.bin/vitest
+    Expect("MCS101", "info", NO_CALL, names=("node was found",)),  # the server's own node, its shim
+    Expect("MCS101", "info", "run_tests", names=("node was found",)),  # node through its shim
+    Expect("MCS101", "info", "run_tests", names=("sh was found",)),  # npx's sh through its shim
+    Expect("MCS106", "info", "run_tests", names=("'vitest' run",)),  # npx's sh -c line
 )
-#: untraced, what sampling happens to catch: npx running the project's vitest, its workers
-#: started by absolute path, vitest's `cat /proc/cpuinfo | ... | wc -l` shell lines
+#: untraced, what sampling happens to catch of what no shim sees: npx running the project's
+#: vitest, its workers (node re-running itself by absolute path), vitest's
+#: `cat /proc/cpuinfo | ... | wc -l` lines, the sh that runs npx
 SAMPLED = (
-    Expect("MCS107", "medium", "run_tests", optional=True),
-    Expect("MCS405", "medium", "run_tests", optional=True),
-    Expect("MCS105", "medium", "run_tests", optional=True),
-    Expect("MCS302", "info", "run_tests", optional=True),
+    Expect("MCS107", "medium", "run_tests", optional=True, names=("package.json",)),
+    # (untraced, no lineage tells it is node running itself: a bypass by absolute path)
+    Expect("MCS405", "low", "run_tests", optional=True, names=("node ran",)),
+    Expect("MCS105", "low", "run_tests", optional=True, names=("/proc/cpuinfo",), count=2),
+    Expect("MCS106", "info", "run_tests", optional=True, names=("npx vitest",)),
+    Expect("MCS302", "info", "run_tests", optional=True, count=6),  # cat, grep, sort, uniq, wc
+    Expect("MCS119", "low", "run_tests", optional=True, names=("node_modules/.bin/vitest",)),
 )
 TRACED = (
-    Expect("MCS107", "medium", "run_tests"),  # npx runs the project's vitest and its tests
-    Expect("MCS405", "medium", "run_tests"),  # vitest's workers: node by absolute path
-    Expect("MCS401", "medium", "run_tests"),  # its composed /proc/cpuinfo lines, past shims
-    Expect("MCS401", "info", "run_tests", optional=True),  # npx's sh -c 'vitest run'
+    # npx runs the project's vitest, which runs the project's test files: project code
+    Expect("MCS107", "medium", "run_tests", names=("package.json",)),
+    Expect("MCS405", "info", "run_tests", names=("node",)),  # vitest's workers: node itself
+    # its two composed /proc/cpuinfo lines, past every shim: routine, each program on record
+    Expect("MCS401", "low", "run_tests", names=("/proc/cpuinfo",), count=2),
+    Expect("MCS401", "info", "run_tests", names=("npx vitest",)),  # the server's exec()
+    Expect("MCS119", "low", "run_tests", names=("node_modules/.bin/vitest",)),
 )
 
 

@@ -19,7 +19,7 @@ from mcpshim.review.findings import Evidence, Finding, Rule, Severity, define_ru
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.network import allowed
 
-__all__ = ["ATTEMPT", "CONNECTED", "net_finding"]
+__all__ = ["ATTEMPT", "CONNECTED", "NET_RULES", "net_finding", "net_message"]
 
 CONNECTED = define_rule(
     "MCS306",
@@ -61,20 +61,42 @@ def net_finding(
     text = f"[trace-net] {d.get('time', '?')} pid {n.pid}: {n.call} {dest} = {n.outcome}"
     text += f" ({n.errno})" if n.errno else ""
     data = {k: d.get(k) for k in ("pid", "start", "boot_id") if k in d}
-    data.update(command=name, path="", destination=dest, outcome=n.outcome, at=d.get("time"))
+    data.update(command=name, path="", destination=dest, outcome=n.outcome, at=d.get("time"),
+                said=phrase(n))  # fmt: skip
     ev = (Evidence(rec.where, text, data),)
     group = f"session {sid}"
+    # One finding per program and destination class (its grade), every destination named:
+    # its message is made from its evidence (net_message), once filed.
+    cls = scope or "unnamed"
     if kind == "listened":
         sev = policy.grade("remote" if scope in ("any", "remote") else scope)
         msg = f"{who} {phrase(n)}"
-        return Finding(listening, msg, ev, group=group, key=f"{n.call}\0{dest}", severity=sev)
+        return Finding(listening, msg, ev, group=group, key=f"{name}\0listen\0{cls}",
+                       severity=sev)  # fmt: skip
     if allowed(dest, policy.allowed_destinations(name)):
         return None
     if kind == "reached":
         msg = f"{who} {phrase(n)}, which the policy does not list"
-        return Finding(CONNECTED, msg, ev, group=group, key=f"{name}\0{dest}",
+        return Finding(CONNECTED, msg, ev, group=group, key=f"{name}\0{cls}",
                        severity=policy.grade(scope))  # fmt: skip
     sev = Severity.LOW if scope in ("remote", None) else Severity.INFO
     msg = f"{who} {phrase(n)}; nothing was reached"
-    return Finding(ATTEMPT, msg, ev, group=group, key=f"{name}\0{dest}\0{n.outcome}",
-                   severity=sev)  # fmt: skip
+    return Finding(ATTEMPT, msg, ev, group=group, key=f"{name}\0{cls}\0tried", severity=sev)
+
+
+_TAILS = {"MCS306": ", which the policy does not list", "MCS307": "; nothing was reached"}
+NET_RULES = frozenset({"MCS303", "MCS306", "MCS307"})
+
+
+def net_message(f: Finding) -> str:
+    """A socket finding's message from its evidence: each program's facts, every
+    destination named once, in the order they happened."""
+    said: dict[str, dict[str, None]] = {}
+    for ev in f.evidence:
+        words = ev.data.get("said")
+        if isinstance(words, str):
+            said.setdefault(str(ev.data.get("command") or "?"), {})[words] = None
+    if not said:
+        return f.message
+    return "; ".join(f"{who} {', '.join(facts)}" for who, facts in said.items()) + _TAILS.get(
+        f.rule.id, "")  # fmt: skip

@@ -10,7 +10,8 @@ trace-net records and asks `blocked_connect` here).
 
 Landlock checks the file an exec names. The ELF loader, which every dynamic program needs,
 run as a program loads whatever file it is given, and a program written into a memfd is
-no file a rule can name: both run past the ruleset (MCS411, in any traced session).
+no file a rule can name: both run past the ruleset (MCS411, in any traced session, high in
+every view: `review --lock` says it with this message in place of a new executable).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "blocked_departures",
     "blocked_exec",
     "past_ruleset",
+    "past_ruleset_message",
 ]
 
 BLOCKED = define_rule(
@@ -168,10 +170,13 @@ def blocked_departures(
     return out
 
 
-@check(PAST_RULESET)
-def past_ruleset(ctx: Context, img: Image) -> Iterator[Hit]:
-    if img.source != "trace":
-        return
+def past_ruleset_message(img: Image) -> str | None:
+    """MCS411's message for an image that ran code no exec of its file shows (the loader
+    run as a program, a memfd), else None: one wording, and one severity, in every view
+    (plain review here, `review --lock` in review.departures, which says it instead of a
+    new executable)."""
+    if img.source != "trace":  # what the tracer saw run (no shim's, no refused attempt)
+        return None
     target = img.target
     name = os.path.basename(target)
     if target.startswith(b"/memfd:"):
@@ -179,11 +184,20 @@ def past_ruleset(ctx: Context, img: Image) -> Iterator[Hit]:
     elif _LOADER.match(name) and img.args:
         what = f"the ELF loader {_text(target)} on {_text(_loaded(img.args))}"
     else:
+        return None
+    return f"ran {what}: code no exec of its file shows"
+
+
+@check(PAST_RULESET)
+def past_ruleset(ctx: Context, img: Image) -> Iterator[Hit]:
+    msg = past_ruleset_message(img)
+    if msg is None:
         return
+    name = os.path.basename(img.target)
     yield Hit(
         PAST_RULESET,
-        f"ran {what}: code no exec of its file shows",
+        msg,
         f"{_text(name)}",
-        _text(target),
-        {"command": _text(name), "path": _text(target)},
+        _text(img.target),
+        {"command": _text(name), "path": _text(img.target)},
     )

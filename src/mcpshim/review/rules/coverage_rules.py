@@ -31,7 +31,8 @@ BYPASSED = define_rule(
     "A command that has a shim ran without going through it: called by absolute path, or "
     "looked up through a PATH on which the shim directory was not first (a login shell's "
     "profile, `env -i`, a PATH= assignment); only the trace (or, while it lived, the "
-    "sampler) saw it. Medium for sensitive commands.",
+    "sampler) saw it. Medium for a network or credential helper (git, ssh, curl...); info "
+    "for a program its parent runs again by path (node's workers) and git's own helpers.",
     "Call programs by name with the shim directory first on PATH; avoid login shells "
     "(`bash -l` reads /etc/profile whatever the environment says, and it resets PATH on "
     "Debian; zsh login shells keep the shims first through `mcpshim run`'s ZDOTDIR route); "
@@ -40,9 +41,20 @@ BYPASSED = define_rule(
 )
 
 
+#: commands that reach the network or hold credentials: their bypass is medium (docs/verdicts)
+_REACHING = frozenset({"git", "ssh", "gpg", "docker", "kubectl", "gh", "npm", "npx", "pip",
+                       "pip3", "uvx", "pipx", "aws", "gcloud", "az"})  # fmt: skip
+#: interpreters: what they run is judged by its own rules; their bypass alone is low
+_INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "node", "nodejs", "python",
+                           "python3", "perl", "ruby"})  # fmt: skip
+
+
 def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> list[Finding]:
-    """The MCS405 findings of each session's bypasses (the policy is applied by the caller)."""
-    sensitive = frozenset(policy.sensitive_commands) | HELPERS
+    """The MCS405 findings of each session's bypasses (the policy is applied by the caller).
+    Medium for a network or credential helper; low for the rest; info for git running git
+    from its own helpers and for a program its own parent runs again by path (node's
+    workers): neither went anywhere the parent's program was not."""
+    sensitive = (frozenset(policy.sensitive_commands) - _INTERPRETERS) | HELPERS | _REACHING
     out: list[Finding] = []
     for cov in coverages:
         groups: dict[tuple[str, str, object, bool], list[Bypassed]] = {}
@@ -59,6 +71,8 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
             if git_itself:
                 exe = os.fsdecode(first.exec.filename)
                 message = f"{command} ran from git's own helpers ({exe}): git running itself"
+                severity = Severity.INFO
+            elif kind == "itself":
                 severity = Severity.INFO
             evidence = tuple(
                 Evidence(

@@ -71,6 +71,7 @@ SHADOWED = define_rule(
     "writable directories off the server's PATH (mcpshim lint-path) or call the pinned "
     "program by its absolute path.",
     cwe=["CWE-426", "CWE-427"],
+    confidence="inferred",
 )
 UNTRUSTED_DIR = define_rule(
     "MCS119",
@@ -263,6 +264,9 @@ def shadowed(ctx: Context, img: Image) -> Iterator[Hit]:
 @check(TEMP_EXEC, WRITABLE_EXEC, UNTRUSTED_DIR)
 def exec_location(ctx: Context, img: Image) -> Iterator[Hit]:
     target = _text(img.target)
+    cwd = _text(img.cwd) if not img.cwd_unknown else ""
+    if target and not target.startswith("/") and cwd.startswith("/"):
+        target = os.path.normpath(os.path.join(cwd, target))  # `.git/hooks/pre-commit`
     paths = [("executable", target)] if target.startswith("/") else []
     script = script_of(img)
     if script:

@@ -1,24 +1,25 @@
 """Tool-call rules (MCS5xx): findings over a session's attribution, not over one image.
 
 They need the whole session (which call started what, who lived how long), so instead of
-registering a per-image check they are run by `session_findings` after review's pass, and
-`regroup` files review's own findings under the tool call whose process they are about.
+registering a per-image check they are run by `session_findings` after review's pass
+(review.filing then files review's own findings under the call each fact belongs to).
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 
 from mcpshim.family.attribution import Attribution, Call
 from mcpshim.family.images import parse_time
+from mcpshim.family.lifetimes import KEPT
 from mcpshim.family.overlap import Overlap, calls_label, ran_images, ran_line
 from mcpshim.family.tree import Image, Node
 from mcpshim.family.view import evidence_line
 from mcpshim.review.findings import CallRef, Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
+from mcpshim.review.rules.execpaths import script_of
+from mcpshim.review.rules.explain import explained, family_of, in_a_line, named_by_arguments
 from mcpshim.review.rules.unreadable import is_unreadable, unreadable_findings
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "call_ref",
     "explained",
     "overlap_group",
-    "regroup",
     "session_findings",
 ]
 
@@ -39,9 +39,13 @@ OUTLIVED = define_rule(
     "MCS501",
     "process-outlived-tool-call",
     Severity.MEDIUM,
-    "A process started by an MCP tool call was still running after the call returned.",
+    "A process started by an MCP tool call was still running after the call returned and "
+    "left the family's care: detached (its parent exited first, a subreaper reaped it) or "
+    "alive when the session ended (medium). A helper the server keeps under it between "
+    "calls and that ends with the session is said once per session (info).",
     "Make the tool wait for what it starts (or kill it before answering); run the server "
     "under `mcpshim run --on-exit terminate` so nothing outlives the session.",
+    confidence="inferred",
 )
 UNEXPLAINED = define_rule(
     "MCS502",
@@ -53,6 +57,7 @@ UNEXPLAINED = define_rule(
     "Check why the tool runs it; if it is expected, list it under [tools] in the policy "
     '(e.g. run_test = ["npm", "sh", "node"]).',
     cwe=["CWE-78"],
+    confidence="hint",
 )
 AMBIGUOUS = define_rule(
     "MCS503",
@@ -61,6 +66,7 @@ AMBIGUOUS = define_rule(
     "Overlapping MCP tool calls: a process could have been started by either call.",
     "Nothing is guessed: review these processes under each candidate call, or have the "
     "client serialise calls to this server when attribution matters.",
+    confidence="inferred",
 )
 UNPARSED = define_rule(
     "MCS504",
@@ -97,55 +103,6 @@ def _data(node: Node, img: Image, call: Call | None) -> dict[str, object]:
     return out
 
 
-_SPLIT = re.compile(r"[^a-z0-9]+")
-# Words in tool names that name a family of executables rather than one.
-_ALIASES = {
-    "shell": ("sh", "bash", "dash", "zsh"),
-    "python": ("python", "python3"),
-    "node": ("node", "nodejs"),
-}
-
-
-def _words(name: str) -> set[str]:
-    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-    return {w for w in _SPLIT.split(name) if w}
-
-
-#: a tool that says it runs whatever command it is given (`run_command`, `shell_execute`,
-#: "Execute a shell command"): every program it starts is what it said it does
-_RUNS_ANY = re.compile(
-    r"\b(run|runs|running|execute|executes|executing|exec)\b\W+(?:\w+\W+){0,4}?"
-    r"(command|commands|cmd|shell|terminal|program|programs|script|scripts|tests?)\b",
-    re.IGNORECASE,
-)
-#: two of these in a tool's name: it runs what it is given (a test runner runs the project's
-#: tests: node, sh, whatever the project's runner starts)
-_RUNNER_WORDS = frozenset({"shell", "terminal", "bash", "cmd", "command", "commands", "exec",
-                           "execute", "run", "test", "tests"})  # fmt: skip
-
-
-def runs_any_command(tool: str, description: str = "") -> bool:
-    """The tool's name or description says it runs arbitrary commands."""
-    words = _words(tool)
-    if len(words & _RUNNER_WORDS) >= 2 or words & {"shell", "terminal", "bash"}:
-        return True
-    return bool(_RUNS_ANY.search(tool.replace("_", " ")) or _RUNS_ANY.search(description))
-
-
-def explained(
-    tool: str, command: str, tools: Mapping[str, tuple[str, ...]], description: str = ""
-) -> bool:
-    """The policy's [tools] entry decides; without one, the tool's name must say it (or its
-    name and description say it runs any command)."""
-    if tool in tools:
-        return command in tools[tool]
-    if runs_any_command(tool, description):
-        return True
-    name = re.sub(r"[0-9.]+$", "", command.lower()) or command.lower()
-    words = _words(tool)
-    return bool({command.lower(), name} & words) or any(name in _ALIASES.get(w, ()) for w in words)
-
-
 def _owned(att: Attribution, ids: Iterable[int]) -> dict[int, list[int]]:
     """node ids by the call that owns them, in one pass (a pass per call is quadratic in a
     session of thousands of calls), in the order given."""
@@ -157,30 +114,51 @@ def _owned(att: Attribution, ids: Iterable[int]) -> dict[int, list[int]]:
     return out
 
 
+def _outlived_evidence(att: Attribution, n: Node, call: Call) -> Evidence:
+    # The pointer names the process's own record; the record that shows it still running
+    # (a response's family list, a sampler's, the trace's exit) is named in the text.
+    where, text = att.outlived[n.id]
+    how = att.outlived_kind[n.id][1]
+    return Evidence(
+        n.current.where,
+        f"{evidence_line(n.current)}: {text}; {how}"
+        + (f" ({where})" if where and where != n.current.where else ""),
+        _data(n, n.current, call),
+    )
+
+
 def outlived_findings(att: Attribution, policy: Policy) -> list[Finding]:
-    """MCS501: what a call started and left running after it answered."""
+    """MCS501: what a call started and left running after it answered. Detached, or alive
+    when the session ended: medium, under the call. Kept by the server and gone by the end
+    (GitPython's cat-file, a browser): said once for the session, as info (family.lifetimes)."""
     by_id = {n.id: n for n in att.nodes()}
     gone_by_call = _owned(att, att.outlived)
     out = []
+    kept: list[tuple[Node, Call]] = []
     for call in att.calls:
-        gone = [(by_id[i], att.outlived[i]) for i in gone_by_call.get(call.index, ())]
+        gone = []
+        for i in gone_by_call.get(call.index, ()):
+            if att.outlived_kind[i][0] == KEPT:
+                kept.append((by_id[i], call))
+            else:
+                gone.append(by_id[i])
         if not gone:
             continue
-        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n, _ in gone[:5])
-        # The pointer names the process's own record; the record that shows it still
-        # running (a response's family list, a sampler's) is named in the text.
-        evidence = tuple(
-            Evidence(
-                n.current.where,
-                f"{evidence_line(n.current)}: {text}"
-                + (f" ({where})" if where and where != n.current.where else ""),
-                _data(n, n.current, call),
-            )
-            for n, (where, text) in gone
-        )
+        names = ", ".join(f"{n.current.command} (pid {n.pid})" for n in gone[:5])
+        more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
         out.append(Finding(OUTLIVED, f"{len(gone)} process(es) started by {call.label} outlived "
-                           f"it: {names}", evidence, call_group(att, call),
-                           key=f"{call.name}\0outlived", call=call_ref(att, call)))  # fmt: skip
+                           f"it, detached or still running when the session ended: {names}{more}",
+                           tuple(_outlived_evidence(att, n, call) for n in gone),
+                           call_group(att, call), key=f"{call.name}\0outlived",
+                           call=call_ref(att, call)))  # fmt: skip
+    if kept:
+        names = _counted(n.current.command for n, _c in kept)
+        out.append(Finding(
+            OUTLIVED, f"the server keeps {len(kept)} helper process(es) between calls, each "
+            f"gone by the session's end: {names}",
+            tuple(_outlived_evidence(att, n, c) for n, c in kept),
+            f"session {att.session}", key="kept helpers", severity=Severity.INFO,
+        ))  # fmt: skip
     return out
 
 
@@ -195,16 +173,21 @@ def unexplained_findings(att: Attribution, policy: Policy) -> list[Finding]:
         if call.method != "tools/call":
             continue
         seen: dict[str, dict[int, tuple[Node, Image]]] = {}
+        declared = call.name in policy.tools
         for node in (by_id[i] for i in owned.get(call.index, ())):
+            if not declared and in_a_line(node, policy.trusted_dirs):
+                continue  # a program of a shell line: the line is said (MCS105, MCS401)
             for img in (i for i in node.images if i.entry):  # what ran
-                ok = asked.get((call.name, img.command))
+                command = family_of(img.command, os.fsencode(script_of(img) or "") or img.target)
+                if not declared and named_by_arguments(command, call.arguments):
+                    continue  # the call asked for it by name (a [tools] entry still decides)
+                ok = asked.get((call.name, command))
                 if ok is None:
-                    ok = asked[(call.name, img.command)] = explained(
+                    ok = asked[(call.name, command)] = explained(
                         call.name, img.command, policy.tools, att.descriptions.get(call.name, "")
                     )
                 if not ok:
-                    seen.setdefault(img.command, {}).setdefault(node.id, (node, img))
-        declared = call.name in policy.tools
+                    seen.setdefault(command, {}).setdefault(node.id, (node, img))
         how = "the policy's [tools] entry" if declared else "its name"
         for command, procs in sorted(seen.items()):
             evidence = tuple(Evidence(img.where, evidence_line(img), _data(node, img, call))
@@ -300,98 +283,3 @@ def call_in_flight(att: Attribution, when: object) -> Call | None:
         return None
     hit = [c for c in att.calls if c.request <= t and (c.response is None or t <= c.response)]
     return hit[0] if len(hit) == 1 else None
-
-
-Ident = tuple[str, int, int | None]  # (boot id, pid, start ticks)
-Place = tuple[str, CallRef | None]  # the heading evidence goes under, and its call
-
-
-@dataclass(frozen=True)
-class _Filing:
-    """Where each process's evidence goes: under its call (and why, where evidence chose
-    it among overlapping calls), under its overlap group, or by the moment (the server)."""
-
-    calls: dict[Ident, Place] = field(default_factory=dict)
-    why: dict[Ident, str] = field(default_factory=dict)
-    groups: dict[Ident, str] = field(default_factory=dict)
-    servers: dict[Ident, Attribution] = field(default_factory=dict)
-
-    def add(self, att: Attribution) -> None:
-        if att.server is not None:
-            self.servers[(att.server.boot_id, att.server.pid, att.server.start)] = att
-        heads: dict[int, Place] = {}  # per call, not per process
-        for node in att.nodes():
-            owner = att.owner.get(node.id)
-            if isinstance(owner, int):
-                head = heads.get(owner)
-                if head is None:
-                    call = att.calls[owner]
-                    head = heads[owner] = (call_group(att, call), call_ref(att, call))
-                self.calls[(node.boot_id, node.pid, node.start)] = head
-                if node.id in att.reasons:
-                    self.why[(node.boot_id, node.pid, node.start)] = att.reasons[node.id]
-        for g in att.overlaps:  # what could be several calls': under their group
-            heading = overlap_group(att, g)
-            for top in g.tops:
-                for node in top.walk():
-                    if node.known:
-                        self.groups[(node.boot_id, node.pid, node.start)] = heading
-
-    def place(self, ev: Evidence, default: str) -> tuple[Place, Evidence]:
-        d = ev.data
-        start = d["start_ticks"] if "start_ticks" in d else d.get("start")
-        ident = (str(d.get("boot_id")), int(d.get("pid") or -1), start)
-        found = self.calls.get(ident)
-        if found is None and "at" in d and (its := self.servers.get(ident)) is not None:
-            then = call_in_flight(its, d["at"])
-            found = (call_group(its, then), call_ref(its, then)) if then else None
-        if found is None:
-            return (self.groups.get(ident, default), None), ev
-        if ident in self.why:  # filed among overlapping calls: say why
-            reason = self.why[ident]
-            ev = replace(ev, text=f"{ev.text}; filed under this call: {reason}",
-                         data={**ev.data, "call_evidence": reason})  # fmt: skip
-        return found, ev
-
-
-def regroup(findings: Iterable[Finding], atts: Iterable[Attribution]) -> list[Finding]:
-    """File each finding about a process under the tool call that started it.
-
-    A finding folds every occurrence in a family; in a session relayed with --mcp each
-    occurrence keeps its evidence (review.engine), so the finding is split: one finding per
-    tool call, and one for what no call started. A finding whose occurrences are not all in
-    its evidence (a session not relayed) is not split: whose they are is never guessed.
-    Evidence of a moment in the server's own process (`at`: a connect it made) goes under
-    the call in flight then, when exactly one was; of a process several overlapping calls
-    could have started, under their group (said once, MCS503).
-    """
-    filing = _Filing()
-    for att in atts:
-        filing.add(att)
-    if not filing.calls and not filing.servers and not filing.groups:
-        return list(findings)
-    out = []
-    for f in findings:
-        if f.count > len(f.evidence) or f.call is not None or f.rule.id in SESSION_WIDE:
-            out.append(f)  # occurrences not in evidence: whose they are is unknown
-            continue
-        parts: dict[Place, list[Evidence]] = {}
-        for ev in f.evidence:
-            where, said = filing.place(ev, f.group)
-            parts.setdefault(where, []).append(said)
-        for (group, ref), evidence in parts.items():
-            if ref is None:
-                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence))
-            else:
-                key = _call_key(f, f"{ref.method} {ref.name}")
-                part = replace(f, group=group, evidence=tuple(evidence), count=len(evidence),
-                               call=ref, key=key)  # fmt: skip
-            out.append(part)
-    return out
-
-
-def _call_key(f: Finding, tool: str) -> str:
-    """A finding filed under a tool call is told apart by the tool (its fingerprint, in
-    SARIF and JSON): the halves of a split finding are two results. The tool's name, not
-    the call's time, so the fingerprint is the same from one session to the next."""
-    return f"{f.key or f.message}\0{tool}"

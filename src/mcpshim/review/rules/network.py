@@ -26,6 +26,7 @@ UNEXPECTED = define_rule(
     "If the destination is expected, add it to [network].destinations (or the command's "
     "destinations) in the policy; otherwise find out which tool call asked for it.",
     cwe=["CWE-200"],
+    confidence="hint",
 )
 UNKNOWN = define_rule(
     "MCS109",
@@ -36,6 +37,7 @@ UNKNOWN = define_rule(
     "Pass explicit destinations, or review the helper's configuration "
     "(git remote -v, ~/.ssh/config).",
     cwe=["CWE-200"],
+    confidence="hint",
 )
 
 HELPERS = frozenset(

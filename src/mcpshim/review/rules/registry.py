@@ -84,17 +84,21 @@ class Context:
         return self.cache[k]
 
 
-def check(*rules: Rule) -> Callable[[Check], Check]:
+def check(*rules: Rule, parents: bool = False) -> Callable[[Check], Check]:
     """Mark a function as a check that may yield hits of these rules (the catalogue finds
-    it in its module; nothing is registered here)."""
+    it in its module; nothing is registered here). `parents`: it also reads a shell known
+    only from its child's record (parent evidence), whose line most rules leave to MCS405."""
 
     def deco(fn: Check) -> Check:
         fn.check_rules = rules  # type: ignore[attr-defined]
+        fn.check_parents = parents  # type: ignore[attr-defined]
         return fn
 
     return deco
 
 
 def run_checks(ctx: Context, img: Image) -> Iterator[Hit]:
+    parent = img.source == "parent"
     for fn in ctx.checks:
-        yield from fn(ctx, img)
+        if not parent or getattr(fn, "check_parents", False):
+            yield from fn(ctx, img)

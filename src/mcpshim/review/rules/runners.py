@@ -12,13 +12,17 @@ from mcpshim.review.shapes import command_name, subcommand
 
 PROJECT_SCRIPTS = define_rule(
     "MCS107",
-    "package-runner-project-scripts",
+    "project-code-ran",
     Severity.MEDIUM,
-    "A package runner executed scripts defined by the project (package.json, Makefile) in a "
-    "checkout the server can write: whoever edits the checkout chooses what runs.",
-    "Review the scripts before running them; use `npm ci --ignore-scripts` for installs, and "
-    "run project scripts only from a read-only or reviewed checkout.",
+    "The server ran code the project defines, in a checkout it can write: a package "
+    "runner's scripts (package.json, Makefile), a git hook, the conftest.py and test "
+    "modules pytest imports, a tox, nox or pre-commit configuration. Whoever edits the "
+    "checkout chooses what runs; the finding names each file and its SHA-256.",
+    "Review the files before running them (the hashes say which version you saw); use `npm "
+    "ci --ignore-scripts` for installs, and run project code only from a read-only or "
+    "reviewed checkout.",
     cwe=["CWE-829"],
+    confidence="inferred",
 )
 
 # npm subcommands that run a named script even under --ignore-scripts (npm docs)

@@ -19,6 +19,7 @@ CREDENTIAL_ARG = define_rule(
     "Pass secrets through the environment, a credential helper or a file with 0600 permissions, "
     "and rotate the exposed credential.",
     cwe=["CWE-214"],
+    confidence="inferred",
 )
 
 

@@ -25,9 +25,11 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 from mcpshim.log.ledger import sample_is_helper
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
-from mcpshim.review.rules.connections import net_finding
+from mcpshim.review.rules.connections import net_finding, net_message
 from mcpshim.review.rules.contain_rules import blocked_connect
+from mcpshim.review.rules.file_rules import metadata_finding
 from mcpshim.review.rules.network import HELPERS, allowed
+from mcpshim.review.rules.terminated import terminated_finding
 
 __all__ = [
     "CREDENTIAL_NETWORK",
@@ -84,8 +86,9 @@ CREDENTIAL_NETWORK = define_rule(
     "MCS305",
     "credential-env-network-helper",
     Severity.MEDIUM,
-    "A network-capable process inherited credential-like environment variables "
-    "(names only are recorded).",
+    "A network-capable process inherited credential-like environment variables from the "
+    "client or the server (names only are recorded); a variable a script inside the family "
+    "exported itself (Debian's chromium wrapper exports GOOGLE_API_KEY) is that script's.",
     "Pass only the variables a helper needs (env -i / an allow-list in the server config); "
     "keep tokens out of the environment of helpers that talk to the network.",
     cwe=["CWE-526"],
@@ -124,8 +127,13 @@ class _Session:
     net_traced: bool = False  # the tracer recorded the socket calls (trace-net, its summary)
     reached: set[tuple[int, int | None]] = field(default_factory=set)  # observed contact
     sampled_listens: list[Finding] = field(default_factory=list)  # said when not net_traced
-    #: the trace's findings by (rule, key): a process's repeats of one fact are one evidence
+    #: the trace's findings by (rule, key): a process's repeats of one fact are one evidence,
+    #: except in a relayed session, where each keeps its own time (review files each under
+    #: the call in flight then, and counts processes per call)
     net: dict[tuple[str, str], tuple[Finding, set[Any]]] = field(default_factory=dict)
+    relayed: bool = False
+    #: credential-like names the session's command was started with, or the server had
+    given: set[str] = field(default_factory=set)
 
 
 class SessionEvidence:
@@ -164,7 +172,7 @@ class SessionEvidence:
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
         for sid, s in self._sessions.items():
-            out += s.findings + [f for f, _idents in s.net.values()]
+            out += s.findings + [replace(f, message=net_message(f)) for f, _ids in s.net.values()]
             if not s.net_traced:
                 out += s.sampled_listens + self._outbound(sid, s)
             out += self._credential_findings(sid, s)
@@ -175,6 +183,7 @@ class SessionEvidence:
     def _start(self, s: _Session, sid: str, rec: EventRecord) -> None:
         s.root = (rec.data.get("child_pid"), rec.data.get("child_start"))
         s.traced = rec.data.get("trace") == "strace"
+        s.given.update(_names_of(rec.data.get("credential_env")))
 
     def _observed(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
@@ -183,6 +192,7 @@ class SessionEvidence:
             return
         s.observed.setdefault((ident[0], d.get("start")), _Proc(d, rec.where))
         if ident == s.root:
+            s.given.update(_names_of(d.get("credential_env")))  # what the server was given
             return  # the server itself, started by mcpshim run
         name = _name(d)
         # Traced: the trace has the process (and a trace-gap, MCS404, one it missed). A
@@ -230,9 +240,14 @@ class SessionEvidence:
         """ESTABLISHED connections the family made: to another host, or to a local service
         that is not the family's own (a loopback peer is a network peer all the same)."""
         out = []
+        seen: set[tuple[object, ...]] = set()
         for rec, who in s.established:
             d = rec.data
             laddr, raddr = str(d.get("laddr") or ""), str(d.get("raddr"))
+            one = (d.get("boot_id"), d.get("pid"), d.get("start"), laddr, raddr)
+            if one in seen:
+                continue  # the same connection at a later sample: seen first is when it was
+            seen.add(one)
             if laddr.rsplit(":", 1)[-1] in s.listen_ports:
                 continue  # accepted by a listener of the family (a finding of its own)
             local = _is_loopback(raddr)
@@ -244,7 +259,11 @@ class SessionEvidence:
                 continue
             what = f"the local service at {raddr}" if local else raddr
             msg = f"{who} connected to {what} ({d.get('proto')}), which the policy does not list"
-            out.append(_finding(OUTBOUND, msg, sid, rec, raddr if local else _host(raddr)))
+            found = _finding(OUTBOUND, msg, sid, rec, raddr if local else _host(raddr))
+            # a moment: the sample that first saw it (review files it under the call then)
+            [ev] = found.evidence
+            data = {**ev.data, "at": d.get("time"), "destination": raddr}
+            out.append(replace(found, evidence=(replace(ev, data=data),)))
         return out
 
     def _survivor(self, s: _Session, sid: str, rec: EventRecord) -> None:
@@ -260,7 +279,8 @@ class SessionEvidence:
     def _credential_findings(self, sid: str, s: _Session) -> list[Finding]:
         out = []
         for ident, p in s.observed.items():
-            names = p.data.get("credential_env") or []
+            # what the client or the server gave it, not what a script of the family exported
+            names = [n for n in _names_of(p.data.get("credential_env")) if n in s.given]
             name = _name(p.data)
             can = ident in s.reached if s.net_traced else name in HELPERS or ident in s.outbound
             if not names or not can:
@@ -270,14 +290,27 @@ class SessionEvidence:
             out.append(_finding(CREDENTIAL_NETWORK, msg, sid, rec, f"{name}\0{sorted(names)}"))
         return out
 
+    def _relayed(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        s.relayed = True
+
     def _summary(self, s: _Session, sid: str, rec: EventRecord) -> None:
         s.net_traced = s.net_traced or "net" in rec.data
 
     def _trace_exec(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
         if d.get("result") == "ok" and not d.get("shim_script") and isinstance(d.get("pid"), int):
-            name = d.get("via_shim") or os.path.basename(str(d.get("filename") or "")) or "?"
+            ran = d.get("resolved") or d.get("filename") or ""  # (/proc/self/exe: the file)
+            name = d.get("via_shim") or os.path.basename(str(ran)) or "?"
             self.feed_exec(sid, d["pid"], d.get("start"), str(name))
+
+    def _departure(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        s.findings.append(terminated_finding(sid, rec.data, rec.where))  # MCS537, as --lock
+
+    def _file(self, s: _Session, sid: str, rec: EventRecord) -> None:
+        ident = (rec.data.get("pid"), rec.data.get("start"))
+        found = metadata_finding(sid, rec, self._names.get(ident) or "?")  # type: ignore[arg-type]
+        if found is not None:
+            s.findings.append(found)
 
     def _net(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
@@ -297,11 +330,21 @@ class SessionEvidence:
                 f = had[0]
                 s.net[key] = (replace(f, evidence=f.evidence + found.evidence, count=f.count + 1),
                               had[1])  # fmt: skip
+            elif len(had[0].evidence) < _MOMENTS and (
+                s.relayed or _new_words(had[0], found)
+            ):  # the same process, later: its own time (relayed), or another destination
+                f = had[0]
+                s.net[key] = (replace(f, evidence=f.evidence + found.evidence), had[1])
         if d.get("outcome") in ("connected", "sent") and isinstance(ident[0], int):
             s.reached.add(ident)  # type: ignore[arg-type]
 
 
+_MOMENTS = 256  # a relayed session's repeats of one socket fact kept, for filing by call
+
 _HANDLERS = {
+    "mcp-session": SessionEvidence._relayed,
+    "departure": SessionEvidence._departure,
+    "trace-file": SessionEvidence._file,
     "trace-summary": SessionEvidence._summary,
     "trace-exec": SessionEvidence._trace_exec,
     "trace-net": SessionEvidence._net,
@@ -326,6 +369,16 @@ def session_event(kind: str) -> Callable[[EventRule], EventRule]:
         return fn
 
     return deco
+
+
+def _new_words(had: Finding, found: Finding) -> bool:
+    """The fact says what the finding's evidence does not yet (another destination)."""
+    words = {ev.data.get("said") for ev in had.evidence}
+    return any(ev.data.get("said") not in words for ev in found.evidence)
+
+
+def _names_of(value: Any) -> list[str]:
+    return [str(n) for n in value] if isinstance(value, list) else []
 
 
 def _argv(d: Mapping[str, Any]) -> list[str]:

@@ -13,12 +13,14 @@ from mcpshim.review.shapes import command_name, shell_line
 COMPOSED = define_rule(
     "MCS105",
     "shell-composed-line",
-    Severity.MEDIUM,
+    Severity.LOW,
     "A shell ran a composed command line (-c) with substitution, lists, pipes, redirections "
-    "or background jobs: one approval covers several programs.",
+    "or background jobs: one approval covers several programs. Medium when a value of the "
+    "tool call's arguments is spliced into the line (quoting decides what it becomes).",
     "Run each program directly with an argument vector (no shell), or approve the exact line "
     "in the policy ([commands.sh].args).",
     cwe=["CWE-78"],
+    confidence="inferred",
 )
 SIMPLE = define_rule(
     "MCS106",
@@ -27,6 +29,7 @@ SIMPLE = define_rule(
     "A shell ran a single command through -c.",
     "Run the program directly with an argument vector instead of through a shell.",
     cwe=["CWE-78"],
+    confidence="inferred",
 )
 
 

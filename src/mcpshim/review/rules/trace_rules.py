@@ -24,13 +24,15 @@ del _trace_merge
 ABSOLUTE_SHELL = define_rule(
     "MCS401",
     "shell-line-by-absolute-path",
-    Severity.MEDIUM,
+    Severity.LOW,
     "A shell was started by absolute path with a -c command line, past every shim: only the "
     "tracer saw the line (typical of Node's child_process.exec and Python's shell=True). "
-    "Medium when the line composes several programs; a single command is info.",
+    "Low when the line composes several programs, medium when a value of the tool call's "
+    "arguments is spliced into it; a single command is info.",
     "Run the program directly with an argument vector (execFile / spawn without a shell); if "
     "the shell is needed, approve the exact line in the policy ([commands.sh].args).",
     cwe=["CWE-78", "CWE-778"],
+    confidence="inferred",
 )
 SEARCH_WRITABLE = define_rule(
     "MCS402",

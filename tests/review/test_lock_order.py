@@ -1,0 +1,64 @@
+"""A lock approved from one call order holds for another (issue 37, item 4): what a helper
+the server keeps does on its own account is the server's approval, not the tool's that
+happened to start it. Real sessions of the tools fixture server through a real traced
+`mcpshim run --mcp`, `approve` and `review --lock`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.client.session import ClientSession
+
+from mcpshim.contract.lockfile import load_lock
+from mcpshim.review.shapes import name_pattern
+from tests.fixtures.home import Home
+from tests.fixtures.mcpscenario import run_mcp_session
+from tests.fixtures.runhelp import command, needs_trace
+
+
+def _order(*tools: str) -> Any:
+    async def script(s: ClientSession) -> None:
+        for tool in tools:
+            args = {"symbol": "add"} if tool != "lsp_stop" else {}
+            await s.call_tool(tool, args)
+            await anyio.sleep(0.2)
+
+    return script
+
+
+@needs_trace
+def test_a_lazily_started_helper_is_approved_for_the_server(home: Home, tmp_path: Path) -> None:
+    first = run_mcp_session(home, _order("lsp_definition", "lsp_references", "lsp_stop"))
+    lock = tmp_path / "mcpshim.lock"
+    done = command(home, "approve", "--session", first, "--lock", str(lock), "--yes")
+    assert done.returncode == 0, done.stderr
+    servers = load_lock(lock).servers
+    assert len(servers) == 1, list(servers)
+    [server] = servers.values()
+    # the language server (sleep) is the server's, not lsp_definition's that started it
+    assert any("sleep" in e.path for e in server.startup.executables), server.startup
+    assert not any("sleep" in e.path for t in server.tools.values()
+                   for e in t.boundary.executables)  # fmt: skip
+    for order in (("lsp_definition", "lsp_references", "lsp_stop"),
+                  ("lsp_references", "lsp_definition", "lsp_stop")):  # fmt: skip
+        again = run_mcp_session(home, _order(*order))
+        got = command(home, "review", "--session", again, "--lock", str(lock), "--format", "json")
+        assert got.returncode == 0, got.stdout + got.stderr
+        doc = json.loads(got.stdout)
+        assert not [f for f in doc["findings"] if f["severity"] in ("medium", "high")], doc
+
+
+def test_per_run_names_are_kept_as_their_pattern() -> None:
+    assert name_pattern("/tmp/org.chromium.Chromium.a1B2c3/SingletonSocket") == (
+        "/tmp/org.chromium.Chromium.*/SingletonSocket"
+    )
+    assert name_pattern("/tmp/pw-47113/browser-Zx9Qa1.sock") == "/tmp/pw-*/browser-*.sock"
+    # a word of the name's own, a version, an address: kept as they are
+    assert name_pattern("/run/dbus/system_bus_socket") == "/run/dbus/system_bus_socket"
+    assert name_pattern("/home/u/.cache/ms-playwright/chromium-1148") == (
+        "/home/u/.cache/ms-playwright/chromium-1148"
+    )
+    assert name_pattern("127.0.0.1:8080") == "127.0.0.1:8080"
