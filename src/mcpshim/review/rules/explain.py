@@ -139,8 +139,8 @@ def in_a_line(node: Node, trusted: tuple[str, ...]) -> bool:
     p = node.parent
     if p is None or not p.known or not p.images:
         return False
-    while p.parent is not None and p.parent.known and all(
-        i.source == "trace-fork" for i in p.images
+    while (
+        p.parent is not None and p.parent.known and all(i.source == "trace-fork" for i in p.images)
     ):  # a subshell, `$(...)`: the script it is a fork of runs it
         p = p.parent
     forked_from = _image_at(p, node.first_time)  # the wrapper may exec its program later
