@@ -441,30 +441,53 @@ async def _calls(
         await anyio.sleep(linger)
 
 
+def prepare(w: Workspace, sc: Scenario) -> None:
+    """The scenario's world before its first session: shims, listener, its own setup."""
+    mcpshim(w, "install", *sc.shims)
+    if sc.listener:
+        w.cleanup.append(Listener(w).close)
+    sc.setup(w)
+
+
+def session_in(
+    w: Workspace, sc: Scenario, trace: bool | None, opts: Sequence[str] = ()
+) -> tuple[str, list[str], float]:
+    """One session of the scenario's server in a prepared world, driven by its calls:
+    (its id, the calls' errors, the seconds the client took). `trace` None: the server
+    run directly, with no mcpshim (the cost's anchor; then no id)."""
+    argv = sc.server(w)
+    env = {**w.env, **sc.server_env(w), "CORPUS_PORT": str(w.port)}
+    if trace is None:
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(w.ws))
+    else:
+        mode = "--trace" if trace else "--no-trace"  # run traces by default where it can
+        run = ["run", "--mcp", mode, *sc.run_options, *opts, "--", *argv]
+        params = StdioServerParameters(command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=env,
+                                       cwd=str(w.ws))  # fmt: skip
+    before = {str(e["session"]) for e in _events(w, "session-start")}
+    t0 = time.monotonic()
+    errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger)
+    took = time.monotonic() - t0
+    if trace is None:
+        return "", errors, took
+    deadline = time.monotonic() + 60
+    while True:
+        ended = {str(e["session"]) for e in _events(w, "session-end")} - before
+        if ended:
+            return ended.pop(), errors, took
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{sc.name}: no session-end record")
+        time.sleep(0.05)
+
+
 def run_scenario(sc: Scenario, trace: bool) -> Outcome:
     need(*sc.needs)
     if trace:
         need("strace")
     t0 = time.monotonic()
     with workspace(sc.name) as w:
-        mcpshim(w, "install", *sc.shims)
-        if sc.listener:
-            w.cleanup.append(Listener(w).close)
-        sc.setup(w)
-        argv = sc.server(w)
-        mode = "--trace" if trace else "--no-trace"  # run traces by default where it can
-        run = ["run", "--mcp", mode, *sc.run_options, "--", *argv]
-        env = {**w.env, **sc.server_env(w), "CORPUS_PORT": str(w.port)}
-        params = StdioServerParameters(command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=env,
-                                       cwd=str(w.ws))  # fmt: skip
-        errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger)
-        deadline = time.monotonic() + 60
-        while not _events(w, "session-end"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{sc.name}: no session-end record")
-            time.sleep(0.05)
-        [start] = _events(w, "session-start")
-        session = str(start["session"])
+        prepare(w, sc)
+        session, errors, _took = session_in(w, sc, trace)
         proc = mcpshim(w, "review", "--session", session, "--format", "json", *review_policy(w),
                        *sc.review_options)  # fmt: skip
         raw = json.loads(proc.stdout)

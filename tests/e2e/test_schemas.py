@@ -185,7 +185,7 @@ def test_the_session_covers_what_the_schemas_describe(outputs: dict[str, list[An
     a process's socket call, a network ECS document, an anchor, a tool's executables."""
     [review, _] = outputs["findings-1"]
     assert review["calls"] and review["coverage"] and review["findings"]
-    assert {d["event"]["dataset"] for d in outputs["ecs-1"]} == {"mcpshim.exec", "mcpshim.net"}
+    assert {d["event"]["dataset"] for d in outputs["ecs-1"]} >= {"mcpshim.exec", "mcpshim.net"}
     assert {d["kind"] for d in outputs["log-1"]} >= {"exec", "session-start", "mcp-request"}
     assert outputs["anchors-1"][0]["anchors"]
     [lock] = outputs["lock-1"]

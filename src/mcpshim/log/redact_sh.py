@@ -122,8 +122,11 @@ def _triggers() -> list[str]:
     pats += [f"*{shlex.quote(w)}*" for c in COMMANDS for w in c.words]
     # a PEM key given as words: `-----BEGIN RSA PRIVATE KEY----- MIIE... -----END ...`
     pats += ["*' -----BEGIN'*", "*' PRIVATE '*"]
-    # an argument of 40 characters, maybe a bare AWS secret key (the library looks closer)
-    pats.append("*' '" + "[!' ']" * 40 + "' '*")
+    # an argument of 40 characters, maybe a bare AWS secret key (the library looks closer),
+    # unless every one is a lowercase hex digit: a git object name, which git's own
+    # plumbing passes at every turn (a base64 key is never that: 16/64 per character)
+    for k in range(40):
+        pats.append("*' '" + "[!' ']" * k + "[!' '0-9a-f]" + "[!' ']" * (39 - k) + "' '*")
     return list(dict.fromkeys(pats))
 
 

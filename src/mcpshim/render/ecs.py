@@ -97,6 +97,52 @@ def ecs_doc(
     return {k: v for k, v in doc.items() if v is not None}
 
 
+def ecs_fork_doc(
+    img: Image, anchor: Callable[[str], float | None], user_id: int | None = None
+) -> dict[str, Any]:
+    """A process that never exec'd (a `trace-fork`: a zygote's renderer, a worker) as an
+    ECS process event of its own dataset (`mcpshim.process`: no exec, so no exec count
+    includes it): its identity, parent, start and end, and what the sampler saw it run."""
+    process: dict[str, Any] = {
+        "pid": img.pid,
+        "entity_id": entity_id(img.boot_id, img.pid, img.start),
+    }
+    if img.argv0:  # what the sampler saw of its command line (a title it gave itself)
+        seen = [json_text(img.argv0), *(json_text(a) for a in img.args)]
+        line = quote_argv([img.argv0, *img.args])
+        process.update(name=img.command or os.path.basename(seen[0]), args=seen,
+                       args_count=len(seen), command_line=line)  # fmt: skip
+    if img.ppid is not None:
+        process["parent"] = {"pid": img.ppid}
+        if img.parent_start is not None:
+            process["parent"]["entity_id"] = entity_id(img.boot_id, img.ppid, img.parent_start)
+    if img.cwd:
+        process["working_directory"] = json_text(img.cwd)
+    base = anchor(img.boot_id) if img.start is not None else None
+    if base is not None and img.start is not None:
+        started = datetime.fromtimestamp(base, timezone.utc) + timedelta(
+            seconds=img.start / CLK_TCK
+        )
+        process["start"] = _ts(started)
+    doc: dict[str, Any] = {
+        "@timestamp": _ts(img.time) or process.get("start"),
+        "event": {
+            "kind": "event",
+            "category": ["process"],
+            "type": ["info"],
+            "module": "mcpshim",
+            "dataset": "mcpshim.process",
+        },
+        "process": process,
+        "host": {"boot": {"id": img.boot_id}},
+        "labels": {"mcpshim_session": img.session, "mcpshim_source": img.source},
+        "message": "forked, never exec'd: it runs its parent's program",
+    }
+    if user_id is not None:
+        doc["user"] = {"id": str(user_id)}
+    return {k: v for k, v in doc.items() if v is not None}
+
+
 def _endpoint(address: bytes | None, port: int | None, family: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if address is not None:

@@ -22,7 +22,7 @@ from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
 from mcpshim.contract.drift import drift, line_diff, parse_lock_definition
 from mcpshim.contract.identity import Identities
-from mcpshim.contract.lockfile import Boundary, ServerApproval, ToolApproval
+from mcpshim.contract.lockfile import Boundary, Executable, ServerApproval, ToolApproval
 from mcpshim.family.attribution import Attribution, Owner
 from mcpshim.family.tree import Node
 from mcpshim.family.view import evidence_line
@@ -91,13 +91,24 @@ def _diff(old: str, new: str) -> list[str]:
 
 
 def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:
+    """What was approved for these owners. The server's own part (None: what no call asked
+    for, a helper the server keeps doing its work, review.lockscope) is its start-up's and
+    every tool's: a program or destination any of its tools was approved for, the server
+    may use on its own account (GitPython's cat-file is a call's in one run and the
+    server's in the next, as Python collects its objects)."""
+    tools = list(tools)
     parts = [server.tools[t].boundary if t in server.tools else None for t in tools if t]
     if None in tools:
         parts.append(server.startup)
+        parts += [t.boundary for t in server.tools.values()]
     got = [p for p in parts if p is not None]
     if len(got) == 1:
         return got[0]
-    execs = {e.path: e for b in got for e in b.executables}
+    execs: dict[str, Executable] = {}
+    for e in (e for b in got for e in b.executables):  # one program's shapes, all approved
+        had = execs.get(e.path)
+        execs[e.path] = e if had is None else replace(
+            had, shapes=tuple(dict.fromkeys((*had.shapes, *e.shapes))))  # fmt: skip
     return Boundary(
         tuple(execs.values()),
         tuple(r for b in got for r in b.cwd_roots),
