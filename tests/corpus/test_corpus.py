@@ -21,19 +21,30 @@ from tests.corpus.harness import (
 from tests.corpus.scenarios import ALL
 
 _LSP = (
-    "cclsp signals its language server and exits at once: the server's processes end "
-    "moments later, and run accounts them survivors at the instant the server exited "
-    "(medium MCS301 and MCS501 for each, a count that varies with the race)"
+    "cclsp signals its language server and exits at once; the language server's family ends "
+    "within run's settle (no survivor), but family.lifetimes calls a process whose parent "
+    "exited first detached (medium MCS501), where it is a helper the server kept and that "
+    "ended with it (info MCS501)"
+)
+_LSP_UNTRACED = _LSP + (
+    "; untraced, the sampler reads tsserver's node, node running itself, as called by "
+    "absolute path (low MCS405, 2 times)"
+)
+_LSP_TRACED = (
+    _LSP + "; typescript-language-server's script in node_modules/.bin read as low MCS119, "
+    "and node running itself counted twice (MCS405 info)"
+)
+_PROJECT = (
+    "; the checkout's cclsp.json chose the command: known only from the server's read of it "
+    "(issue 40, file evidence)"
 )
 #: Cases review is known to get wrong, and why (issue 38 item 6: labels before rules).
 #: Strict: when the model is fixed the case passes, and its entry must go.
 XFAIL: dict[str, str] = {
-    "benign-cclsp": _LSP,
-    "benign-cclsp-trace": _LSP,
-    "attack-cclsp-project-config": _LSP + "; the checkout's cclsp.json chose the command: "
-    "known only from the server's read of it (issue 40, file evidence)",
-    "attack-cclsp-project-config-trace": _LSP + "; the checkout's cclsp.json chose the "
-    "command: known only from the server's read of it (issue 40, file evidence)",
+    "benign-cclsp": _LSP_UNTRACED,
+    "benign-cclsp-trace": _LSP_TRACED,
+    "attack-cclsp-project-config": _LSP_UNTRACED + _PROJECT,
+    "attack-cclsp-project-config-trace": _LSP_TRACED + _PROJECT,
 }
 
 

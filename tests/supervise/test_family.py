@@ -115,3 +115,56 @@ def test_non_utf8_argument_keeps_its_bytes(home: Home) -> None:
     [obs] = [o for o in events(home, "observed", only_session(home)) if o["cmdline"][0] == "sh"]
     assert obs["cmdline"] == ["sh", "-c", "sleep 1", "x", "\ufffd\ufffdok"]
     assert obs["cmdline_b64"] == {"4": "//5vaw=="}
+
+
+# A helper that, signalled, takes about 100 ms to end (its trap sleeps, then exits 0), and a
+# server that signals it and exits at once, as cclsp stops its language server. The helper
+# says it is ready (its trap set, its sleep started) through a file that holds its pid.
+SLOW_TO_END = "trap 'kill $s; sleep 0.1; exit 0' TERM; sleep 30 & s=$!; echo $$ > ready; wait $s\n"
+
+
+def _signals_and_exits(tmp: Path, leave: str = "") -> list[str]:
+    (tmp / "helper.sh").write_text(SLOW_TO_END)
+    line = f"cd {tmp}; sh helper.sh & h=$!; until [ -e ready ]; do sleep 0.01; done; {leave}"
+    return ["sh", "-c", f"{line} kill $h; exit 0"]
+
+
+@pytest.mark.parametrize("trace", ["--trace=auto", "--no-trace"])
+def test_a_helper_ending_as_the_server_exits_is_no_survivor(
+    home: Home, cleanup: list[int], tmp_path: Path, trace: str
+) -> None:
+    """The family settles before survivors are counted: the helper the server signalled
+    ends within it, reaped with its own status, and nothing survives."""
+    res = run(home, _signals_and_exits(tmp_path), trace)
+    assert res.returncode == 0
+    sid = only_session(home)
+    cleanup += session_pids(sid)
+    assert events(home, "survivor") == []
+    [end] = events(home, "session-end")
+    assert end["survivors"] == 0 and end["terminated"] is False
+    [start] = events(home, "session-start")
+    helper = int((tmp_path / "ready").read_text())
+    reaped = {r["pid"]: r for r in events(home, "reaped", sid)}
+    assert reaped[helper]["status"] == 0  # its own exit, not a signal of mcpshim's
+    assert start["child_pid"] not in reaped  # (the server's status is the session's)
+
+
+def test_what_is_still_running_after_the_settle_survives(
+    home: Home, cleanup: list[int], tmp_path: Path
+) -> None:
+    """The settle is bounded: a `sleep 30` the server leaves is a survivor as before, and
+    the helper that ended within the settle is not."""
+    leave = f"sleep 30 & {WAIT_EXEC};"
+    res = run(home, _signals_and_exits(tmp_path, leave))
+    assert res.returncode == 0
+    sid = only_session(home)
+    cleanup += session_pids(sid)
+    [surv] = events(home, "survivor")
+    cleanup.append(surv["pid"])
+    assert surv["cmdline"] == ["sleep", "30"] and surv["action"] == "reported"
+    assert surv["start"] == start_ticks(surv["pid"])  # the very process, still alive
+    [end] = events(home, "session-end")
+    assert end["survivors"] == 1 and end["terminated"] is False
+    helper = int((tmp_path / "ready").read_text())
+    reaped = {r["pid"]: r for r in events(home, "reaped", sid)}
+    assert reaped[helper]["status"] == 0  # ended by its own trap, within the settle

@@ -61,7 +61,8 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     type=click.Choice(["report", "terminate"]),
     default="report",
     show_default=True,
-    help="What to do with descendants still alive when COMMAND exits.",
+    help="What to do with descendants still alive once COMMAND has exited and the family "
+    "had up to 0.5 s to end.",
 )
 @click.option(
     "--grace",

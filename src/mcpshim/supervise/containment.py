@@ -1,8 +1,13 @@
 """What `mcpshim run` does with the family still alive when the command has ended.
 
-Every live descendant is a survivor: its evidence is read first (before any signal can
-change it), then it is reported or terminated (SIGTERM, SIGKILL after the grace period, and
-a check that it is gone). Signals go through a pidfd where the OS has them, so a process
+A server that signals its helpers and exits at once (cclsp stopping its language server)
+leaves them ending moments later: were they counted at the instant the server exited, the
+count would be a race. So the family first gets a short, bounded settle (`settle`: at most
+SETTLE_S, over as soon as nobody is left); a process that ends within it is an ended process,
+reaped with its real time (or seen ending by the trace). Every descendant alive after it is
+a survivor: its evidence is read first (before any signal can change it), then it is
+reported or terminated (SIGTERM, SIGKILL after the grace period, and a check that it is
+gone). Signals go through a pidfd where the OS has them, so a process
 that exited and whose pid was reused is never hit in its place.
 """
 
@@ -19,9 +24,49 @@ import psutil
 
 from mcpshim.proc.procinfo import ProcInfo, Stat, proc_info, read_stat, start_ticks
 
-__all__ = ["account_survivors", "contain", "group_members"]
+__all__ = ["SETTLE_S", "account_survivors", "contain", "group_members", "settle"]
 
 _KILL_DEADLINE = 10.0  # seconds of SIGKILL rounds before a survivor is declared unkillable
+SETTLE_S = 0.5  # how long the family may take to end after the command has
+_SETTLE_POLL_S = 0.02  # a new process, the tracer's FIFO: looked at this often meanwhile
+
+
+def settle(
+    live_family: Callable[[], dict[int, Stat]], reap: Callable[[], None], seconds: float
+) -> dict[int, Stat]:
+    """Wait up to `seconds` for the family to end, waking as each member exits (a pidfd
+    turns readable; `reap` collects and records what was ours to reap); who is left."""
+    deadline = time.monotonic() + seconds
+    pidfds: dict[int, int] = {}
+    live = live_family()
+    try:
+        while live and (left := deadline - time.monotonic()) > 0:
+            for pid, st in live.items():
+                if pid not in pidfds and (fd := _pidfd(pid, st.start)) is not None:
+                    pidfds[pid] = fd
+            _wait_any(pidfds, min(left, _SETTLE_POLL_S))
+            reap()
+            live = live_family()
+            for pid in [p for p in pidfds if p not in live]:
+                os.close(pidfds.pop(pid))
+    finally:
+        for fd in pidfds.values():
+            os.close(fd)
+    return live
+
+
+def _pidfd(pid: int, start: int | None) -> int | None:
+    """A pidfd of the process itself (None where the OS has none, or it is gone)."""
+    if not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if start_ticks(pid) != start:
+        os.close(fd)
+        return None
+    return fd
 
 
 def account_survivors(
@@ -104,12 +149,7 @@ def contain(
 def _signal(pid: int, start: int | None, sig: int, pidfds: dict[int, int]) -> None:
     """Signal the process itself, never a reuser of its pid (a pidfd pins the process)."""
     if pid not in pidfds and hasattr(os, "pidfd_open"):
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return
-        if start_ticks(pid) != start:
-            os.close(fd)
+        if (fd := _pidfd(pid, start)) is None:
             return
         pidfds[pid] = fd
     try:

@@ -9,8 +9,9 @@ instead of to init: they stay in the family, it reaps them and records their exi
 One thread runs one loop: a selector waits on the signal wakeup pipe (SIGCHLD and the
 forwarded SIGINT/SIGTERM/SIGHUP arrive as bytes there, never as work inside a handler) and
 on any extra readers (`add_reader`: a later stdio relay or a trace reader), with the sample
-interval as its timeout. When the command ends, every live descendant is a survivor,
-reported or terminated by `containment`.
+interval as its timeout. When the command ends, the family gets a short settle (processes
+the server signalled on its way out end moments later); every descendant alive after it
+is a survivor, reported or terminated by `containment`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from mcpshim.log.execlog import ExecRecord
 from mcpshim.log.follow import Follower, Mark
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import Stat, proc_fields, start_ticks
-from mcpshim.supervise.containment import account_survivors, group_members
+from mcpshim.supervise.containment import SETTLE_S, account_survivors, group_members, settle
 from mcpshim.supervise.launch import FORWARDED, Launch
 from mcpshim.supervise.readers import Readers
 from mcpshim.supervise.sampler import Sampler
@@ -220,6 +221,7 @@ class Supervisor:
                 raise
             self.emit("session-start", start_payload(self._start_record()))
             self._loop()
+            settle(self._live_family, self._reap_and_pump, SETTLE_S)
             self.sampler.finish()
             survivors, terminated = self._at_exit()
             if self.tracer is not None:

@@ -20,7 +20,16 @@ from __future__ import annotations
 import json
 
 from tests.corpus.harness import Expect, Scenario, Workspace
-from tests.corpus.scenarios.benign_cclsp import FILES, START, _calls, config, lsp, server
+from tests.corpus.scenarios.benign_cclsp import (
+    FILES,
+    KEPT,
+    KEPT_UNTRACED,
+    START,
+    _calls,
+    config,
+    lsp,
+    server,
+)
 from tests.corpus.worlds import Remote, heard, plant
 
 
@@ -41,9 +50,7 @@ def _expected(traced: bool) -> tuple[Expect, ...]:
         Expect("MCS105", "low", tool, names=("curl",)),
         Expect("MCS502", "low", tool, count=4 if traced else 3),  # sh, curl, node (+ the script)
         Expect("MCS405", "info", tool, optional=not traced, names=("node",)),
-        Expect(
-            "MCS301", "medium", tool, optional=not traced, names=("typescript-language-server",)
-        ),
+        KEPT if traced else KEPT_UNTRACED,
     )
 
 
