@@ -58,9 +58,9 @@ ECHO = (
 # `mcpshim run` with the relay's pumps as threads in the supervisor (benchmark only).
 THREADS = (
     "import sys\n"
-    "from mcpshim import relaychild\n"
-    "relaychild.available = lambda: False\n"
-    "from mcpshim.cli import main\n"
+    "from mcpshim.relay import child\n"
+    "child.available = lambda: False\n"
+    "from mcpshim.__main__ import main\n"
     "sys.argv[0] = 'mcpshim'\n"
     "main()\n"
 )

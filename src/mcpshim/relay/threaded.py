@@ -1,5 +1,5 @@
 """The relay in threads of the supervisor (`mcpshim run --mcp` where the pump child of
-relay.child cannot run: not Linux, or fork failed).
+relay.child cannot run: not Linux, or fork failed; and the base of relay.gate's).
 
 Two pump threads move bytes (client -> server, server -> client) with blocking read() and
 write() and nothing else on that path. Each pump first drops a reference to the chunk (and
