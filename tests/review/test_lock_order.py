@@ -13,7 +13,7 @@ import anyio
 from mcp.client.session import ClientSession
 
 from mcpshim.contract.lockfile import load_lock
-from mcpshim.review.shapes import name_pattern
+from mcpshim.review.shapes import name_key, name_pattern
 from tests.fixtures.home import Home
 from tests.fixtures.mcpscenario import run_mcp_session
 from tests.fixtures.runhelp import command, needs_trace
@@ -42,6 +42,10 @@ def test_a_lazily_started_helper_is_approved_for_the_server(home: Home, tmp_path
     assert any("sleep" in e.path for e in server.startup.executables), server.startup
     assert not any("sleep" in e.path for t in server.tools.values()
                    for e in t.boundary.executables)  # fmt: skip
+    # and so is the socket the server opened for it in its own process, as its pattern
+    [listen] = [x for x in server.startup.listens if x.endswith("/lsp.sock")]
+    assert name_key(listen) == listen.replace(listen.split("/")[-2], "lsp-*")
+    assert not any(t.boundary.listens for t in server.tools.values())
     for order in (("lsp_definition", "lsp_references", "lsp_stop"),
                   ("lsp_references", "lsp_definition", "lsp_stop")):  # fmt: skip
         again = run_mcp_session(home, _order(*order))
@@ -56,9 +60,28 @@ def test_per_run_names_are_kept_as_their_pattern() -> None:
         "/tmp/org.chromium.Chromium.*/SingletonSocket"
     )
     assert name_pattern("/tmp/pw-47113/browser-Zx9Qa1.sock") == "/tmp/pw-*/browser-*.sock"
+    # mkdtemp's six characters drew no digit (a third of all runs)
+    for suffix in ("GuGfcB", "LbwHtB", "xyzAbc"):
+        assert name_pattern(f"/tmp/org.chromium.Chromium.{suffix}/SingletonSocket") == (
+            "/tmp/org.chromium.Chromium.*/SingletonSocket"
+        )
+    assert name_pattern("/tmp/pw-47113/browser-ZxqQab.sock") == "/tmp/pw-*/browser-*.sock"
     # a word of the name's own, a version, an address: kept as they are
     assert name_pattern("/run/dbus/system_bus_socket") == "/run/dbus/system_bus_socket"
     assert name_pattern("/home/u/.cache/ms-playwright/chromium-1148") == (
         "/home/u/.cache/ms-playwright/chromium-1148"
     )
     assert name_pattern("127.0.0.1:8080") == "127.0.0.1:8080"
+    # ... and when they drew a word's case, the key names are compared by takes them for
+    # one name; Python's mkdtemp too (8 of [a-z0-9_], after a prefix or none)
+    for suffix in ("abcdef", "ABCDEF", "Abcdef"):
+        name = f"/tmp/org.chromium.Chromium.{suffix}/SingletonSocket"
+        assert name_key(name) == "/tmp/org.chromium.Chromium.*/SingletonSocket"
+    assert name_key("/tmp/lsp-ab_cdefg/lsp.sock") == name_key("/tmp/lsp-k3_9xabz/lsp.sock")
+    assert name_key("/tmp/tmpab_cdefg/s") == name_key("/tmp/tmpk3z9xabz/s") == "/tmp/tmp*/s"
+    assert name_key("/run/dbus/system_bus_socket") == "/run/dbus/system_bus_socket"
+    assert name_key("127.0.0.1:8080") == "127.0.0.1:8080"
+    # a word closing a component, in any case a word is written in
+    for word in ("/tmp/app.socket", "/tmp/x.Socket", "/run/app-SOCKET", "/tmp/SingletonSocket",
+                 "/tmp/app.socket.sock", "/tmp/my_server"):  # fmt: skip
+        assert name_pattern(word) == word
