@@ -245,9 +245,13 @@ def name_pattern(name: str) -> str:
 
 
 # a template's random run closing a component: after its prefix's last '.' or '-'
-# (mkdtemp's XXXXXX, Python's 8 of [a-z0-9_]), before an extension; Python's default name
-_CLOSING_RUN = re.compile(r"^(.*[.-])[A-Za-z0-9_]{6,12}((?:\.[A-Za-z]{1,4})?)$")
-_PY_TMP = re.compile(r"^tmp[a-z0-9_]{8}$")
+# (mkdtemp's XXXXXX, Python's 8 of [a-z0-9_]), before an extension, or a run a pattern has
+# already starred in part; Python's default name (tmp and 8), its pattern's forms too: the
+# key of a name and of its pattern agree whatever the template drew
+_CLOSING_RUN = re.compile(
+    r"^(.*[.-])(?:[A-Za-z0-9_]*\*[A-Za-z0-9_*]*|[A-Za-z0-9_]{6,12})((?:\.[A-Za-z]{1,4})?)$"
+)
+_PY_TMP = re.compile(r"^(?:tmp[a-z0-9_]{8}|tmp[a-z0-9_]*\*[a-z0-9_*]*|\*[a-z0-9_*]*)$")
 
 
 def name_key(name: str) -> str:
@@ -262,6 +266,6 @@ def name_key(name: str) -> str:
 
 def _key_part(part: str) -> str:
     if _PY_TMP.match(part):
-        return "tmp*"
+        return "*"  # as its pattern is when the draw has a digit: one token, starred
     m = _CLOSING_RUN.match(part)
     return f"{_component(m[1])}*{m[2]}" if m else _component(part)
