@@ -22,17 +22,16 @@ from tests.corpus.scenarios import ALL
 
 _LSP = (
     "cclsp signals its language server and exits at once; the language server's family ends "
-    "within run's settle (no survivor), but family.lifetimes calls a process whose parent "
-    "exited first detached (medium MCS501), where it is a helper the server kept and that "
-    "ended with it (info MCS501)"
+    "within run's settle (no survivor)"
 )
 _LSP_UNTRACED = _LSP + (
-    "; untraced, the sampler reads tsserver's node, node running itself, as called by "
-    "absolute path (low MCS405, 2 times)"
+    ", but untraced nothing says when a process's parent exited, so one orphaned as the "
+    "family shut down reads as detached (medium MCS501); the sampler reads tsserver's node, "
+    "node running itself, as called by absolute path (low MCS405, 2 times)"
 )
-_LSP_TRACED = (
-    _LSP + "; typescript-language-server's script in node_modules/.bin read as low MCS119, "
-    "and node running itself counted twice (MCS405 info)"
+_LSP_TRACED = _LSP + (
+    " and one orphaned as it did is kept (info); typescript-language-server's script in "
+    "node_modules/.bin read as low MCS119, and node running itself counted twice (MCS405 info)"
 )
 _PROJECT = (
     "; the checkout's cclsp.json chose the command: known only from the server's read of it "

@@ -103,9 +103,11 @@ def approved(home: Home, tmp_path: Path, listeners: tuple[socket.socket, socket.
     done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")
     assert done.returncode == 0, done.stderr
     server = load_lock(lock).servers["contained"]
-    # the server's own socket: the connect call's, made while it was in flight (issue 37)
-    assert f"127.0.0.1:{port}" in server.tools["connect"].boundary.destinations
-    assert f"127.0.0.1:{port}" not in server.startup.destinations
+    # the server's own socket, made while the connect call was in flight, whose arguments
+    # name no address (a port number names nothing): the server's approval, as whichever
+    # call it falls in (issue 37, item 4)
+    assert f"127.0.0.1:{port}" in server.startup.destinations
+    assert f"127.0.0.1:{port}" not in server.tools["connect"].boundary.destinations
     return Setup(home, lock, ws, port, other, done.stdout)
 
 

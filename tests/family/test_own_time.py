@@ -214,3 +214,26 @@ def test_a_detached_helper_still_outlives_its_call_at_medium(home: Home) -> None
     doc = _review(home, session)
     [f] = [f for f in doc["findings"] if f["rule"] == "MCS501"]
     assert f["severity"] == "medium" and f["call"]["name"] == "shell" and "sleep" in f["message"]
+
+
+def test_a_helper_ended_as_the_server_shut_down_is_kept_not_detached(home: Home) -> None:
+    # The language server (sh and its sleep) outlives the calls that started it and is
+    # signalled as the server exits: its sleep may outlive its shell by a moment, orphaned
+    # as the family shuts down, after the last call. It escaped nothing: info, said once.
+    async def script(s: ClientSession) -> None:
+        await s.call_tool("lsp_definition", {"symbol": "add"})
+        await anyio.sleep(0.2)
+        await s.call_tool("lsp_references", {"symbol": "add"})
+
+    session = run_mcp_session(home, script)
+    att = attribution_of(home, session)
+    sh = _node(att, "sh")
+    assert att.outlived_kind[sh.id][0] == KEPT
+    # its sleep, forked during the first call or just after it returned (the server's own
+    # time then), is kept too wherever it is filed
+    kinds = {kind for kind, _why in att.outlived_kind.values()}
+    assert kinds == {KEPT}, att.outlived_kind
+    doc = _review(home, session)
+    assert not [f for f in doc["findings"] if f["severity"] in ("medium", "high")], doc["findings"]
+    [kept] = [f for f in doc["findings"] if f["rule"] == "MCS501"]
+    assert kept["severity"] == "info"

@@ -21,6 +21,7 @@ the response, a later sample, the trace's exit time, a later lifetime record.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -131,21 +132,28 @@ def _kind(
     seen: Sightings,
     exits: Mapping[tuple[str, int, int | None], datetime],
     accounted: bool,
+    last_call: float,
 ) -> tuple[str, str]:
     """How it outlived its call, and why that is said. `accounted`: a subreaper supervised
-    the session to its end (so an orphan or a survivor would be on record)."""
+    the session to its end (so an orphan or a survivor would be on record). `last_call`:
+    when the session's last call returned; a process orphaned after it, as the server's
+    family shut down (cclsp signals its language server and exits), that ended before the
+    session did escaped nothing: it ended with the server."""
     kinds = {k for _t, k, _x in seen.get((node.pid, node.start), ())}
     if "survivor" in kinds:
         return SURVIVED, "still running when the session ended"
+    p = node.parent
+    p_end = exits.get((p.boot_id, p.pid, p.start)) if p is not None and p.known else None
+    mine = exits.get((node.boot_id, node.pid, node.start))
+    orphaned = "reaped" in kinds or (p_end is not None and (mine is None or p_end < mine))
+    if orphaned and p is not None and p_end is not None and p_end.timestamp() >= last_call:
+        return KEPT, (f"ended with the server's family: its parent {p.current.command} "
+                      f"exited at {p_end.isoformat()}, after the last call returned")  # fmt: skip
     if "reaped" in kinds:
         return DETACHED, "its parent exited while it ran: mcpshim run reaped it"
-    p = node.parent
-    if p is not None and p.known:
-        p_end = exits.get((p.boot_id, p.pid, p.start))
-        mine = exits.get((node.boot_id, node.pid, node.start))
-        if p_end is not None and (mine is None or p_end < mine):
-            return DETACHED, (f"its parent {p.current.command} (pid {p.pid}) exited first, "
-                              f"at {p_end.isoformat()}")  # fmt: skip
+    if orphaned and p is not None and p_end is not None:
+        return DETACHED, (f"its parent {p.current.command} (pid {p.pid}) exited first, "
+                          f"at {p_end.isoformat()}")  # fmt: skip
     if accounted or (node.boot_id, node.pid, node.start) in exits:
         return KEPT, "kept by its parent and gone by the session's end"
     return UNACCOUNTED, "no supervisor accounted for it: it may have left its parent or lived on"
@@ -158,6 +166,8 @@ def mark_outlived(
 ) -> None:
     """Fill `att.outlived` (node id -> (where, what shows it)) and `att.outlived_kind`."""
     accounted = bool(att.start and att.start.get("subreaper") is True and att.end is not None)
+    returned = [c.response.timestamp() for c in att.calls if c.response is not None]
+    last_call = max(returned, default=math.inf)
     for node in att.nodes():
         owner = att.owner.get(node.id)
         if not isinstance(owner, int) or node is att.server or not _ran(node):
@@ -169,4 +179,4 @@ def mark_outlived(
         if found is None:
             continue
         att.outlived[node.id] = found
-        att.outlived_kind[node.id] = _kind(node, seen, exits, accounted)
+        att.outlived_kind[node.id] = _kind(node, seen, exits, accounted, last_call)
