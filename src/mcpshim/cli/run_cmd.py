@@ -22,14 +22,13 @@ from mcpshim.cli.common import (
 )
 from mcpshim.cli.export_cmd import start_live_stream
 from mcpshim.cli.output import write_output
+from mcpshim.cli.run_setup import contain_session, file_table
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import McpshimError, UsageError
 from mcpshim.log import retention
 from mcpshim.otel import sdk
 from mcpshim.paths import Locations
 from mcpshim.relay.gate import Gate
-from mcpshim.sandbox import contained, landlock
-from mcpshim.sandbox.contained import ContainError, Containment
 from mcpshim.seal.follow import following
 from mcpshim.seal.state import unsealed_check
 from mcpshim.shim import registry
@@ -39,6 +38,7 @@ from mcpshim.supervise.departwatch import DepartureWatch
 from mcpshim.supervise.relayed import run_relayed
 from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
 from mcpshim.trace import run as trace_run
+from mcpshim.trace.filefacts import FileTracing
 
 __all__ = ["COMMANDS"]
 
@@ -89,6 +89,23 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "execs that bypass a shim.",
 )
 @click.option(
+    "--trace-files/--no-trace-files",
+    default=True,
+    show_default=True,
+    help="Traced: record the file facts that matter (trace-file): opens of credential "
+    "files, writes to places that run later (crontab, shell start-up files, systemd and "
+    "autostart units, authorized_keys, git hooks and configuration, a directory on PATH) "
+    "and execs of files the session wrote; no content is read. It stops the family at "
+    "every open (docs/performance.md gives the cost).",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A review policy whose [files] credentials and persistence add to the locations "
+    "the tracer records (review reads the rest of it).",
+)
+@click.option(
     "--zdotdir/--no-zdotdir",
     default=True,
     show_default=True,
@@ -133,14 +150,16 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "rebuilt native at start where the lock did not approve their shell, else the start "
     "line says sh stays executable), connect over TCP only to the ports of the destinations "
     "the lock lists (when it lists any, all with a port; kernel 6.7+; MPTCP sockets are then "
-    "refused), and, with --contain-write, write only beneath those directories and "
+    "refused), read every file but the credential files here the lock does not list "
+    "(~/.ssh keys, cloud CLI credentials, ...: a file made later beside one cannot be read "
+    "either), and, with --contain-write, write only beneath those directories and "
     "the log directory. What it refuses fails with EACCES and, traced, is recorded: review "
     "shows it as blocked by the lock (MCS410). --contain refuses to start (exit 2) without a "
     "lock entry or Landlock; auto warns and runs uncontained. Limits: Landlock checks paths, "
     "not contents (review still checks the lock's hashes); an approved interpreter (sh, "
     "python, node) runs any script it is given, the ELF loader run by hand any binary, and "
     "a program in a memfd is not checked (review flags both, MCS411); UDP, Unix sockets and "
-    "listening are not restricted, reads never are, nor chmod, chown and utime outside the "
+    "listening are not restricted, nor chmod, chown and utime outside the "
     "write directories (traced and recorded under --contain-write: MCS412).",
 )
 @click.option(
@@ -169,6 +188,8 @@ def run(
     grace: float,
     trace: str,
     no_trace: bool,
+    trace_files: bool,
+    policy_file: Path | None,
     zdotdir: bool,
     mcp: bool,
     lock_file: str | None,
@@ -264,7 +285,10 @@ def run(
     zdir = zdotdir_mod.ensure(loc.shim_dir) if zdotdir else None
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
     gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
-    _contain(sup, contain, lock_file, name, command, contain_write, tracer)
+    table = file_table(sup, policy_file)
+    if tracer is not None and trace_files:
+        tracer.files = FileTracing(table)
+    contain_session(sup, contain, lock_file, name, command, contain_write, tracer, table)
     if why_not:
         click.echo(
             f"mcpshim: not tracing, recording with shims and sampling only: {escape(why_not)}",
@@ -336,67 +360,6 @@ def _hold_to_lock(
             )
         DepartureWatch(sup, server, str(path))
     return Gate(lock, str(path), name, command, sup.emit, sup.session) if enforce else None
-
-
-def _contain(
-    sup: Supervisor,
-    mode: str,
-    lock_file: str | None,
-    name: str,
-    command: tuple[str, ...],
-    write: tuple[Path, ...],
-    tracer: trace_run.TraceRun | None,
-) -> None:
-    """--contain: the ruleset the server starts in, from its lock entry (sandbox); or, for
-    auto, the warning and record of why it runs uncontained."""
-    if mode == "off":
-        if write:
-            raise click.UsageError("--contain-write needs --contain")
-        return
-    try:
-        containment = _containment(sup, lock_file, name, command, write, tracer)
-    except (UsageError, ContainError) as exc:  # a broken lock is an error all the same
-        if mode != "auto":
-            raise
-        why = str(exc).removeprefix("--contain: ")
-        click.echo(f"mcpshim: warning: not contained: {escape(why)}", err=True)
-        sup.contain_record = {"state": "unavailable", "reason": why}
-        return
-    sup.contain, sup.contain_record = containment, containment.payload()
-    click.echo(f"mcpshim: {escape(containment.plan.summary(containment.abi))}", err=True)
-    if tracer is None:
-        click.echo(
-            "mcpshim: warning: not traced: what the ruleset refuses is not recorded", err=True
-        )
-    else:
-        tracer.contained(*containment.tracer_hooks())
-
-
-def _containment(
-    sup: Supervisor,
-    lock_file: str | None,
-    name: str,
-    command: tuple[str, ...],
-    write: tuple[Path, ...],
-    tracer: trace_run.TraceRun | None,
-) -> Containment:
-    abi, why = landlock.unavailable()
-    if why:
-        raise UsageError(f"--contain: {why}")
-    path = resolve_lock(lock_file or "auto")
-    assert path is not None
-    lock = load_lock(path)
-    server = select_server(lock, name, command)
-    if server is None:
-        raise UsageError(
-            f"--contain: {path} has no entry for this server (run it with --name NAME, the "
-            "name it was approved under, or the command line it was approved with)"
-        )
-    dirs = [str(d.resolve()) for d in write] if write else None
-    return contained.build(
-        server, str(path), abi, sup.loc, tracer.strace if tracer else None, sup.path, dirs,
-        command[0],
-    )  # fmt: skip
 
 
 @click.command()

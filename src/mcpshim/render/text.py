@@ -54,8 +54,10 @@ def _finding_lines(f: Finding, limit: int | None) -> list[str]:
     # Messages and evidence hold argv already quoted by display.quote_argv: escaping
     # again would double its backslashes; safe() still escapes any control character.
     d = _head(f)
-    lines = [f"  [{d['severity'].upper()}] {d['rule']} {d['name']} ({d['confidence']}): "
-             f"{safe(d['message'])}"]
+    lines = [
+        f"  [{d['severity'].upper()}] {d['rule']} {d['name']} ({d['confidence']}): "
+        f"{safe(d['message'])}"
+    ]
     shown = f.evidence if limit is None else f.evidence[:limit]
     for ev in shown:
         lines.append(f"      {escape(ev.where)}: {safe(ev.text)}")

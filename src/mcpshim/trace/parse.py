@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpshim.log.shimhelper import is_shim_helper
+from mcpshim.trace.fileparse import FILE_CALLS, FileCall, parse_file
 from mcpshim.trace.metaparse import META_CALLS, MetaCall, parse_meta
 from mcpshim.trace.netparse import (
     NET_CALLS,
@@ -47,7 +48,7 @@ class Event:
 
     time: float
     tid: int
-    kind: str  # exec | spawn | chdir | exit | superseded | net | meta
+    kind: str  # exec | spawn | chdir | exit | superseded | net | meta | file
     filename: bytes = b""
     argv: tuple[bytes, ...] | None = None  # None: strace could not read the array
     truncated: bool = False
@@ -65,6 +66,7 @@ class Event:
     env_known: bool = False
     net: NetCall | None = None  # net: a socket call (trace.netparse)
     meta: MetaCall | None = None  # meta: a chmod, chown or utime call (trace.metaparse)
+    file: FileCall | None = None  # file: an open, rename, link or truncate (trace.fileparse)
 
 
 _TS = re.compile(rb"(\d+\.\d+) ")
@@ -207,6 +209,9 @@ def parse_line(tid: int, line: bytes) -> Event | None:
     if rest.startswith(META_CALLS):
         meta = parse_meta(rest)
         return Event(t, tid, "meta", meta=meta) if meta is not None else None
+    if rest.startswith(FILE_CALLS):
+        got = parse_file(rest)
+        return Event(t, tid, "file", file=got) if got is not None else None
     if rest.startswith(b"+++ "):
         if e := _EXITED.search(rest):
             return Event(t, tid, "exit", status=int(e.group(1)))

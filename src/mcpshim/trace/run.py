@@ -44,11 +44,13 @@ from mcpshim.errors import UsageError
 from mcpshim.log import eventlog
 from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import read_stat, start_ticks
+from mcpshim.trace.filefacts import ReadRefused
 from mcpshim.trace.metaparse import META_SYSCALLS
 from mcpshim.trace.parse import Event, ExecFeed, LinePump
 from mcpshim.trace.probe import FIX, trace_unavailable
 from mcpshim.trace.records import (
     ExecRefused,
+    FileTracing,
     PortRefused,
     WriteOutside,
     iso_time,
@@ -127,6 +129,7 @@ class TraceRun:
         self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
         self._port_refused: PortRefused | None = None
         self._write_outside: WriteOutside | None = None
+        self.files: FileTracing | None = None  # trace the file calls too (trace.filefacts)
         self._params: TraceParams | None = None  # set by finish, for the drain too
         try:
             self._open()
@@ -166,19 +169,24 @@ class TraceRun:
         exec_refused: ExecRefused,
         port_refused: PortRefused | None,
         write_outside: WriteOutside | None = None,
+        read_refused: ReadRefused | None = None,
     ) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
         say so, and with `port_refused` so do the connects it refused (their `trace-net`
         record, outcome denied, says why: `blocked`). With write rules (`write_outside`)
         the metadata calls Landlock does not refuse are traced too, and each change
-        outside the write directories is recorded (`trace-file`: trace.metaparse)."""
+        outside the write directories is recorded (`trace-file`: trace.metaparse). Where
+        reads of credential files are held (`read_refused`), a refused open says why."""
         self._exec_refused, self._port_refused = exec_refused, port_refused
         self._write_outside = write_outside
+        if self.files is not None:
+            self.files.read_refused = read_refused
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
-        extra = META_SYSCALLS if self._write_outside is not None else ()
-        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra)
+        files = self.files is not None
+        meta = META_SYSCALLS if self._write_outside is not None or files else ()
+        argv = strace_argv(self.strace, str(self.fifo), command, extra=meta, files=files)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -213,6 +221,8 @@ class TraceRun:
             if out:
                 self._store(out)
                 self._note_pids(out)
+                if self.files is not None:
+                    self.files.inodes.feed(out)  # what was written and run, while it is there
                 if self._exec_hooks and b"exec" in out:
                     for ev in self._execs.feed(out):
                         for hook in self._exec_hooks:
@@ -383,11 +393,12 @@ class TraceRun:
             self.tracer_pid, shim_dirs,
         )  # fmt: skip
         self._close(complete)
+        counts: dict[str, int] = {}
         try:
             trace, gaps = write_trace(
                 self.loc, self.output, self._params, complete, self._live, self._log_mark,
                 refused=(self._exec_refused, self._port_refused),
-                write_outside=self._write_outside,
+                write_outside=self._write_outside, files=self.files, counts=counts,
             )  # fmt: skip
             # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
             helper = shim_helper_pids(trace)
@@ -405,6 +416,8 @@ class TraceRun:
                 "net": len(trace.net),  # the trace-net records written
                 "complete": complete,
             }
+            if self.files is not None:  # the trace-file records written (0: none to say)
+                summary["files"] = counts.get("trace-file", 0)
             if self.lost:
                 summary["lost"] = self.lost  # the execs after it are not on record
             if not complete:

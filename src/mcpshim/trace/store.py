@@ -34,6 +34,7 @@ from mcpshim.log.execlog import EventRecord, ExecRecord, LogProblem, Record
 from mcpshim.paths import Locations
 from mcpshim.trace.records import (
     ExecRefused,
+    FileTracing,
     PortRefused,
     WriteOutside,
     exact_starts,
@@ -160,7 +161,8 @@ def _written(records: Iterable[Record]) -> set[tuple[str, Any, Any]]:
     return {
         (r.kind, r.data.get("pid"), r.data.get("time"))
         for r in records
-        if isinstance(r, EventRecord) and r.kind in ("trace-exec", "trace-fork", "trace-net")
+        if isinstance(r, EventRecord)
+        and r.kind in ("trace-exec", "trace-fork", "trace-net", "trace-file")
     }
 
 
@@ -174,14 +176,18 @@ def write_trace(
     late: bool = False,
     refused: tuple[ExecRefused | None, PortRefused | None] = (None, None),
     write_outside: WriteOutside | None = None,
+    files: FileTracing | None = None,
+    counts: dict[str, int] | None = None,
 ) -> tuple[Trace, int]:
     """Parse the output and append its records; (the trace, how many gaps were found).
     `late` (the drain): only records the log does not hold yet, marked so, and no gaps
     (the session's own check found them, with the family it knew). `refused`: a contained
-    session's ruleset (`run --contain`), whose refusals the records say."""
-    files = read_output(output, final=final)
+    session's ruleset (`run --contain`), whose refusals the records say. `files`: the
+    file facts are recorded too (trace.filefacts; the drain records none). `counts`:
+    filled with the records written, by kind."""
+    lines = read_output(output, final=final)
     trace = build_trace(
-        files, p.root_pid, p.root_cwd, p.root_start, p.supervisor, execlog.now_anchor(),
+        lines, p.root_pid, p.root_cwd, p.root_start, p.supervisor, execlog.now_anchor(),
         execlog.CLK_TCK,
     )  # fmt: skip
     records = list(session_records(loc, mark, p.session))
@@ -189,13 +195,15 @@ def write_trace(
     skip = _written(records) if late else set()
     exec_refused, port_refused = refused
     found = trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused,
-                           port_refused, shim_paths(records), write_outside)  # fmt: skip
+                           port_refused, shim_paths(records), write_outside, files)  # fmt: skip
     for kind, payload in found:
         if late:
             if (kind, payload.get("pid"), payload.get("time")) in skip:
                 continue
             payload["late"] = True  # recorded after the session, by the drain
         eventlog.append_event(loc, kind, payload)
+        if counts is not None:
+            counts[kind] = counts.get(kind, 0) + 1
     if late:
         return trace, 0
     gaps = list(find_gaps(trace, records, exact, {p.tracer_pid}))
