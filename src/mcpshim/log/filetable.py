@@ -170,7 +170,7 @@ def pattern_regex(pattern: str) -> str:
 
 
 def _union(patterns: Sequence[str]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{pattern_regex(p)})" for p in patterns) + r"\Z")
+    return re.compile("(?:" + "|".join(f"(?:{pattern_regex(p)})" for p in patterns) + r")\Z")
 
 
 @dataclass(frozen=True)

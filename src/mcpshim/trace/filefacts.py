@@ -83,6 +83,10 @@ _EXEC_LINE = re.compile(
     rb'^(\d+) +(\d+\.\d+) execve\("((?:\\x[0-9a-f]{2})*)", \[(.*)\], .*\) += 0$', re.M
 )
 _ITEM = re.compile(rb'"((?:\\x[0-9a-f]{2})*)"')
+_CWD = re.compile(rb"^(\d+) +\d+\.\d+ \w+\(AT_FDCWD<((?:\\x[0-9a-f]{2})+)>", re.M)
+_TID = re.compile(rb"^(\d+) ")
+_UNFINISHED = b" <unfinished ...>"
+_RESUMED = re.compile(rb"^(\d+) +\d+\.\d+ <\.\.\. \w+ resumed>")
 
 
 def _unhex(s: bytes) -> bytes:
@@ -105,8 +109,16 @@ class Inodes:
 
     written: dict[tuple[int, float], Ino] = field(default_factory=dict)
     ran: dict[tuple[int, float], tuple[Ino | None, Ino | None]] = field(default_factory=dict)
+    #: each thread's working directory as its calls under AT_FDCWD print it (a process
+    #: that ran a relative path may be gone before /proc can say)
+    cwds: dict[int, bytes] = field(default_factory=dict)
+    _pending: dict[int, bytes] = field(default_factory=dict)  # a call split by another's line
 
     def feed(self, lines: bytes) -> None:
+        if _UNFINISHED in lines or b" resumed>" in lines:
+            lines = self._joined(lines)
+        if b"AT_FDCWD<" in lines:
+            self.cwds.update((int(m.group(1)), _unhex(m.group(2))) for m in _CWD.finditer(lines))
         if b"O_WRONLY" in lines or b"O_RDWR" in lines or b"O_CREAT" in lines or b"creat(" in lines:
             for m in _WRITE_LINE.finditer(lines):
                 ino = _stat(_unhex(m.group(3)))
@@ -116,10 +128,28 @@ class Inodes:
             for m in _EXEC_LINE.finditer(lines):
                 self._exec(int(m.group(1)), float(m.group(2)), _unhex(m.group(3)), m.group(4))
 
+    def _joined(self, lines: bytes) -> bytes:
+        """The lines with each `<unfinished ...>` call joined to its `<... resumed>` half
+        (a vfork's exec is split by its parent's next line), as the parser joins them."""
+        out = []
+        for raw in lines.split(b"\n"):
+            if raw.endswith(_UNFINISHED):
+                m = _TID.match(raw)
+                if m is not None:
+                    self._pending[int(m.group(1))] = raw[: -len(_UNFINISHED)]
+                continue
+            r = _RESUMED.match(raw)
+            if r is None:
+                out.append(raw)
+            elif (head := self._pending.pop(int(r.group(1)), None)) is not None:
+                out.append(head + raw[r.end() :])
+        return b"\n".join(out)
+
     def _exec(self, tid: int, t: float, filename: bytes, argv_text: bytes) -> None:
-        cwd = None
-        with contextlib.suppress(OSError):
-            cwd = os.readlink(f"/proc/{tid}/cwd").encode("utf-8", "surrogateescape")
+        cwd = self.cwds.get(tid)
+        if cwd is None:
+            with contextlib.suppress(OSError):
+                cwd = os.readlink(f"/proc/{tid}/cwd").encode("utf-8", "surrogateescape")
         path = filename if filename.startswith(b"/") else (
             os.path.join(cwd, filename) if cwd is not None else None)  # fmt: skip
         argv = [_unhex(x) for x in _ITEM.findall(argv_text)]
@@ -256,9 +286,9 @@ def _change(c: Any) -> str:
         return "link"
     if "append" in c.flags:
         return "append"
-    if "create" in c.flags and "truncate" not in c.flags:
-        return "create"
-    return "truncate" if "truncate" in c.flags or c.call == "truncate" else "write"
+    if c.call == "truncate" or ("truncate" in c.flags and "create" not in c.flags):
+        return "truncate"
+    return "create" if "create" in c.flags and "truncate" not in c.flags else "write"
 
 
 def _ran_written(
