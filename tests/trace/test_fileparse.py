@@ -68,8 +68,9 @@ def test_every_form_names_its_file(tmp_path: Path) -> None:
     def p(name: str) -> bytes:
         return os.fsencode(d / name)
 
+    here = [f for f in trace.files if f.path is not None and f.path.startswith(os.fsencode(d))]
     got = [(f.call.call, f.path, f.call.access, f.call.flags, f.target, f.call.result)
-           for f in trace.files if f.path is not None and f.path.startswith(os.fsencode(d))]  # fmt: skip
+           for f in here]  # fmt: skip
     assert [g for g in got if g[0] != "openat" or g[1] != os.fsencode(d)] == [
         ("openat", p("r"), "write", ("create", "truncate"), None, "ok"),
         ("openat", p("r"), "read", (), None, "ok"),
