@@ -241,3 +241,7 @@ def test_contain_refuses_reading_a_key_the_lock_does_not_list(home: Home, tmp_pa
     assert not [f for f in doc["findings"] if f["rule"] == "MCS413"]  # nothing was read
     [coverage] = doc["coverage"]
     assert "read" in coverage["contain"]["text"]
+    held = mcpshim(home, "review", "--session", sid, "--lock", str(lock))
+    assert held.returncode == 1, held.stderr  # the refused reads: departures that did not happen
+    assert f"reading {key} (SSH private key) (EACCES)" in held.stdout
+    assert "MCS410 blocked-by-lock" in held.stdout and "MCS413" not in held.stdout

@@ -147,26 +147,14 @@ class Roots:
         return list(dict.fromkeys(out))
 
 
+_TOKENS = re.compile(r"(/\*\*/|/\*\*\Z|\*|\?)")
+_MEANS = {"/**/": "(?:/[^/]+)*/", "/**": "(?:/.*)?", "*": "[^/]*", "?": "[^/]"}
+
+
 def pattern_regex(pattern: str) -> str:
-    """A pattern (placeholders expanded) as a regular expression over a whole path."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("/**/", i):
-            out.append("(?:/[^/]+)*/")
-            i += 4
-        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("(?:/.*)?")
-            i += 3
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
+    """A pattern (placeholders expanded) as a regular expression over a whole path: `*`
+    and `?` within a component, `/**/` any components between, a trailing `/**` beneath."""
+    return "".join(_MEANS.get(part) or re.escape(part) for part in _TOKENS.split(pattern))
 
 
 def _union(patterns: Sequence[str]) -> re.Pattern[str]:

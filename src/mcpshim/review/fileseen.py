@@ -19,6 +19,7 @@ from mcpshim.family.filefacts import CREDENTIAL, PERSISTENCE, RAN_WRITTEN, kind_
 from mcpshim.family.tree import Node
 from mcpshim.log.filerecords import FileRecord
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity
+from mcpshim.review.rules.contain_rules import BLOCKED
 from mcpshim.review.rules.file_rules import CREDENTIAL_READ, PERSISTENCE_WRITE, RAN_WRITTEN_FILE
 
 __all__ = ["FileSeen", "Make", "file_departures", "file_owners"]
@@ -40,9 +41,13 @@ class FileSeen:
     credentials: dict[str, Fact] = field(default_factory=dict)
     persistence: dict[str, Fact] = field(default_factory=dict)
     ran_written: dict[str, Fact] = field(default_factory=dict)
+    refused: dict[str, Fact] = field(default_factory=dict)  # reads a contained session refused
 
     def add(self, f: FileRecord, node: Node | None) -> None:
         kind = kind_of(f)
+        if f.blocked and kind == CREDENTIAL:
+            self.refused.setdefault(f.shown, Fact(f, node))
+            return
         into = {CREDENTIAL: self.credentials, PERSISTENCE: self.persistence,
                 RAN_WRITTEN: self.ran_written}.get(kind)  # fmt: skip
         if into is None or not f.ok or f.blocked:
@@ -79,7 +84,11 @@ def _ev(fact: Fact) -> list[Evidence]:
 
 
 def file_departures(seen: FileSeen, approved: Boundary, make: Make) -> Iterator[Finding]:
-    """What one owner did with files that its approved boundary does not list."""
+    """What one owner did with files that its approved boundary does not list, and the
+    reads a contained session refused (MCS410, as plain review says them)."""
+    for path, fact in sorted(seen.refused.items()):
+        msg = f"blocked by the lock: {_ev(fact)[0].text.replace('was refused: ', '', 1)}"
+        yield make(BLOCKED, msg, _ev(fact), f"read\0{path}", None)
     for path, fact in sorted(seen.credentials.items()):
         if path not in approved.credential_files:
             sev = Severity.HIGH if fact.record.private_key else None

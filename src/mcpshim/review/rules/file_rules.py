@@ -68,6 +68,7 @@ CREDENTIAL_READ = define_rule(
     "approve a session that reads it); otherwise find out why the call read it: its "
     "arguments, a changed server, a script it ran.",
     cwe=["CWE-522"],
+    confidence="observed",
 )
 PERSISTENCE_WRITE = define_rule(
     "MCS414",
@@ -80,6 +81,7 @@ PERSISTENCE_WRITE = define_rule(
     "Look at what was written there before anything runs it (a new login shell, a cron "
     "minute, the next commit), and remove it unless the user asked for it.",
     cwe=["CWE-506"],
+    confidence="observed",
 )
 RAN_WRITTEN_FILE = define_rule(
     "MCS415",
@@ -91,6 +93,7 @@ RAN_WRITTEN_FILE = define_rule(
     "Read what the call that wrote it was asked to write; approve the script in the lock "
     "only if running session-written files is the tool's purpose.",
     cwe=["CWE-494"],
+    confidence="observed",
 )
 FILE_RULES = frozenset({"MCS413", "MCS414", "MCS415"})
 _LABEL = "session-written"
