@@ -83,7 +83,7 @@ SCENARIO = Scenario(
         Expect("MCS101", "info", RCE, names=("curl",)),
         Expect("MCS108", "medium", RCE, names=("curl", "127.0.0.1")),
         Expect("MCS102", "high", RCE, optional=True, names=("/tmp/mcpshim-corpus-",)),  # sampled
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote and then ran (traced only: the tracer sees both)
     ),
     traced_expected=(
         START,
@@ -93,6 +93,7 @@ SCENARIO = Scenario(
         Expect("MCS101", "info", RCE, names=("curl",)),
         Expect("MCS306", "medium", RCE, names=("curl", "127.0.0.1")),
         Expect("MCS102", "high", RCE, names=("/tmp/mcpshim-corpus-",)),
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote (cp) and then ran
+        Expect("MCS415", "high", RCE, names=("/tmp/mcpshim-corpus-", f"by tools/call {RCE}")),
     ),
 )

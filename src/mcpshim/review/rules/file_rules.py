@@ -187,27 +187,33 @@ Writer = Mapping[tuple[str, int, object, str], str]
 
 
 def name_writers(findings: Iterable[Finding], writer: Writer) -> list[Finding]:
-    """MCS415's messages once filed: the write's call named ("by tools/call write_file (id
-    4)"), from `writer` ((boot id, pid, start, write time) -> what wrote it then)."""
+    """The file findings' messages once filed, each from its own first evidence (a part
+    filed under another call says that call's process), and MCS415's with the write's call
+    named ("by tools/call write_file (id 4)", from `writer`: (boot id, pid, start, write
+    time) -> what wrote it then)."""
     out = []
     for f in findings:
-        if f.rule.id != RAN_WRITTEN_FILE.id or not f.evidence:
+        if f.rule.id not in FILE_RULES or not f.evidence:
             out.append(f)
             continue
         d = f.evidence[0].data
-        who = writer.get((str(d.get("boot_id")), int(d.get("written_pid") or -1),
-                          d.get("written_start"), str(d.get("written_at"))))  # fmt: skip
-        if who is None:
-            out.append(f)
+        who = f"{d.get('command') or '?'} (pid {d.get('pid')})"
+        if f.rule.id != RAN_WRITTEN_FILE.id:
+            tail = (
+                ": it runs later without being asked" if f.rule.id == PERSISTENCE_WRITE.id else ""
+            )
+            out.append(replace(f, message=f"{who} {d.get('said')}{tail}"))
             continue
-        head = f.message.split(" ran ", 1)[0]
-        gap = _gap(d.get("at"), d.get("written_at"))
-        interpreter = d.get("interpreter")
-        was = d.get("written_as")
+        by = writer.get((str(d.get("boot_id")), int(d.get("written_pid") or -1),
+                         d.get("written_start"), str(d.get("written_at"))))  # fmt: skip
+        interpreter, was = d.get("interpreter"), d.get("written_as")
         said = _ran(str(d.get("file")), interpreter if isinstance(interpreter, str) else None,
-                    gap, was if isinstance(was, str) else None, who)  # fmt: skip
-        evidence = (replace(f.evidence[0], data={**d, "written_by": who}), *f.evidence[1:])
-        out.append(replace(f, message=f"{head} {said}", evidence=evidence))
+                    _gap(d.get("at"), d.get("written_at")), was if isinstance(was, str) else None,
+                    by or f"pid {d.get('written_pid')}")  # fmt: skip
+        evidence = f.evidence
+        if by is not None:
+            evidence = (replace(f.evidence[0], data={**d, "written_by": by}), *f.evidence[1:])
+        out.append(replace(f, message=f"{who} {said}", evidence=evidence))
     return out
 
 
