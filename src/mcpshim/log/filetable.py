@@ -178,6 +178,10 @@ class FileTable:
 
     def __post_init__(self) -> None:
         self._by_kind: dict[str, list[_Compiled]] = {CREDENTIAL: [], PERSISTENCE: []}
+        #: per kind, the literal start of every pattern, and what follows a leading `/**/`:
+        #: a path that has neither cannot match (most opens are asked no regular expression)
+        self._heads: dict[str, set[str]] = {CREDENTIAL: set(), PERSISTENCE: set()}
+        self._inner: dict[str, set[str]] = {CREDENTIAL: set(), PERSISTENCE: set()}
         table = list(self.table)
         if self.roots.path_dirs:
             table.append(Entry(PERSISTENCE, ON_PATH, tuple(f"{d}/*" for d in self.roots.path_dirs)))
@@ -188,12 +192,24 @@ class FileTable:
                 continue
             ex = _union(excl) if excl else None
             self._by_kind[e.kind].append(_Compiled(e, _union(pats), ex))
+            for p in pats:
+                literal = re.split(r"[*?]", p, maxsplit=1)[0]
+                if p.startswith("/**/"):
+                    self._inner[e.kind].add(re.split(r"[*?]", p[3:], maxsplit=1)[0])
+                else:
+                    self._heads[e.kind].add(literal)
+        self._starts = {k: tuple(v) for k, v in self._heads.items()}
 
     def _find(self, kind: str, path: bytes | str, program: str = "") -> Place | None:
         text = path if isinstance(path, str) else path.decode("utf-8", "surrogateescape")
         if not text.startswith("/"):
             return None
-        text = os.path.normpath(text)
+        if "/." in text or "//" in text:
+            text = os.path.normpath(text)
+        if not text.startswith(self._starts[kind]) and not any(
+            i in text for i in self._inner[kind]
+        ):
+            return None
         for c in self._by_kind[kind]:
             if c.match.match(text) and not (c.exclude is not None and c.exclude.match(text)):
                 if program and program in c.entry.not_by:

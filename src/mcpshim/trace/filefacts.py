@@ -17,7 +17,6 @@ Paths go through the one redaction, as argv does (trace.records).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -74,16 +73,12 @@ def script_operand(
     return None
 
 
-_WRITE_LINE = re.compile(
-    rb"^(\d+) +(\d+\.\d+) (?:open|openat|openat2|creat)\(.*(?:O_WRONLY|O_RDWR|O_CREAT|O_TRUNC"
-    rb"|creat\().*\) += \d+<((?:\\x[0-9a-f]{2})+)>$",
-    re.M,
-)
-_EXEC_LINE = re.compile(
-    rb'^(\d+) +(\d+\.\d+) execve\("((?:\\x[0-9a-f]{2})*)", \[(.*)\], .*\) += 0$', re.M
-)
-_ITEM = re.compile(rb'"((?:\\x[0-9a-f]{2})*)"')
+_WRITE_HEAD = re.compile(rb"(\d+) +(\d+\.\d+) (?:open|openat|openat2|creat)\(")
+_OPENED = re.compile(rb"\) += \d+<((?:\\x[0-9a-f]{2})+)>$")
+_EXEC_LINE = re.compile(rb'(\d+) +(\d+\.\d+) execve\("((?:\\x[0-9a-f]{2})*)", \[(.*)\], .*\) += 0$')
+_WRITES = (b"O_WRONLY", b"O_RDWR", b"O_CREAT", b" creat(")
 _CWD = re.compile(rb"^(\d+) +\d+\.\d+ \w+\(AT_FDCWD<((?:\\x[0-9a-f]{2})+)>", re.M)
+_ITEM = re.compile(rb'"((?:\\x[0-9a-f]{2})*)"')
 _TID = re.compile(rb"^(\d+) ")
 _UNFINISHED = b" <unfinished ...>"
 _RESUMED = re.compile(rb"^(\d+) +\d+\.\d+ <\.\.\. \w+ resumed>")
@@ -109,24 +104,25 @@ class Inodes:
 
     written: dict[tuple[int, float], Ino] = field(default_factory=dict)
     ran: dict[tuple[int, float], tuple[Ino | None, Ino | None]] = field(default_factory=dict)
-    #: each thread's working directory as its calls under AT_FDCWD print it (a process
-    #: that ran a relative path may be gone before /proc can say)
-    cwds: dict[int, bytes] = field(default_factory=dict)
     _pending: dict[int, bytes] = field(default_factory=dict)  # a call split by another's line
 
     def feed(self, lines: bytes) -> None:
+        """One batch: the lines that wrote a file or ran one, found by their words (an
+        import-heavy start prints a thousand opens that are neither; none is looked at)."""
         if _UNFINISHED in lines or b" resumed>" in lines:
             lines = self._joined(lines)
-        if b"AT_FDCWD<" in lines:
-            self.cwds.update((int(m.group(1)), _unhex(m.group(2))) for m in _CWD.finditer(lines))
-        if b"O_WRONLY" in lines or b"O_RDWR" in lines or b"O_CREAT" in lines or b"creat(" in lines:
-            for m in _WRITE_LINE.finditer(lines):
-                ino = _stat(_unhex(m.group(3)))
+        for start, end in sorted(set(_lines_with(lines, (*_WRITES, b" execve(")))):
+            line = lines[start:end]
+            m = _EXEC_LINE.match(line) if line.endswith(b") = 0") else None
+            if m is not None:  # (what comes after it: the new image's first calls)
+                self._exec(int(m.group(1)), float(m.group(2)), _unhex(m.group(3)),
+                           m.group(4), lines[end:])  # fmt: skip
+                continue
+            head, opened = _WRITE_HEAD.match(line), _OPENED.search(line)
+            if head is not None and opened is not None:
+                ino = _stat(_unhex(opened.group(1)))
                 if ino is not None:
-                    self.written[(int(m.group(1)), float(m.group(2)))] = ino
-        if b"execve(" in lines:
-            for m in _EXEC_LINE.finditer(lines):
-                self._exec(int(m.group(1)), float(m.group(2)), _unhex(m.group(3)), m.group(4))
+                    self.written[(int(head.group(1)), float(head.group(2)))] = ino
 
     def _joined(self, lines: bytes) -> bytes:
         """The lines with each `<unfinished ...>` call joined to its `<... resumed>` half
@@ -145,16 +141,41 @@ class Inodes:
                 out.append(head + raw[r.end() :])
         return b"\n".join(out)
 
-    def _exec(self, tid: int, t: float, filename: bytes, argv_text: bytes) -> None:
-        cwd = self.cwds.get(tid)
-        if cwd is None:
-            with contextlib.suppress(OSError):
-                cwd = os.readlink(f"/proc/{tid}/cwd").encode("utf-8", "surrogateescape")
+    def _exec(self, tid: int, t: float, filename: bytes, argv_text: bytes, lines: bytes) -> None:
+        argv = [_unhex(x) for x in _ITEM.findall(argv_text)]
+        cwd = None
+        relative = script_operand(filename, argv, b"")  # (joined to nothing: as given)
+        if not filename.startswith(b"/") or (relative and not relative.startswith(b"/")):
+            cwd = _cwd_of(tid, lines)
         path = filename if filename.startswith(b"/") else (
             os.path.join(cwd, filename) if cwd is not None else None)  # fmt: skip
-        argv = [_unhex(x) for x in _ITEM.findall(argv_text)]
         script = script_operand(filename, argv, cwd)
         self.ran[(tid, t)] = (_stat(path) if path else None, _stat(script) if script else None)
+
+
+def _lines_with(text: bytes, words: Sequence[bytes]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of `text` that holds one of `words`."""
+    for w in words:
+        i = text.find(w)
+        while i >= 0:
+            start = text.rfind(b"\n", 0, i) + 1
+            end = text.find(b"\n", i)
+            end = len(text) if end < 0 else end
+            yield start, end
+            i = text.find(w, end)
+
+
+def _cwd_of(tid: int, after: bytes) -> bytes | None:
+    """A thread's working directory: as its next call under AT_FDCWD in `after` prints it
+    (the loader's opens right after its exec, in the same batch), else /proc's while it
+    lives."""
+    for m in _CWD.finditer(after):
+        if int(m.group(1)) == tid:
+            return _unhex(m.group(2))
+    try:
+        return os.readlink(f"/proc/{tid}/cwd").encode("utf-8", "surrogateescape")
+    except OSError:
+        return None
 
 
 @dataclass

@@ -79,10 +79,17 @@ def _unhex(s: bytes) -> bytes:
     return bytes.fromhex(s.replace(b"\\x", b"").decode("ascii"))
 
 
+def _norm(path: bytes) -> bytes:
+    """normpath, only where it changes something (most paths a program opens are plain)."""
+    if b"/." in path or b"//" in path or path.startswith(b".") or path.endswith(b"/"):
+        return os.path.normpath(path)
+    return path
+
+
 def _join(base: bytes | None, path: bytes) -> bytes:
     if path.startswith(b"/") or base is None:
-        return os.path.normpath(path)
-    return os.path.normpath(os.path.join(base, path))
+        return _norm(path)
+    return _norm(base.rstrip(b"/") + b"/" + path)
 
 
 def _path(rest: bytes, pos: int, at: bool) -> tuple[bytes | None, int] | None:

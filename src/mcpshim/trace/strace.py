@@ -284,8 +284,10 @@ def build_trace(
             meta.append(MetaFact(ev.time, pid, ev.tid, ev.meta, path))
         elif ev.kind == "file" and ev.file is not None:  # (only traced with file tracing)
             f = ev.file
-            path = f.path if f.path is None else _join(proc.cwd, f.path)
-            target = f.target if f.target is None else _join(proc.cwd, f.target)
+            path = f.path if f.path is None or f.path[:1] == b"/" else _join(proc.cwd, f.path)
+            target = f.target
+            if target is not None and target[:1] != b"/":
+                target = _join(proc.cwd, target)
             opened.append(FileFact(ev.time, pid, ev.tid, f, path, target))
     return Trace(procs, _mark_search_steps(execs), follow(net), meta, opened)
 
