@@ -23,16 +23,21 @@ the listener found by its observed connect).
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.corpus import compat
 from tests.corpus.harness import (
     SEVERITIES,
     Outcome,
+    Scenario,
     UnavailableError,
+    block_problems,
     network_problems,
     run_scenario,
     score,
@@ -54,6 +59,12 @@ def main() -> int:
     ap.add_argument("--only", help="scenarios whose name contains this")
     ap.add_argument("--no-trace", action="store_true", help="skip the --trace variants")
     ap.add_argument("--verbose", "-v", action="store_true", help="list each miss and extra")
+    ap.add_argument(
+        "--compat",
+        metavar="FILE",
+        help="also approve, rerun and contain one "
+        "benign scenario per server, and write the compatibility table to FILE",
+    )
     a = ap.parse_args()
     chosen = [sc for sc in ALL if not a.only or a.only in sc.name]
     if not chosen:
@@ -64,6 +75,7 @@ def main() -> int:
     total = {"tp": 0, "fp": 0, "fn": 0, "low": 0, "placed": 0, "attacks": 0, "alarms": 0}
     details: list[str] = []
     skipped = wrong = 0
+    outcomes: list[Outcome] = []
     for sc in chosen:
         for trace in sc.traced:
             if trace and a.no_trace:
@@ -76,6 +88,7 @@ def main() -> int:
                 details.append(f"{label}: skipped: {exc}")
                 skipped += 1
                 continue
+            outcomes.append(out)
             s = score(out)
             placed = sum(1 for _, ok in s.placed if ok)
             total["tp"] += s.tp
@@ -87,6 +100,7 @@ def main() -> int:
             total["alarms"] += s.benign_alarms
             under = f"{placed}/{len(s.placed)}" if s.placed else "-"
             net = network_problems(out)  # traced: a network statement the kernel did not show
+            net += block_problems(out)  # a call's block that contradicts its findings
             bad = s.wrong or bool(out.problems or net)
             bad = bad or placed < len(s.placed) or len(set(out.counts.values())) != 1
             wrong += bad
@@ -133,7 +147,52 @@ def main() -> int:
     rec = f"{tp / (tp + fn):.2f}" if tp + fn else "n/a"
     print(f"precision {prec} ({tp} of {tp + fp})  recall {rec} ({tp} of {tp + fn})  "
           f"benign alarms {total['alarms']}  wrong rows {wrong}")  # fmt: skip
+    if a.compat:
+        write_compat(Path(a.compat), outcomes, chosen)
     return 1 if wrong else 0
+
+
+def write_compat(path: Path, outcomes: list[Outcome], chosen: list[Scenario]) -> None:
+    """docs/compatibility.md: the table, and how it was made."""
+    found = compat.rows(outcomes)
+    by_name = {sc.name: sc for sc in ALL}
+    done: set[str] = set()
+    for sc in chosen:  # one benign scenario per server, one with another order first
+        server = compat.server_of(sc)
+        if sc.kind != "benign" or server in done or server not in found:
+            continue
+        if (
+            any(
+                compat.server_of(o) == server and o.name in compat.REORDERED
+                for o in chosen
+                if o.name != sc.name
+            )
+            and sc.name not in compat.REORDERED
+        ):
+            continue  # its sibling with another call order is the one approved
+        other = compat.reordered(sc, by_name)
+        print(f"lock rerun and --contain: {sc.name}", file=sys.stderr)
+        try:
+            found[server].lock = compat.lock_rerun(sc, other)
+        except UnavailableError as exc:
+            print(f"  skipped: {exc}", file=sys.stderr)
+        done.add(server)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip()  # fmt: skip
+    load = os.getloadavg()[0]
+    path.write_text(
+        "# Compatibility: the corpus's servers under mcpshim\n\n"
+        "Written by `python benchmarks/findings_quality.py --compat docs/compatibility.md` "
+        f"at {head} (load {load:.1f} when it ended; 2 cores). Each row is a pinned "
+        "third-party server (or one of the project's fixtures) the corpus drives with the "
+        "official SDK's client, traced and untraced (tests/corpus/scenarios). The lock "
+        "columns come from one benign scenario of the server: approved, run again "
+        "identically and in another call order where the corpus has one, each reviewed "
+        "against the lock; then run under `--lock --contain`. The cost is one traced run "
+        "against one direct run in the same world (benchmarks/heavy_family.py measures it "
+        "properly for the browser). The rubric is docs/verdicts.md.\n\n" + compat.table(found)
+    )
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,6 @@ def main() -> int:
     opts = ap.parse_args()
     strace = shutil.which("strace")
     path = os.environ.get("PATH", "/usr/bin:/bin")
-    throwaway_home()
     needed = {n: shutil.which(n, path=path) for n in ("python3", "npm", "git")}
     if strace is None or None in needed.values():
         print(f"needs strace, python3, npm and git: {needed}", file=sys.stderr)
@@ -172,4 +171,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    throwaway_home()
     raise SystemExit(main())

@@ -402,19 +402,70 @@ _mcpshim_text() {
 @@TEXT_RULES@@
 }
 
-# One argument; _mcpshim_r is what the log keeps of it. _mcpshim_nx says the next argument
-# is a secret (the value of `--password`), _mcpshim_na that every argument from here on is
-# (`htpasswd -b`), _mcpshim_sc which command's own options count (redact.redact_argv).
+# One argument; _mcpshim_r is what the log keeps of it (redact.redact_argv, step by step).
+# _mcpshim_nx says the next argument is a secret (the value of `--password`), _mcpshim_nw
+# the same unless it is an option (a bare `password`, DD_API_KEY, an authorization header
+# with no value; `scheme`: its scheme may come first), _mcpshim_ns that the next is an
+# option's value, secret after that character (`smbclient -U user%PW`), _mcpshim_na that
+# every argument from here on is (`htpasswd -b`; a PEM key's words up to `-----END`),
+# _mcpshim_sc which command's own options count, _mcpshim_su which command waits for its
+# subcommand (`docker login`), _mcpshim_kp that the last argument was PRIVATE and
+# _mcpshim_kb that a `-----BEGIN` came.
 _mcpshim_scrub1() {
 	_mcpshim_r=$1
-	if [ -n "$_mcpshim_nx$_mcpshim_na" ]; then
-		_mcpshim_r="[REDACTED:${_mcpshim_nx:-$_mcpshim_na}]"
-		_mcpshim_rule "${_mcpshim_nx:-$_mcpshim_na}"
+	_mcpshim_kv=$_mcpshim_kp _mcpshim_kp=
+	[ "$1" = PRIVATE ] && _mcpshim_kp=1
+	_mcpshim_kq=$_mcpshim_ko _mcpshim_ko=
+	case $1 in -*) _mcpshim_ko=1 ;; esac
+	case $1 in -----BEGIN*) _mcpshim_kb=1 ;; esac
+	if [ -n "$_mcpshim_na" ]; then
+		case $_mcpshim_na$1 in private-key-----END*) _mcpshim_na= && return ;; esac
+		_mcpshim_r="[REDACTED:$_mcpshim_na]"
+		_mcpshim_rule "$_mcpshim_na"
+		return
+	fi
+	if [ -n "$_mcpshim_nx" ]; then
+		_mcpshim_r="[REDACTED:$_mcpshim_nx]"
+		_mcpshim_rule "$_mcpshim_nx"
 		_mcpshim_nx=
+		return
+	fi
+	if [ -n "$_mcpshim_ns" ]; then
+		case $1 in *"$_mcpshim_ns"*)
+			_mcpshim_r="${1%%"$_mcpshim_ns"*}${_mcpshim_ns}[REDACTED:option-value]"
+			_mcpshim_rule option-value
+			;;
+		esac
+		_mcpshim_ns=
+		return
+	fi
+	if [ -n "$_mcpshim_nw" ]; then
+		_mcpshim_kw=$_mcpshim_nw _mcpshim_nw=
+		case $1 in
+		-*) ;;
+		*)
+			if [ "$_mcpshim_kw" = scheme ]; then
+				case $1 in
+				@@AUTH_SCHEMES@@) _mcpshim_nw=authorization && return ;;
+				esac
+				_mcpshim_kw=authorization
+			fi
+			_mcpshim_r="[REDACTED:$_mcpshim_kw]"
+			_mcpshim_rule "$_mcpshim_kw"
+			return
+			;;
+		esac
+	fi
+	if [ -n "$_mcpshim_kv$_mcpshim_kb" ] && [ "$1" = KEY----- ] && [ -n "$_mcpshim_kv" ] \
+		&& [ -n "$_mcpshim_kb" ]; then
+		_mcpshim_na=private-key _mcpshim_kb=
 		return
 	fi
 	case $1 in
 @@SCOPE_WORDS@@
+	esac
+	case $_mcpshim_su in
+@@SCOPE_SUBS@@
 	esac
 	case $_mcpshim_sc in
 @@SCOPE_OPTIONS@@
@@ -423,6 +474,17 @@ _mcpshim_scrub1() {
 	@@TRIGGERS@@) ;;
 	*@*) case $1 in *://*) ;; *) return ;; esac ;;
 	*) return ;;
+	esac
+	case $1 in
+	@@AUTH_HEADERS@@) _mcpshim_nw=scheme && return ;;
+	@@AUTH_VALUED@@) _mcpshim_nw=authorization && return ;;
+	@@BARE_WORDS@@) _mcpshim_nw=credential-name && return ;;
+	[A-Z]*_*)
+		case $_mcpshim_kq$1 in
+		1* | *[!A-Z0-9_]*) ;;
+		*) _mcpshim_cname "$1" && _mcpshim_nw=credential-name && return ;;
+		esac
+		;;
 	esac
 	case $1 in
 	--*=*)
@@ -444,10 +506,7 @@ _mcpshim_scrub1() {
 			esac
 		fi
 		;;
-	@@BARE_NEXT@@)
-		_mcpshim_nx=aws-secret-key
-		return
-		;;
+@@BARE_NEXT@@
 	[A-Za-z_]*=*)
 		_mcpshim_n=${1%%=*}
 		case $_mcpshim_n in
@@ -577,6 +636,9 @@ _mcpshim_write1() {
 # array under bash, which walks a list to find "${N}". Linear either way.
 _mcpshim_redact() {
 	_mcpshim_sc='' _mcpshim_na='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3='' _mcpshim_i=0 _mcpshim_ch='' _mcpshim_q=
+	_mcpshim_nw='' _mcpshim_ns='' _mcpshim_su='' _mcpshim_kp='' _mcpshim_kb='' _mcpshim_nx=''
+	_mcpshim_kv='' _mcpshim_kw='' _mcpshim_ko='' _mcpshim_kq=''
+
 	case ${_mcpshim_tgt##*/} in
 @@SCOPE_OF_TARGET@@
 	esac
@@ -648,7 +710,8 @@ _mcpshim_clear() {
 		_mcpshim_tw _mcpshim_tj _mcpshim_tf _mcpshim_cu _mcpshim_co _mcpshim_fi _mcpshim_hf \
 		_mcpshim_g _mcpshim_uw _mcpshim_ua _mcpshim_uo _mcpshim_ux _mcpshim_ch _mcpshim_q16 \
 		_mcpshim_q256 _mcpshim_na _mcpshim_tq _mcpshim_qs _mcpshim_qn _mcpshim_qe _mcpshim_qr \
-		_mcpshim_qp _mcpshim_g2 @@CLASS_VARS@@
+		_mcpshim_qp _mcpshim_g2 _mcpshim_nw _mcpshim_ns _mcpshim_su _mcpshim_kp _mcpshim_kb \
+		_mcpshim_kv _mcpshim_kw _mcpshim_ko _mcpshim_kq @@CLASS_VARS@@
 }
 
 # At the end of a chunk: its text moves to _mcpshim_cx; where the next one ends; where this
@@ -664,7 +727,8 @@ _mcpshim_next() {
 # of them may hold a secret, or a command's own options count (_mcpshim_sc), or the first
 # is the value of an option before them.
 _mcpshim_chunk() {
-	[ -n "$_mcpshim_nx$_mcpshim_na" ] && return 0
+	[ -n "$_mcpshim_nx$_mcpshim_na$_mcpshim_nw$_mcpshim_ns$_mcpshim_su$_mcpshim_kp$_mcpshim_kb" ] \
+		&& return 0
 	case $_mcpshim_sc in
 	'') ;;
 	@@OPERANDS_END@@) return 0 ;;
@@ -674,6 +738,7 @@ _mcpshim_chunk() {
 	@@TRIGGERS@@) return 0 ;;
 	*@*) case $1 in *://*) return 0 ;; esac ;;
 	esac
+	_mcpshim_ko=
 	return 1
 }
 
@@ -779,6 +844,8 @@ _mcpshim_pargv() {
 	eval "set -- $_mcpshim_s"
 	_mcpshim_s=
 	_mcpshim_nx='' _mcpshim_sc='' _mcpshim_na='' _mcpshim_e1='' _mcpshim_e2='' _mcpshim_e3=''
+	_mcpshim_nw='' _mcpshim_ns='' _mcpshim_su='' _mcpshim_kp='' _mcpshim_kb='' _mcpshim_kv='' _mcpshim_kw=''
+	_mcpshim_ko='' _mcpshim_kq=''
 	_mcpshim_consts
 	for _mcpshim_a; do
 		_mcpshim_scrub1 "$_mcpshim_a"

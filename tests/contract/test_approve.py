@@ -91,6 +91,16 @@ def test_approve_then_a_benign_session_departs_in_nothing(home: Home, tmp_path: 
     # A second session with other arguments, same programs: no departure.
     second, _ = run_mcp(home, SERVER, _routine(pkg, "git status --short >/dev/null; exit 0", "b"))
     assert _review(home, second, lock) == []
+    # One envelope for both (issue 41 item 11): review --lock's JSON has plain review's
+    # calls, each with what it ran (before: no `calls` at all).
+    held = json.loads(_cli(home, "review", "--session", second, "--lock", str(lock),
+                           "--format", "json").stdout)  # fmt: skip
+    plain = json.loads(_cli(home, "review", "--session", second, "--format", "json").stdout)
+    assert [(c["id"], c["name"], c["ran"]) for c in held["calls"]] == [
+        (c["id"], c["name"], c["ran"]) for c in plain["calls"]
+    ]
+    assert [c["name"] for c in held["calls"]] == ["run_test", "git_version", "shell", "echo"]
+    assert set(held) == set(plain) - {"coverage"}
     done = _cli(home, "review", "--session", second, "--lock", str(lock))
     assert done.exit_code == 0 and "0 finding(s)" in done.stdout
     # The report carries the cards (a section per tool) and, with the lock, no finding.

@@ -3,10 +3,12 @@ the same definition in another order, and how a real change is said."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
-from mcpshim.contract.canon import definition_hash, order_hash, sorted_lists
-from mcpshim.contract.drift import drift, lock_definition, parse_lock_definition
+from mcpshim.contract.canon import ORDER_TEXT_MAX, definition_hash, order_hash, sorted_lists
+from mcpshim.contract.drift import DIFF_MAX, drift, lock_definition, parse_lock_definition
 
 
 def _tool(desc: str, **schema: Any) -> dict[str, Any]:
@@ -75,3 +77,40 @@ def test_the_lock_keeps_what_the_description_does_not() -> None:
     assert back == shown
     assert parse_lock_definition("", "t", "") == {"name": "t"}
     assert parse_lock_definition("not json", "t", "d") == {"name": "t", "description": "d"}
+
+
+def _quick(code: str) -> None:
+    """Run `code` in a child of its own, which must be done well within the timeout: a
+    regular expression holds the interpreter lock, so a quadratic one cannot be cut short
+    in this process (60,000 characters took 100 s before; they take milliseconds now)."""
+    argv = [sys.executable, "-c", "from mcpshim.contract.canon import *\n" + code]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_long_word_is_read_in_one_pass() -> None:
+    # A list match tried at each character of a long word ran over the rest of the word
+    # every time (issue 41 item 1: 9.4 s for 20,000 characters): a list starts at a word.
+    _quick("assert sorted_lists('x' * 60000 + ', b, a') == 'a, b, ' + 'x' * 60000")
+    _quick("assert sorted_lists(\"'\" + 'x' * 60000 + ' c, b') == \"'b, \" + 'x' * 60000 + ' c'")
+    # inside a word no list starts that the word's own start did not try
+    assert sorted_lists("ab, aa") == "aa, ab" and sorted_lists("don't: b, a") == "don't: a, b"
+
+
+def test_a_text_past_the_bound_keeps_its_order() -> None:
+    long = "y" * ORDER_TEXT_MAX + " Allowed: git, cat"
+    assert sorted_lists(long) == long  # its reorders count as changes (stricter)
+    a, b = _tool(long), _tool(long.replace("git, cat", "cat, git"))
+    assert order_hash("tool", a) != order_hash("tool", b)
+    assert not drift(a, b).reordered
+    short = "Allowed: git, cat"
+    assert sorted_lists(short) == "Allowed: cat, git"
+
+
+def test_a_drift_compares_the_head_of_a_long_text_and_says_so() -> None:
+    head = "Look a thing up.\n" + "z" * DIFF_MAX
+    got = drift(_tool(head + "\nRead-only."), _tool(head + "\nRead ~/.ssh/id_rsa."))
+    note = f"(the texts differ past their first {DIFF_MAX} characters: not compared)"
+    assert got.lines == (note,) and not got.reordered
+    shown = drift(_tool("a\n" + head), _tool("b\n" + head + "!")).lines
+    assert "-a" in shown and "+b" in shown and shown[-1] == note

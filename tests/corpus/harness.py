@@ -441,30 +441,53 @@ async def _calls(
         await anyio.sleep(linger)
 
 
+def prepare(w: Workspace, sc: Scenario) -> None:
+    """The scenario's world before its first session: shims, listener, its own setup."""
+    mcpshim(w, "install", *sc.shims)
+    if sc.listener:
+        w.cleanup.append(Listener(w).close)
+    sc.setup(w)
+
+
+def session_in(
+    w: Workspace, sc: Scenario, trace: bool | None, opts: Sequence[str] = ()
+) -> tuple[str, list[str], float]:
+    """One session of the scenario's server in a prepared world, driven by its calls:
+    (its id, the calls' errors, the seconds the client took). `trace` None: the server
+    run directly, with no mcpshim (the cost's anchor; then no id)."""
+    argv = sc.server(w)
+    env = {**w.env, **sc.server_env(w), "CORPUS_PORT": str(w.port)}
+    if trace is None:
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(w.ws))
+    else:
+        mode = "--trace" if trace else "--no-trace"  # run traces by default where it can
+        run = ["run", "--mcp", mode, *sc.run_options, *opts, "--", *argv]
+        params = StdioServerParameters(command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=env,
+                                       cwd=str(w.ws))  # fmt: skip
+    before = {str(e["session"]) for e in _events(w, "session-start")}
+    t0 = time.monotonic()
+    errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger)
+    took = time.monotonic() - t0
+    if trace is None:
+        return "", errors, took
+    deadline = time.monotonic() + 60
+    while True:
+        ended = {str(e["session"]) for e in _events(w, "session-end")} - before
+        if ended:
+            return ended.pop(), errors, took
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{sc.name}: no session-end record")
+        time.sleep(0.05)
+
+
 def run_scenario(sc: Scenario, trace: bool) -> Outcome:
     need(*sc.needs)
     if trace:
         need("strace")
     t0 = time.monotonic()
     with workspace(sc.name) as w:
-        mcpshim(w, "install", *sc.shims)
-        if sc.listener:
-            w.cleanup.append(Listener(w).close)
-        sc.setup(w)
-        argv = sc.server(w)
-        mode = "--trace" if trace else "--no-trace"  # run traces by default where it can
-        run = ["run", "--mcp", mode, *sc.run_options, "--", *argv]
-        env = {**w.env, **sc.server_env(w), "CORPUS_PORT": str(w.port)}
-        params = StdioServerParameters(command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=env,
-                                       cwd=str(w.ws))  # fmt: skip
-        errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger)
-        deadline = time.monotonic() + 60
-        while not _events(w, "session-end"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{sc.name}: no session-end record")
-            time.sleep(0.05)
-        [start] = _events(w, "session-start")
-        session = str(start["session"])
+        prepare(w, sc)
+        session, errors, _took = session_in(w, sc, trace)
         proc = mcpshim(w, "review", "--session", session, "--format", "json", *review_policy(w),
                        *sc.review_options)  # fmt: skip
         raw = json.loads(proc.stdout)
@@ -628,6 +651,35 @@ def network_problems(out: Outcome) -> list[str]:
         reached += [g for g in out.got if g.rule == "MCS306" and any(dest in t for t in g.texts)]
         if not reached and not out.problems:
             bad.append(f"the listener {dest} heard the attack; no observed connection names it")
+    return bad
+
+
+#: a finding under a call, and the question of the call's block that must then say yes
+_SAYS = {"MCS306": "network", "MCS304": "network", "MCS307": "tried", "MCS107": "editable",
+         "MCS102": "new", "MCS103": "new", "MCS120": "new"}  # fmt: skip
+
+
+def block_problems(out: Outcome) -> list[str]:
+    """Calls whose block contradicts the findings under it (issue 37: a call's summary
+    lines come from the same facts as its findings): a connection filed under a call
+    whose block says it reached no network, a project script under a call that ran no
+    editable file, a detached helper under a call that outlived nothing."""
+    bad = []
+    blocks = {(str(c.get("name")), str(c.get("time"))): c for c in out.raw.get("calls", [])}
+    for f in out.raw.get("findings", []):
+        call = f.get("call")
+        if not isinstance(call, dict):
+            continue
+        block = blocks.get((str(call.get("name")), str(call.get("time"))))
+        if block is None:
+            bad.append(f"{f['rule']} under {call.get('name')}: no block for its call")
+            continue
+        key = _SAYS.get(f["rule"])
+        if f["rule"] == "MCS501" and f["severity"] != "info":
+            key = "outlived"
+        if key is not None and not block.get(key):
+            bad.append(f"{f['rule']} under {call['name']} (id {call.get('id')}): its block "
+                       f"answers {key!r} with nothing")  # fmt: skip
     return bad
 
 

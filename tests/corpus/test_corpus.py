@@ -12,6 +12,7 @@ from tests.corpus.harness import (
     Outcome,
     Scenario,
     UnavailableError,
+    block_problems,
     label_problems,
     network_problems,
     run_scenario,
@@ -19,10 +20,6 @@ from tests.corpus.harness import (
 )
 from tests.corpus.scenarios import ALL
 
-_BROWSER = (
-    "issue 37/38: the launch's facts (UDP source ports as listeners, the wrapper's GOOGLE_* "
-    "as inherited, its helpers as MCS502, dpkg binaries low), the kept browser as MEDIUM"
-)
 _LSP = (
     "cclsp signals its language server and exits at once: the server's processes end "
     "moments later, and run accounts them survivors at the instant the server exited "
@@ -31,13 +28,6 @@ _LSP = (
 #: Cases review is known to get wrong, and why (issue 38 item 6: labels before rules).
 #: Strict: when the model is fixed the case passes, and its entry must go.
 XFAIL: dict[str, str] = {
-    "benign-playwright": _BROWSER,
-    "benign-playwright-trace": _BROWSER + "; Chromium's lookups: one host named",
-    "benign-playwright-tabs-first": _BROWSER,
-    "benign-playwright-tabs-first-trace": _BROWSER + "; Chromium's lookups: one host named",
-    "attack-playwright-page-and-rce": _BROWSER,
-    "attack-playwright-page-and-rce-trace": _BROWSER + "; the page's beacon filed under "
-    "browser_navigate #1, not browser_evaluate (issue 37 item 3)",
     "benign-cclsp": _LSP,
     "benign-cclsp-trace": _LSP,
     "attack-cclsp-project-config": _LSP + "; the checkout's cclsp.json chose the command: "
@@ -89,3 +79,5 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     assert not missed and not extra, f"missed {missed}\nunexpected {extra}\n{_explain(out)}"
     # traced: every network statement is one the kernel showed (issue 29)
     assert network_problems(out) == [], _explain(out)
+    # every call's block says what the findings filed under it say (issue 37)
+    assert block_problems(out) == [], _explain(out)

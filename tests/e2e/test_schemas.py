@@ -189,7 +189,7 @@ def test_the_session_covers_what_the_schemas_describe(outputs: dict[str, list[An
     [review, _] = outputs["findings-1"]
     assert review["calls"] and review["coverage"] and review["findings"]
     datasets = {d["event"]["dataset"] for d in outputs["ecs-1"]}
-    assert datasets == {"mcpshim.exec", "mcpshim.net", "mcpshim.file"}
+    assert datasets >= {"mcpshim.exec", "mcpshim.net", "mcpshim.file"}
     assert {d["kind"] for d in outputs["log-1"]} >= {"exec", "session-start", "mcp-request"}
     assert outputs["anchors-1"][0]["anchors"]
     [lock] = outputs["lock-1"]

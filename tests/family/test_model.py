@@ -7,7 +7,9 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from mcpshim.family import tree
@@ -22,6 +24,7 @@ from tests.fixtures.runhelp import MCPSHIM, needs_trace, only_session, run
 # it alive across several of the sampler's ticks, so sampler, tracer and git's parent
 # evidence all see the one shell
 SHELL_LINE = "sleep 0.6; git --version >/dev/null"
+ROOT = Path(__file__).resolve().parents[2]
 PY = [sys.executable, "-c", f"import subprocess; subprocess.run({SHELL_LINE!r}, shell=True)"]
 
 
@@ -40,12 +43,13 @@ def _counts(home: Home, sid: str) -> dict[str, int]:
     listed = json.loads(_cli(home, "sessions", "--format", "json"))["sessions"]
     tree_doc = json.loads(_cli(home, "tree", "--session", sid, "--format", "json"))
     rev = json.loads(_cli(home, "review", "--session", sid, "--format", "json"))
-    ecs = _cli(home, "log", "--session", sid, "--format", "ecs").splitlines()
+    ecs = [json.loads(x) for x in _cli(home, "log", "--session", sid, "--format", "ecs")
+           .splitlines()]  # fmt: skip
     return {
         "sessions": next(s["execs"] for s in listed if s["id"] == sid),
         "tree": tree_doc["summary"]["images"],
         "review": next(c["execs"] for c in rev["coverage"] if c["session"] == sid),
-        "ecs": len(ecs),
+        "ecs": sum(d["event"]["dataset"] == "mcpshim.exec" for d in ecs),
     }
 
 
@@ -87,9 +91,35 @@ def test_traced_only_execs_are_ecs_documents_and_counted(home: Home) -> None:
     docs = [json.loads(x) for x in _cli(home, "log", "--session", sid, "--format", "ecs")
             .splitlines()]  # fmt: skip
     assert [d["process"]["name"] for d in docs] == ["sh", "id", "env", "true"]
-    text = _cli(home, "review", "--session", sid, code=1)
+    # its composed sh -c line is low (docs/verdicts.md): nothing at the default gate
+    text = _cli(home, "review", "--session", sid, code=0)
     in_session = sum(1 for r in home.records() if execlog.session_of(r) == sid)
     assert f"records: {in_session}\n" in text
+
+
+@needs_trace
+def test_a_fork_that_never_execs_is_an_ecs_process_document(home: Home) -> None:
+    """A subshell runs its parent's program: no exec, so no exec document, but the family
+    has one more process, and ECS says so in a dataset of its own."""
+    install(home, ["git"])
+    assert run(home, ["sh", "-c", "(/bin/sleep 0.3; :); :"]).returncode == 0
+    sid = only_session(home)
+    docs = [json.loads(x) for x in _cli(home, "log", "--session", sid, "--format", "ecs")
+            .splitlines()]  # fmt: skip
+    execs = [d for d in docs if d["event"]["dataset"] == "mcpshim.exec"]
+    forks = [d for d in docs if d["event"]["dataset"] == "mcpshim.process"]
+    assert [d["process"]["name"] for d in execs] == ["sh", "sleep"], docs
+    assert len(forks) == 1, docs
+    [sub] = forks
+    [sh] = [d for d in execs if d["process"]["name"] == "sh"]
+    [sleep] = [d for d in execs if d["process"]["name"] == "sleep"]
+    assert sub["process"]["parent"]["pid"] == sh["process"]["pid"]
+    assert sleep["process"]["parent"]["pid"] == sub["process"]["pid"]
+    assert sub["event"]["type"] == ["info"] and "never exec'd" in sub["message"]
+    assert sub["process"]["entity_id"] not in {d["process"]["entity_id"] for d in execs}
+    schema = json.loads((ROOT / "docs/schemas/ecs-1.schema.json").read_text())
+    jsonschema.validate(sub, schema)
+    assert _counts(home, sid)["ecs"] == 2
 
 
 @needs_trace

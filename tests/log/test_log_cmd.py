@@ -156,3 +156,33 @@ def test_no_log_is_an_input_error_with_nothing_on_stdout(home: Home) -> None:
         out = cli(home, "log", "--format", fmt)
         assert (out.returncode, out.stdout) == (2, ""), out.stderr
         assert out.stderr.startswith("mcpshim: error: no exec log at ")
+
+
+def _nulls(value: object, path: str = "") -> list[str]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _nulls(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _nulls(v, f"{path}[{i}]")]
+    return [path] if value is None else []
+
+
+def test_ecs_says_a_process_known_only_as_a_parent_as_what_it_is(home: Home) -> None:
+    # Issue 41 item 10: a shell that ran a shimmed command, started by absolute path (no
+    # shim saw it, no trace): its first shimmed child keeps its argv. ECS used to emit it
+    # as a `process start` with `parent.pid: null`, `executable: "dash"` and its child's
+    # timestamp; it is an info event with what is known, and no field is null.
+    install(home, ["true"], dash_path())
+    line = f"{home.loc.shim_dir / 'true'} x; exit 0"
+    subprocess.run([dash_path(), "-c", line], env=home.env, check=True)
+    out = cli(home, "log", "--format", "ecs")
+    assert out.returncode == 0, out.stderr
+    docs = [json.loads(x) for x in out.stdout.splitlines()]
+    [shell] = [d for d in docs if d["event"]["type"] != ["start"]]
+    [child] = [d for d in docs if d["event"]["type"] == ["start"]]
+    assert shell["event"]["type"] == ["info"] and "no exec of it seen" in shell["message"]
+    p = shell["process"]
+    assert p["args"] == ["dash" if "/" not in p["args"][0] else p["args"][0], "-c", line]
+    assert "executable" not in p and "parent" not in p
+    assert shell["@timestamp"] == p["start"] and p["pid"] == child["process"]["parent"]["pid"]
+    assert p["entity_id"] == child["process"]["parent"]["entity_id"]
+    assert [_nulls(d) for d in docs] == [[], []]

@@ -510,10 +510,12 @@ def test_copies_a_stuck_recorder_never_took_are_on_record(home: Home) -> None:
         got = _through(relay, stream, lambda: os.kill(relay.recorder_pid, signal.SIGSTOP))
         assert got == b"".join(stream)
         assert relay.server_done(60)
-        relay.finish(1.0)  # the recorder does nothing: left to itself after a second
+        relay.finish(1.0)  # the recorder does nothing: ended (and reaped) after a second
         assert relay.reap() == 0
+        with pytest.raises(ChildProcessError):
+            os.waitpid(relay.recorder_pid, os.WNOHANG)
     finally:
-        if relay.recorder_pid > 0:
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
             os.kill(relay.recorder_pid, signal.SIGKILL)
             os.waitpid(relay.recorder_pid, 0)
     lost = events(home, "mcp-unrecorded", "s")
@@ -620,3 +622,26 @@ def test_a_loss_releases_the_numbers_it_covers_and_late_copies_still_come() -> N
     due = [(LOSS_PART, 4.0, b"loss", -1), (1, 5.0, b"c", 9)]
     assert order.add(LOST, 4, 4.0, b"loss") == due
     assert order.rest() == []
+
+
+def test_a_flood_costs_the_recorder_the_flood_not_the_lines_after_it(home: Home) -> None:
+    # Issue 41 item 3: one line far past the backlog's limit while the recorder is stopped,
+    # then small messages. Copies past the limit are dropped, but a loss keeps the short
+    # lines that go by while it is open: every message but the flood is recorded, both
+    # ways, and the loss counts the flood alone. (Before, the lines after the flood went
+    # with it, and review said "no answer" for calls that were answered.)
+    limit = 4 << 20
+    relay = _logged_relay(home, limit)
+    stream = [_request(1, 10), b"x" * (16 << 20) + b"\n", *(_request(i, 10) for i in (2, 3, 4))]
+    got = _through(relay, stream, lambda: os.kill(relay.recorder_pid, signal.SIGSTOP))
+    assert got == b"".join(stream)
+    assert relay.server_done(60)
+    os.kill(relay.recorder_pid, signal.SIGCONT)
+    relay.finish(60)
+    assert relay.reap() == 0
+    for direction in (C2S, S2C):
+        mine = [e for e in events(home, None, "s") if e.get("direction") == direction]
+        assert [e["id"] for e in mine if e["kind"] == "mcp-request"] == [1, 2, 3, 4]
+        lost = [e for e in mine if e["kind"] == "mcp-unrecorded"]  # one loss or more
+        assert sum(e["messages"] for e in lost) == 1  # one line, counted once
+        assert limit < sum(e["bytes"] for e in lost) <= 16 << 20

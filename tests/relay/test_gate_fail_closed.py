@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from mcpshim.relay.core import C2S, MAX_MESSAGE, S2C, Recorder
 from mcpshim.relay.gate import REFUSED_CODE, Gate, GatedRelay
 from tests.fixtures.approvescenario import MCPSHIM, run_mcp
 from tests.fixtures.home import FIXTURES, Home, install
+from tests.fixtures.rawclient import RawClient, call_line, new_session
 from tests.fixtures.runhelp import events, poll
 
 DRIFT = [sys.executable, str(FIXTURES / "mcp_drift_server.py")]
@@ -103,89 +102,16 @@ def test_a_listing_past_the_limit_is_withheld_and_its_tool_refused(
         pad.write_text("Look a thing up." + " " * (MAX_MESSAGE + (4 << 20)) + EVIL)
         client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
         assert len(client.line()) > MAX_MESSAGE
-        client.send(_call(b"x", 4))
+        client.send(call_line(b"x", 4))
         assert client.answer(4)["result"]["content"][0]["text"].startswith("x: git version")
     finally:
         client.close()
-    sid = _session(home, before)
+    sid = new_session(home, before)
     poll(lambda: events(home, "session-end", sid), "the end")
     [plain] = [f for f in _findings(home, sid) if f["rule"] == "MCS505"]
     assert plain["severity"] == "medium" and S2C in plain["message"]
     [held] = [f for f in _findings(home, sid, "--lock", str(lock)) if f["rule"] == "MCS505"]
     assert held["severity"] == "high" and "approval was not checked" in held["message"]
-
-
-class RawClient:
-    """A client writing bytes no SDK would, to the real `mcpshim run --mcp`."""
-
-    def __init__(
-        self, home: Home, *opts: str, env: dict[str, str] | None = None, server: list[str] = DRIFT
-    ) -> None:
-        argv = [*MCPSHIM, "run", "--dir", str(home.loc.shim_dir), "--mcp", *opts, "--", *server]
-        self.proc = subprocess.Popen(
-            argv, env={**home.env, **(env or {})}, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        self.buf = b""
-
-    def send(self, data: bytes | dict[str, Any]) -> None:
-        raw = data if isinstance(data, bytes) else json.dumps(data).encode() + b"\n"
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(raw)
-        self.proc.stdin.flush()
-
-    def line(self, timeout: float = 120) -> bytes:
-        """The next line, or b"" at the end of the stream."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        end = time.monotonic() + timeout
-        parts = [self.buf]
-        while b"\n" not in parts[-1]:
-            left = end - time.monotonic()
-            assert left > 0, "no answer"
-            if select.select([fd], [], [], left)[0]:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return b""
-                parts.append(chunk)
-        line, self.buf = b"".join(parts).split(b"\n", 1)
-        return line
-
-    def answer(self, msg_id: int) -> dict[str, Any]:
-        while True:
-            line = self.line()
-            assert line, "the stream ended"
-            doc = json.loads(line)
-            if doc.get("id") == msg_id:
-                return dict(doc)
-
-    def start(self) -> None:
-        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}})  # fmt: skip
-        assert "result" in self.answer(1)
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        self.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        assert "result" in self.answer(2)
-
-    def close(self) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        return self.proc.wait(timeout=60)
-
-
-def _call(what: bytes, msg_id: int = 3) -> bytes:
-    return (
-        b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"lookup",'
-        b'"arguments":{"what":"%s"}}}\n' % (msg_id, what)
-    )
-
-
-def _session(home: Home, before: set[str]) -> str:
-    def new() -> str | None:
-        found = [e["session"] for e in events(home, "session-start") if e["session"] not in before]
-        return str(found[0]) if found else None
-
-    return poll(new, "the session")
 
 
 def test_a_call_holding_a_byte_that_is_not_utf8_is_refused(home: Home, tmp_path: Path) -> None:
@@ -194,9 +120,9 @@ def test_a_call_holding_a_byte_that_is_not_utf8_is_refused(home: Home, tmp_path:
     client = RawClient(home, "--lock", str(lock), "--enforce", env={"FIXTURE_DESCRIPTION": EVIL})
     try:
         client.start()
-        client.send(_call(b"x"))  # the drifted tool, readable: refused
+        client.send(call_line(b"x"))  # the drifted tool, readable: refused
         assert client.answer(3)["error"]["code"] == REFUSED_CODE
-        client.send(_call(b"x\xff", 4))  # the same call with one byte that is not UTF-8
+        client.send(call_line(b"x\xff", 4))  # the same call with one byte that is not UTF-8
         err = client.answer(4)["error"]
         assert err["code"] == REFUSED_CODE and "not UTF-8" in err["message"], err
         # The session goes on: a readable, approved call is passed on.
@@ -205,7 +131,7 @@ def test_a_call_holding_a_byte_that_is_not_utf8_is_refused(home: Home, tmp_path:
         assert "result" in client.answer(5)
     finally:
         client.close()
-    sid = _session(home, before)
+    sid = new_session(home, before)
     poll(lambda: events(home, "session-end", sid), "the end")
     assert _gits(home, sid) == []  # git never ran
     [refused] = [e for e in events(home, "mcp-refused", sid) if e.get("unreadable")]
@@ -215,11 +141,11 @@ def test_a_call_holding_a_byte_that_is_not_utf8_is_refused(home: Home, tmp_path:
     client = RawClient(home)
     try:
         client.start()
-        client.send(_call(b"x\xff"))
+        client.send(call_line(b"x\xff"))
         assert "result" in client.answer(3)
     finally:
         client.close()
-    sid = _session(home, before)
+    sid = new_session(home, before)
     poll(lambda: events(home, "session-end", sid), "the end")
     [unparsed] = events(home, "mcp-unparsed", sid)
     assert unparsed["unreadable"] == "not-utf8" and len(unparsed["sha256"]) == 64
@@ -235,7 +161,7 @@ def test_a_message_with_no_id_to_answer_ends_the_session(home: Home, tmp_path: P
     client.send(b'{"method":"tools/call","params":{"name":"lookup"}, oops\n')
     assert client.line() == b""  # the client's stream ends
     assert client.close() is not None
-    sid = _session(home, before)
+    sid = new_session(home, before)
     poll(lambda: events(home, "session-end", sid), "the end")
     [ended] = [e for e in events(home, "mcp-refused", sid) if e.get("ended")]
     assert ended["unreadable"] == "not-json" and ended["id"] is None
@@ -257,7 +183,7 @@ def test_a_servers_lines_that_are_not_json_go_on_and_are_no_finding(home: Home) 
         assert client.answer(3)["result"]["content"][0]["text"] == "hi"
     finally:
         client.close()
-    sid = _session(home, before)
+    sid = new_session(home, before)
     poll(lambda: events(home, "session-end", sid), "the end")
     stray = events(home, "mcp-unparsed", sid)
     assert [(u["direction"], u["unreadable"]) for u in stray] == [(S2C, "not-json")] * 2

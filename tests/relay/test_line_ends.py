@@ -16,15 +16,15 @@ from mcpshim.relay.core import C2S
 from mcpshim.relay.framer import Framer, Oversize, Split
 from mcpshim.relay.gate import REFUSED_CODE
 from tests.fixtures.home import Home, install
+from tests.fixtures.rawclient import RawClient
+from tests.fixtures.rawclient import new_session as _session
 from tests.fixtures.runhelp import events, poll
 from tests.relay.test_gate_fail_closed import (
     EVIL,
-    RawClient,
     _approved,
     _cli,
     _findings,
     _gits,
-    _session,
 )
 
 HIDDEN = (

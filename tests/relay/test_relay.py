@@ -170,7 +170,8 @@ def test_recorder_batches_errors_and_server_requests() -> None:
 
 def test_recorder_takes_what_json_takes() -> None:
     # Beyond orjson (the fast path) but JSON to Python's json: NaN, a 100-bit integer, a
-    # lone surrogate escape, UTF-16 text. Not UTF-8 text and not JSON stay unparsed.
+    # lone surrogate escape, UTF-16 text. Not JSON stays unparsed; not UTF-8 text is noted
+    # (MCS505) and recorded as a peer that replaces its bad bytes reads it (`lossy`).
     rec, got = _recorder()
     args = b'{"n":NaN,"big":1267650600228229401496703205376,"s":"\\ud800"}'
     line = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":'
@@ -179,12 +180,15 @@ def test_recorder_takes_what_json_takes() -> None:
     rec.message(C2S, 2.0, wide.encode("utf-16"))
     rec.message(C2S, 3.0, b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"\xff"}')
     rec.message(C2S, 4.0, b'{"jsonrpc":"2.0",')
-    assert [k for k, _ in got] == ["mcp-request", "mcp-request", "mcp-unparsed", "mcp-unparsed"]
+    kinds = ["mcp-request", "mcp-request", "mcp-unparsed", "mcp-request", "mcp-unparsed"]
+    assert [k for k, _ in got] == kinds
     # recorded as the log can hold them: NaN as text, the lone surrogate as its escape
     assert got[0][1]["arguments"] == {"n": "NaN", "big": 2**100, "s": "\\ud800"}
     assert got[1][1]["tool"] == "w"
-    assert got[2][1]["reason"] == "not UTF-8 text"
-    assert got[3][1]["reason"].startswith("not JSON: ")
+    assert got[2][1]["reason"] == "not UTF-8 text" and got[2][1]["unreadable"] == "not-utf8"
+    assert got[3][1]["id"] == 3 and got[3][1]["lossy"] == "not-utf8"
+    assert "lossy" not in got[0][1] and "lossy" not in got[2][1]
+    assert got[4][1]["reason"].startswith("not JSON: ")
 
 
 def test_deep_and_odd_tool_calls_are_recorded_depth_limited(home: Home) -> None:

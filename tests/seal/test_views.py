@@ -3,6 +3,7 @@ records they show that no verified seal covers (unsealed, or altered since seale
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -11,10 +12,11 @@ from pathlib import Path
 import anyio
 from mcp.client.session import ClientSession
 
+from mcpshim.log import sessionindex
 from tests.fixtures.contract import findings_code
 from tests.fixtures.home import Home, dash_path, install
 from tests.fixtures.mcpscenario import run_session
-from tests.fixtures.sealhelp import cli, exec_with, init, shim_execs
+from tests.fixtures.sealhelp import cli, exec_with, init, shim_execs, verify
 
 
 def _log(home: Home) -> None:
@@ -94,3 +96,60 @@ def test_report_says_whether_the_log_verified(home: Home, tmp_path: Path) -> Non
     assert md.returncode == 0, md.stderr
     line = next(ln for ln in md.stdout.splitlines() if ln.startswith("- **sealed**"))
     assert line.startswith("- **sealed**: verified (plain chain) through seal 0 at "), line
+
+
+def test_review_and_verify_give_one_verdict_on_planted_markers(home: Home) -> None:
+    # Issue 41 item 5: with parents/ markers planted, `log verify` said TAMPERED while
+    # review's header said `sealed: verified`.
+    _log(home)
+    home.loc.parents_dir.mkdir(parents=True, exist_ok=True)
+    (home.loc.parents_dir / "0000.4242").write_text("")  # empty, for a pid to come
+    out = cli(home, "log", "verify", "--format", "json")
+    assert out.returncode == 1 and json.loads(out.stdout)["verdict"] == "tampered"
+    sealed = _review(home)["subject"]["sealed"]  # type: ignore[index]
+    assert sealed.startswith("TAMPERED: marker parents/0000.4242"), sealed
+
+
+def _rewrite_index(home: Home, session: str, keep: int) -> None:
+    """Cut `session`'s spans to its first `keep` records and recompute the digest line: a
+    consistent rewrite of the index, which no seal covers."""
+    path = home.loc.index_dir / "sessions.json"
+    body = path.read_bytes().partition(b"\n")[2]
+    doc = json.loads(body)
+    data = home.loc.log_file.read_bytes()
+    for entry in doc["segments"]:
+        spans = entry["spans"][session]
+        start = spans[0]
+        end = start
+        for _ in range(keep):
+            end = data.index(b"\0\n", end) + 2
+        entry["spans"][session] = [start, end]
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    path.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+
+
+def test_a_rewritten_index_is_not_taken_in_a_sealed_log_and_verify_says_so(home: Home) -> None:
+    # Issue 41 item 4: the session index is outside the seals. Cut consistently, it made
+    # review of the session show one of its execs and drop its finding while the header
+    # said `sealed: verified`, and `log verify` said VERIFIED.
+    install(home, ["true", "sh"], dash_path())
+    shim_execs(home, "s1", "a", "b", "--password=hunter2")
+    init(home)
+    assert sessionindex.update(home.loc) is not None  # the index, as `run` leaves it
+    _rewrite_index(home, "s1", 1)
+    out = cli(home, "review", "--dir", str(home.loc.shim_dir), "--session", "s1", "--format",
+              "json")  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["subject"]["records"] == 3  # every record of the session, not the cut span
+    assert _evidence(doc, "MCS110")  # the credential in its third exec
+    assert doc["subject"]["sealed"].startswith("TAMPERED: index index/sessions.json (exec.log)"), (
+        doc["subject"]
+    )
+    code, verdict = verify(home)
+    assert code == 1 and verdict["verdict"] == "tampered"
+    [problem] = [p for p in verdict["problems"] if p["kind"] == "index"]
+    assert "sessions s1" in problem["message"] and "spans" in problem["message"]
+    listed = cli(home, "sessions", "--format", "json")
+    [s1] = [s for s in json.loads(listed.stdout)["sessions"] if s["id"] == "s1"]
+    assert s1["execs"] == 3

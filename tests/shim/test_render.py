@@ -117,10 +117,18 @@ def test_triggers_cover_every_rule() -> None:
                     check=True,
                 ).stdout
                 assert out == "hit\n", (shell, names, sample)
-            out = subprocess.run(
-                [shell, "-c", case, "sh", "--version", "-C", "/tmp", "status"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-            assert out == "miss\n", (shell, names)
+            # the common path stays common: a plain command, and a git object name (40
+            # lowercase hex digits, which no bare 40-character AWS secret key is), which
+            # git's plumbing passes at every turn (a native shim would hand each to sh,
+            # which a contained session does not let run)
+            for plain in (
+                ["-C", "/tmp", "status"],
+                ["cat-file", "-t", "88c7d67052e9" * 3 + "abcd"],
+            ):
+                out = subprocess.run(
+                    [shell, "-c", case, "sh", "--version", *plain],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                assert out == "miss\n", (shell, names, plain)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -135,6 +136,34 @@ def test_command_not_found_is_127(home: Home) -> None:
     res = run(home, ["no-such-command-mcpshim"], capture_output=True)
     assert res.returncode == 127
     assert b"no-such-command-mcpshim" in res.stderr and b"Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    "opts", [(), ("--no-trace",), ("--mcp",)], ids=["default", "untraced", "mcp"]
+)
+def test_a_server_path_that_does_not_exist_is_127_traced_or_not(
+    home: Home, opts: tuple[str, ...]
+) -> None:
+    # Issue 41 item 9: traced, strace said "Can't stat" and run exited 1; untraced it was
+    # 127 with mcpshim's message, and `sessions` called either attempt lost, a session by
+    # hand. One status, one message, and the session says the server did not start.
+    install(home, ["git"])
+    res = run(home, ["/nonexistent/server"], *opts, capture_output=True, stdin=subprocess.DEVNULL)
+    assert res.returncode == 127
+    errors = [x for x in res.stderr.decode().splitlines() if "warning" not in x]
+    assert errors == ["mcpshim: error: /nonexistent/server: No such file or directory"]
+    [end] = events(home, "session-end")
+    assert end["exit_status"] == 127 and end["cause"] == "not-started"
+    assert end["reason"] == "/nonexistent/server: No such file or directory"
+    listed = subprocess.run(
+        [sys.executable, "-m", "mcpshim", "sessions", "--dir", str(home.loc.shim_dir),
+         "--format", "json"],
+        env=home.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    [session] = json.loads(listed.stdout)["sessions"]
+    assert session["exit_status"] == 127 and session["cause"] == "not-started"
+    assert session["supervised"] and session["command"] == ["/nonexistent/server"]
+    assert not list((home.loc.log_dir / "trace").glob("run-*"))  # nothing of a trace left
 
 
 def test_run_needs_a_command(home: Home) -> None:

@@ -53,10 +53,13 @@ def _cmdline(pid: int) -> bytes:
 
 
 @needs_trace
-def test_a_killed_traced_session_leaves_no_trace_output(home: Home) -> None:
-    line = f"/bin/true --token={TOKEN} {TOKEN}; exec sleep 60"
+def test_a_killed_traced_session_keeps_its_trace_and_leaves_no_trace_output(
+    home: Home, tmp_path: Path
+) -> None:
+    line = f"/bin/true --token={TOKEN} {TOKEN}; /bin/true second; exec sleep 60"
     argv = run_argv(home, ["/bin/sh", "-c", line], "--trace", "--grace", "1")
-    proc = subprocess.Popen(argv, env=home.env, stdin=DEVNULL, stdout=DEVNULL)
+    err = (tmp_path / "stderr").open("wb")
+    proc = subprocess.Popen(argv, env=home.env, stdin=DEVNULL, stdout=DEVNULL, stderr=err)
     sid = ""
     try:
         poll(lambda: home.loc.log_file.exists() and events(home, "session-start"), "start")
@@ -70,16 +73,29 @@ def test_a_killed_traced_session_leaves_no_trace_output(home: Home) -> None:
         proc.kill()  # SIGKILL: nothing of the supervisor's runs any more
         proc.wait(timeout=60)
         poll(lambda: not (set(family) & set(session_pids(sid))), "the watcher to end it", 30)
+        # Issue 41 item 8: what was traced up to the kill is kept (the watcher held the
+        # FIFO and the nameless output; before, all was lost), redacted like any trace,
+        # the session marked killed, and strace's "Broken pipe" lines (211 of them before)
+        # never reach the client's stderr.
+        [summary] = poll(lambda: events(home, "trace-summary", sid), "the trace's summary")
+        assert summary["killed"] is True and summary["complete"] is True
+        traced = [e["argv"] for e in events(home, "trace-exec", sid)]
+        assert ["/bin/true", "second"] in traced
+        assert any(a[0] == "/bin/true" and "[REDACTED" in a[1] for a in traced), traced
+        [end] = events(home, "session-end", sid)
+        assert end["cause"] == "supervisor-lost"
+        err.close()
+        said = (tmp_path / "stderr").read_bytes()
+        assert b"Broken pipe" not in said and b"strace" not in said, said
         # The trace had the token (strace prints every argument); the disk never does.
         assert _files_holding(home.root, TOKEN) == []
         trace_dir = home.loc.log_dir / "trace"
-        left = sorted(trace_dir.iterdir())
-        assert [p.name for p in left if p.is_file()] == []
-        # The next traced session sweeps what this one left; its own goes at its end.
+        assert list(trace_dir.iterdir()) == []  # the watcher took its directory too
         done = run(home, ["/bin/true"], "--trace", stdout=DEVNULL, stderr=DEVNULL)
         assert done.returncode == 0
         assert list(trace_dir.iterdir()) == []
     finally:
+        err.close()
         proc.kill()
         kill_all(session_pids(sid) if sid else [])
 

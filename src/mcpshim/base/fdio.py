@@ -17,7 +17,15 @@ from typing import BinaryIO
 
 from mcpshim.errors import InputError
 
-__all__ = ["open_regular", "open_regular_fd", "read_exactly", "read_some", "wait_for", "write_all"]
+__all__ = [
+    "open_regular",
+    "open_regular_fd",
+    "read_exactly",
+    "read_regular",
+    "read_some",
+    "wait_for",
+    "write_all",
+]
 
 
 def wait_for(fd: int, event: int, timeout: float | None = None) -> bool:
@@ -79,3 +87,11 @@ def open_regular_fd(path: Path) -> int:
 def open_regular(path: Path) -> BinaryIO:
     """open_regular_fd as a file object."""
     return os.fdopen(open_regular_fd(path), "rb")
+
+
+def read_regular(path: Path) -> bytes:
+    """A file mcpshim reads (a lock, a policy, a baseline, a config, a backup, its own
+    state), whole: anything but a regular file is refused (InputError), so a FIFO in its
+    place never blocks a command for good. FileNotFoundError and other OSErrors pass."""
+    with open_regular(path) as fh:
+        return fh.read()

@@ -32,7 +32,7 @@ from mcpshim.log.filerecords import file_record
 from mcpshim.log.follow import Follower
 from mcpshim.log.netrecords import net_record
 from mcpshim.paths import Locations
-from mcpshim.render.ecs import ecs_doc, ecs_file_doc, ecs_net_doc
+from mcpshim.render.ecs import ecs_doc, ecs_file_doc, ecs_fork_doc, ecs_net_doc
 from mcpshim.seal.state import unsealed_check
 
 __all__ = ["COMMANDS"]
@@ -116,11 +116,13 @@ def _printer(
 
     def emit(imgs: Iterable[Image]) -> None:
         for img in imgs:
-            if not img.entry or (flt.pid is not None and img.pid != flt.pid):
+            fork = img.source == "trace-fork"  # a process that never exec'd: one of its own
+            if not (img.entry or fork) or (flt.pid is not None and img.pid != flt.pid):
                 continue
             if flt.since is not None and (img.time is None or img.time < flt.since):
                 continue
-            click.echo(dumps(ecs_doc(img, anchor, uid)))
+            doc = ecs_fork_doc(img, anchor, uid) if fork else ecs_doc(img, anchor, uid)
+            click.echo(dumps(doc))
 
     def show(rec: execlog.Record) -> None:
         emit(model.feed(rec))

@@ -302,7 +302,7 @@ def _review_lock(
         "sealed": sealed.line,
     }
     notes = [f"{len(done.problems)} damaged log record(s) skipped"] if done.problems else []
-    report = Report("review", subject, findings, notes, evidence=limit)
+    report = Report("review", subject, findings, notes, done.verdicts, limit)
     click.echo(findings_renderer(fmt)(report), nl=False)
     return findings_exit(findings, fail_on)
 

@@ -11,6 +11,7 @@ import click
 
 from mcpshim.base import fdio
 from mcpshim.base.display import dumps, escape
+from mcpshim.base.fdio import read_regular
 from mcpshim.cli.common import format_option, location_options, sub_locations
 from mcpshim.errors import EXIT_CLEAN, EXIT_FINDINGS, InputError, UsageError
 from mcpshim.seal import anchors, follow, keys, state, view
@@ -199,7 +200,7 @@ def _verifiers(values: tuple[str, ...]) -> list[keys.Verifier]:
             out.append(keys.Verifier.parse(sys.stdin.readline()))
         else:
             try:
-                text = Path(v).read_text(errors="replace")
+                text = read_regular(Path(v)).decode(errors="replace")
             except OSError as exc:
                 raise InputError(f"{v}: cannot read the verifier: {exc.strerror}") from None
             out.append(keys.Verifier.parse(text))

@@ -59,7 +59,7 @@ def seal_note(loc: Locations, session: str | None = None) -> SealNote:
         st = None
         with contextlib.suppress(InputError):
             st = state.load(state.default_state_path(loc.log_dir))
-        result = verify(loc, (), None, st, parent_markers=False)
+        result = verify(loc, (), None, st)  # `log verify`'s checks, markers too: one verdict
     if result is None:
         return SealNote("? (the log could not be read for its seals)", _nothing)
     if not result.chain:

@@ -53,6 +53,8 @@ def _line(s: SessionSummary, width: int, name_w: int) -> str:
     start = s.start.strftime("%Y-%m-%d %H:%M:%S") if s.start else "?"
     surv = "" if s.survivors is None else str(s.survivors)
     cmd = quote_argv(s.command) if s.command else "(no run: MCPSHIM_SESSION set by hand)"
+    if s.cause == "not-started":
+        cmd += f"  (did not start: {escape(s.reason) or 'the command could not be run'})"
     return (
         f"{escape(s.id):{width}} {start:19} {duration_text(s):>8} {_exit(s):>4} "
         f"{s.tool_calls:>5} {s.execs:>6} {surv:>4} {s.severity or '-':8} {mode_text(s):9} "

@@ -8,7 +8,9 @@ enum or any other key changed; each annotation. `Drift.reordered` is what the gr
 on (contract.canon.order_hash): the same words and list items in another order.
 
 Values are shown as JSON, cut at a length a terminal line holds; the caller escapes them
-for its output (base.display).
+for its output (base.display). A text is compared over its first DIFF_MAX characters only
+(difflib is quadratic at worst, and a 10 MB description took 25 s): past them a drift says
+that the texts differ further on, not how.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any
 
 from mcpshim.contract.canon import canonical, order_free
 
-__all__ = ["Drift", "drift", "lock_definition", "parse_lock_definition"]
+__all__ = ["DIFF_MAX", "Drift", "drift", "line_diff", "lock_definition", "parse_lock_definition"]
 
+DIFF_MAX = 64 << 10  # characters of a text compared word by word and line by line
 _SHOWN = 160  # characters of a value shown
 _WORDS = re.compile(r"[^\W_]+(?:[_'.+/-][^\W_]+)*|\S")
 _SCHEMAS = ("inputSchema", "outputSchema")
@@ -47,21 +50,33 @@ def _words(text: str) -> Counter[str]:
     return Counter(_WORDS.findall(text))
 
 
+def line_diff(old: str, new: str, hunks: bool = False) -> list[str]:
+    """The unified diff of two texts' lines (no file header; `hunks`: with its @@ lines),
+    of their first DIFF_MAX characters; a last line says when they differ past them."""
+    a, b = old[:DIFF_MAX].splitlines(), new[:DIFF_MAX].splitlines()
+    body = difflib.unified_diff(a, b, "approved", "now", lineterm="", n=1)
+    out = [line for line in list(body)[2:] if hunks or not line.startswith("@@")]
+    if old[DIFF_MAX:] != new[DIFF_MAX:]:
+        out.append(f"(the texts differ past their first {DIFF_MAX} characters: not compared)")
+    return out
+
+
 def _text(label: str, old: str, new: str, out: list[str], added: list[str]) -> None:
     if old == new:
         return
+    full = old, new
+    old, new = old[:DIFF_MAX], new[:DIFF_MAX]
     a, b = _words(old), _words(new)
     plus = sorted(w for w in (b - a).elements() if w[0].isalnum())
     minus = sorted(w for w in (a - b).elements() if w[0].isalnum())
-    if a == b:
+    if a == b and old != new:
         out.append(f"{label}: the same words, in another order")
     if plus:
         out.append(f"{label}: words added: {' '.join(plus)}"[:300])
         added.append(f"{label} words {' '.join(plus)}"[:120])
     if minus:
         out.append(f"{label}: words removed: {' '.join(minus)}"[:300])
-    body = difflib.unified_diff(old.splitlines(), new.splitlines(), "approved", "now", n=1)
-    out += [line for line in list(body)[2:] if not line.startswith("@@")]
+    out += line_diff(*full)
 
 
 def _values(label: str, old: Any, new: Any, out: list[str], added: list[str]) -> None:

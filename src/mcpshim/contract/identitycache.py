@@ -23,7 +23,9 @@ from typing import Any
 
 import orjson
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.safewrite import make_private_dir, write_file
+from mcpshim.errors import InputError
 
 __all__ = ["DPKG_STATUS", "IdentityCache", "file_key"]
 
@@ -87,9 +89,9 @@ class IdentityCache:
     def _load(self) -> dict[str, Any]:
         assert self.path is not None
         try:
-            digest, _, body = self.path.read_bytes().partition(b"\n")
+            digest, _, body = read_regular(self.path).partition(b"\n")
             doc = orjson.loads(body) if digest == _digest(body) else None
-        except (OSError, orjson.JSONDecodeError):
+        except (OSError, InputError, orjson.JSONDecodeError):  # a FIFO: nothing kept
             return {}
         if not isinstance(doc, dict) or doc.get("version") != VERSION:
             return {}

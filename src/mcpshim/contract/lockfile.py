@@ -24,6 +24,7 @@ import platformdirs
 import tomli_w
 
 from mcpshim.base.display import unsafe_char
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.safewrite import write_file
 from mcpshim.base.tomlfile import parse_toml, without_bom
 from mcpshim.errors import InputError
@@ -349,7 +350,7 @@ def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
 
 def load_lock(path: Path) -> Lock:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the lock: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

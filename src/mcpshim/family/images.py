@@ -114,6 +114,8 @@ def invoked_name(argv0: bytes, fallback: str) -> str:
     """The name a sampled process was invoked as (argv[0]: `sh` for /bin/sh, which /proc
     resolves to dash), as the shim and the tracer name it; a title the process set itself
     (spaces, parentheses) is not a program's name, so `fallback` (its file's) is kept."""
+    if argv0.startswith(b"/proc/"):  # /proc/self/exe: the file it ran, not "exe"
+        return fallback
     head = os.path.basename(argv0).lstrip(b"-")
     if head and head.replace(b".", b"").replace(b"_", b"").replace(b"-", b"").isalnum():
         return head.decode("utf-8", "replace")

@@ -89,7 +89,7 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     **dict.fromkeys(
         ("ppid", "start", "parent_start", "child_pid", "child_start", "uid", "exit_status",
          "error_code", "size", "survivors", "execs", "failed", "gaps", "processes",
-         "last_pid", "port", "local_port", "count", "net", "socket", "files"),
+         "last_pid", "port", "local_port", "count", "net", "socket", "files", "part"),
         (_OPT_INT, "an integer or null"),
     ),
     **dict.fromkeys(
@@ -104,7 +104,8 @@ _FIELDS: dict[str, tuple[Check, str]] = {
          "server_version", "protocol_version", "client_name", "client_version",
          "instructions", "sha256", "server_sha256", "approved_sha256", "listed_sha256",
          "lock", "server", "what", "source", "where", "blocked", "call", "family",
-         "address", "local_address", "outcome", "errno", "settled", "last_time", "purpose"),
+         "address", "local_address", "outcome", "errno", "settled", "last_time", "purpose",
+         "lossy"),
         (_OPT_STR, "text or null"),
     ),
     **dict.fromkeys(

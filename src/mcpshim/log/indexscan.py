@@ -41,7 +41,7 @@ SEAL_MARK = b"\0R\0=1\0=seal\0="  # a seal record's start (seal.record.MARKER)
 #: no NUL inside, so a match never spans two records
 MARKED = re.compile(rb'\0=(mcp-session|trace-summary)\0=\{"session":"([^"\\\0]{1,200})"')
 _START_KEYS = ("time", "name", "command", "cwd", "user", "pid", "boot_id")
-_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated", "cause")
+_END_KEYS = ("time", "exit_status", "duration_s", "survivors", "terminated", "cause", "reason")
 
 
 def iso_epoch(value: Any) -> float | None:

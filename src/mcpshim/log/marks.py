@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from mcpshim.base.fdio import open_regular
+from mcpshim.base.fdio import open_regular, read_regular
 from mcpshim.base.safewrite import make_private_dir, open_append
 from mcpshim.errors import InputError
 from mcpshim.log.execlog import segments
@@ -109,8 +109,8 @@ def note_review(
 def load_reviews(loc: Locations) -> list[Review]:
     out: list[Review] = []
     try:
-        data = _marks(loc).read_bytes()
-    except OSError:
+        data = read_regular(_marks(loc))
+    except (OSError, InputError):  # a FIFO in its place: no marks, never a read that blocks
         return out
     for line in data.splitlines():
         try:

@@ -13,19 +13,25 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from mcpshim.log.redact_engine import (
+    NEEDLES,
+    PREFILTER_RUN,
+    before_ok,
+    might_hold_secret,
+    prefilter_len,
+    redact_text,
+    run_chars,
+    shell_end,
+)
 from mcpshim.log.redact_rules import (
+    AUTH_HEADERS,
+    AUTH_SCHEMES,
     BARE_NEXT,
+    BARE_WORDS,
     COMMANDS,
-    MAX_SPECIALS,
-    RULES,
-    SHELL_OPEN,
     SKIP_BARE,
-    URL_STOP,
     WORDS,
-    Before,
     CommandOptions,
-    TextRule,
-    glob_items,
 )
 from mcpshim.log.redactmark import MARKER_RE, marker
 
@@ -40,33 +46,18 @@ __all__ = [
     "is_credential_name",
     "marker",
     "might_hold_secret",
+    "prefilter_len",
     "redact_argv",
     "redact_text",
     "run_chars",
     "shell_end",
 ]
 
-_ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_SEP = frozenset(b"_.-")
-PREFILTER_RUN = 3  # run characters a rule's quick check asks for (it is a superset)
-
 
 @dataclass(frozen=True)
 class Redacted:
     argv: tuple[bytes, ...]
     rules: tuple[str, ...]
-
-
-def before_ok(text: bytes, start: int, before: Before) -> bool:
-    """Whether what precedes text[start:] lets a head or a name word start there."""
-    if before == "any":
-        return True
-    if start == 0:
-        return before == "word"
-    c = text[start - 1]
-    if before == "word":
-        return c not in _ALNUM
-    return c in _SEP or (97 <= c <= 122 and 65 <= text[start] <= 90)
 
 
 def is_credential_name(name: str | bytes) -> bool:
@@ -81,259 +72,15 @@ def is_credential_name(name: str | bytes) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_credential_key(key: str) -> bool:
-    """A JSON object key whose value is a credential: a credential name, or plain `key`."""
+    """A JSON object key whose value is a credential: a credential name, or plain `key`.
+    (Cached: a listing's schemas repeat the same few keys thousands of times.)"""
     return is_credential_name(key) or key.lower() == "key"
 
 
 def credential_env_names(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if is_credential_name(n)))
-
-
-# ---- text rules ---------------------------------------------------------------------------
-
-
-def _rx(glob: str) -> bytes:
-    out = []
-    for chars in glob_items(glob):
-        out.append(
-            re.escape(chars) if len(chars) == 1 else "[" + "".join(map(re.escape, chars)) + "]"
-        )
-    return "".join(out).encode()
-
-
-def _cls(chars: str, negate: bool) -> bytes:
-    return ("[" + ("^" if negate else "") + "".join(map(re.escape, chars)) + "]").encode()
-
-
-@dataclass(frozen=True)
-class _Rule:
-    rule: TextRule
-    anchor: bytes
-    occ: re.Pattern[bytes]  # a head, the anchor, a tail
-    pre: re.Pattern[bytes]  # ... and the start of a long enough run: without it, no hit
-    heads: tuple[tuple[re.Pattern[bytes], int, Before], ...]
-    tails: tuple[re.Pattern[bytes], ...]
-    run: re.Pattern[bytes]
-    not_first: bytes
-    scope: tuple[bytes, ...]
-    stops: frozenset[int]  # a shell word's stops outside quotes (rule.sh_word)
-
-
-def run_chars(r: TextRule) -> tuple[str, bool]:
-    """(characters, negated): what a run's first characters may be. A shell word may start
-    with a quote, which is a stop of the plain run (and may hold anything after it, so only
-    its first character is known: see PREFILTER_RUN's use)."""
-    if r.body:
-        return r.body, False
-    if r.sh_word:
-        return "".join(c for c in r.stop if c not in SHELL_OPEN), True
-    return r.stop, True
-
-
-def prefilter_len(r: TextRule) -> int:
-    """How many run characters a rule's quick check asks for."""
-    return 1 if r.sh_word else min(r.min_len, PREFILTER_RUN)
-
-
-def _compile(r: TextRule) -> _Rule:
-    ci = rb"(?i:%s)" if r.ci else b"(?:%s)"
-    heads = ci % b"|".join(_rx(h.glob) for h in r.heads)
-    tails = ci % b"|".join(_rx(t) for t in r.tails)
-    run_cls = _cls(r.body or r.stop, negate=not r.body)
-    chars, negated = run_chars(r)
-    occ = heads + re.escape(r.anchor.encode()) + tails
-    flags = re.IGNORECASE if r.ci else 0
-    return _Rule(
-        r,
-        r.anchor.encode(),
-        re.compile(occ),
-        re.compile(occ + _cls(chars, negated) + b"{%d}" % prefilter_len(r)),
-        tuple((re.compile(_rx(h.glob), flags), len(glob_items(h.glob)), h.before) for h in r.heads),
-        tuple(re.compile(_rx(t), flags) for t in r.tails),
-        re.compile(run_cls + b"*"),
-        r.not_first.encode(),
-        tuple(w.encode() for w in r.scope),
-        frozenset(chars.encode()) if r.sh_word else frozenset(),
-    )
-
-
-_SQ, _DQ, _BS, _DOLLAR = b"'"[0], b'"'[0], b"\\"[0], b"$"[0]
-
-
-def shell_end(value: bytes, s: int, stops: frozenset[int]) -> int:
-    """Where a shell word starting at value[s] ends: at the first of `stops` outside quotes.
-    `'...'` holds anything; `"..."` and `$'...'` end at their quote unless a backslash
-    escapes it; a backslash outside quotes escapes the next character. Past MAX_SPECIALS
-    quotes and backslashes, or in a quote never closed, it runs to the end of the text.
-    (The shims' _mcpshim_sw takes the same steps.)"""
-    n, i, state, specials, plain = len(value), s, 0, 0, s  # state: 0 out, ' " or $ in
-    while i < n:
-        c = value[i]
-        if state == 0:
-            if c in stops:
-                return i
-            if c in (_SQ, _DQ, _BS):
-                specials += 1
-                if specials > MAX_SPECIALS:
-                    return n
-                if c == _BS:
-                    i += 2
-                    plain = i
-                    continue
-                dollar = c == _SQ and i > plain and value[i - 1] == _DOLLAR
-                state = _DOLLAR if dollar else c
-        elif state == _SQ:
-            if c == _SQ:
-                specials += 1
-                if specials > MAX_SPECIALS:
-                    return n
-                state, plain = 0, i + 1
-        elif c in (_BS, _DQ if state == _DQ else _SQ):
-            specials += 1
-            if specials > MAX_SPECIALS:
-                return n
-            if c == _BS:
-                i += 2
-                continue
-            state, plain = 0, i + 1
-        i += 1
-    return n
-
-
-@functools.cache
-def _compiled() -> tuple[_Rule | str, ...]:
-    """The table's patterns, built on the first value that might hold a secret: some 50 ms
-    of `re.compile` that a reader of the log (review, tree, sessions) never needs."""
-    return tuple(r if isinstance(r, str) else _compile(r) for r in RULES)
-
-
-def _apply(value: bytes, c: _Rule, hits: list[str]) -> bytes:
-    """One rule over value, left to right: at each anchor with a head before it (starting
-    after the last run) and a tail after it, the run that follows is the secret when it is
-    long enough. A run too short is kept, and no head may start inside it."""
-    if c.scope and not any(w in value for w in c.scope):
-        return value
-    if not c.pre.search(value):
-        return value
-    out: list[bytes] = []
-    emit = floor = 0
-    fired = False
-    m = c.occ.search(value)
-    while m:
-        i = value.index(c.anchor, m.start())
-        ok = any(
-            i - n >= floor and rx.fullmatch(value, i - n, i) and before_ok(value, i - n, b)
-            for rx, n, b in c.heads
-        )
-        if not ok:
-            m = c.occ.search(value, i + 1)
-            continue
-        tail = next(t for t in c.tails if t.match(value, i + 1))
-        s = tail.match(value, i + 1).end()  # type: ignore[union-attr]
-        word = c.rule.sh_word
-        e = shell_end(value, s, c.stops) if word else c.run.match(value, s).end()  # type: ignore[union-attr]
-        if e > s and value[s] in c.not_first:
-            e = s
-        if e - s >= c.rule.min_len:
-            out += (value[emit:s], marker(c.rule.name))
-            emit = e
-            fired = True
-        floor = e
-        m = c.occ.search(value, e)
-    if not fired:
-        return value
-    hits.append(c.rule.name)
-    out.append(value[emit:])
-    return b"".join(out)
-
-
-_URL_WORD = re.compile(_cls(URL_STOP, negate=True) + b"*")
-_PORT = re.compile(rb"[0-9]+/")
-
-
-def _apply_url(value: bytes, hits: list[str]) -> bytes:
-    """`scheme://W`, W running to a blank or a quote: when W holds `:` and, after it, `@`,
-    everything from the first `:` to the last `@` is the password (`@` and `/` in a password
-    included), unless digits and `/` follow that `:` (a port: https://host:8443/a@b)."""
-    if b"://" not in value or b"@" not in value:
-        return value
-    out: list[bytes] = []
-    emit = pos = 0
-    i = value.find(b"://")
-    while i != -1:
-        s = i + 3
-        e = _URL_WORD.match(value, s).end()  # type: ignore[union-attr]
-        w = value[s:e]
-        k, a = w.find(b":"), w.rfind(b"@")
-        if k != -1 and a > k and not _PORT.match(w, k + 1):
-            out += (value[emit : s + k + 1], marker("url-password"))
-            emit = s + a
-        pos = max(e, i + 1)
-        i = value.find(b"://", pos)
-    if not out:
-        return value
-    hits.append("url-password")
-    out.append(value[emit:])
-    return b"".join(out)
-
-
-_EXPAND_MAX = 64  # a head with more spellings than this is looked for by a pattern
-
-
-def _needles() -> tuple[tuple[bytes, ...], re.Pattern[bytes] | None]:
-    """Lower-case text one of which every rule's match holds (checked on value.lower()),
-    and a pattern for the shapes with too many spellings to list (a discord token's head)."""
-    out = {"token", "pass", "secret", "key", "bearer", "auth", "pwd", "pat", "cookie"}
-    hard: list[bytes] = []
-    for r in RULES:
-        if isinstance(r, TextRule) and (r.body or r.min_len > 1):  # the token shapes
-            for h in r.heads:
-                for t in r.tails:
-                    glob = h.glob + r.anchor + t
-                    if _spellings(glob) <= _EXPAND_MAX:
-                        out.update(_expand(glob))
-                    else:
-                        hard.append(_rx(glob))
-        if isinstance(r, TextRule):
-            out.update(r.scope)
-    pattern = re.compile(b"|".join(hard)) if hard else None
-    return tuple(sorted(n.lower().encode() for n in out)), pattern
-
-
-def _spellings(glob: str) -> int:
-    n = 1
-    for chars in glob_items(glob):
-        n *= len(chars)
-    return n
-
-
-def _expand(glob: str) -> list[str]:
-    words = [""]
-    for chars in glob_items(glob):
-        words = [w + c for w in words for c in chars]
-    return words
-
-
-NEEDLES, _HARD = _needles()
-
-
-def might_hold_secret(value: bytes) -> bool:
-    """A quick superset of the rules: False means redact_text would change nothing."""
-    if b"://" in value and b"@" in value:
-        return True
-    low = value.lower()
-    return any(n in low for n in NEEDLES) or bool(_HARD is not None and _HARD.search(value))
-
-
-def redact_text(value: bytes, hits: list[str] | None = None) -> bytes:
-    """Replace every token-shaped secret, credential value and URL password inside a string."""
-    found: list[str] = [] if hits is None else hits
-    if not might_hold_secret(value):
-        return value
-    for c in _compiled():
-        value = _apply_url(value, found) if isinstance(c, str) else _apply(value, c, found)
-    return value
 
 
 # ---- arguments ----------------------------------------------------------------------------
@@ -347,6 +94,15 @@ def _group_of(arg: bytes) -> CommandOptions | None:
     return next((c for c in COMMANDS if base in {n.encode() for n in c.commands}), None)
 
 
+def _split(value: bytes, c: CommandOptions) -> bytes:
+    """An option's value as kept: with `split`, what follows its character is the secret
+    (`user%PW`: `user%` stays), else all of it."""
+    if not c.split:
+        return marker("option-value")
+    head, sep, _ = value.partition(c.split.encode())
+    return head + sep + marker("option-value") if sep else value
+
+
 def _scoped(arg: bytes, c: CommandOptions) -> tuple[str, bytes | None] | None:
     """(what is secret: "next" argument, the "rest", or "" for none beyond this one; the
     argument rewritten, or None) for an option of c, or None when arg is none of them."""
@@ -356,12 +112,12 @@ def _scoped(arg: bytes, c: CommandOptions) -> tuple[str, bytes | None] | None:
             return "next", None
     for x in letters:
         if arg.startswith(b"-" + x) and len(arg) > 2:
-            return "", b"-" + x + marker("option-value")
+            return "", b"-" + x + _split(arg[2:], c)
     for opt in (o.encode() for o in c.long):
         if arg == opt:
             return "next", None
         if arg.startswith(opt + b"="):
-            return "", opt + b"=" + marker("option-value")
+            return "", opt + b"=" + _split(arg[len(opt) + 1 :], c)
     flags = re.fullmatch(rb"-[A-Za-z]+", arg)
     if flags and letters and arg[-1:] in letters:
         return "next", None
@@ -371,7 +127,14 @@ def _scoped(arg: bytes, c: CommandOptions) -> tuple[str, bytes | None] | None:
 
 
 _SKIP = tuple(s.encode() for s in SKIP_BARE)
-_BARE_NEXT = frozenset(n.encode() for n in BARE_NEXT)
+_BARE_NEXT = {n.encode(): rule for n, rule in BARE_NEXT}
+_BARE_WORDS = frozenset(n.encode() for n in BARE_WORDS)
+#: an environment variable's name as an argument of its own (`setenv DD_API_KEY VALUE`)
+_ENV_NAME = re.compile(rb"[A-Z][A-Z0-9_]*_[A-Z0-9_]*")
+_SCHEMES = "|".join(AUTH_SCHEMES)
+_AUTH = re.compile(f"(?i)(?:{'|'.join(AUTH_HEADERS)}):( ?(?:{_SCHEMES}))? ?".encode())
+_SCHEME = re.compile(f"(?i)(?:{_SCHEMES})".encode())
+_PEM_BEGIN, _PEM_OPEN, _PEM_END = b"-----BEGIN", b"KEY-----", b"-----END"
 
 
 def _whole(arg: bytes) -> tuple[str, bytes | None] | None:
@@ -384,8 +147,8 @@ def _whole(arg: bytes) -> tuple[str, bytes | None] | None:
         if not eq and is_credential_name(name) and not name.lower().startswith(_SKIP):
             return "option-value", None
         return None
-    if arg.lower() in _BARE_NEXT:
-        return "aws-secret-key", None
+    if (rule := _BARE_NEXT.get(arg.lower())) is not None:
+        return rule, None
     name, eq, _ = arg.partition(b"=")
     if eq and _NAME.fullmatch(name) and is_credential_name(name):
         return "credential-name", name + b"=" + marker("credential-name")
@@ -394,45 +157,119 @@ def _whole(arg: bytes) -> tuple[str, bytes | None] | None:
     return None
 
 
+def _soft(arg: bytes, after_option: bool) -> str:
+    """An argument after which the next one is the secret unless it is an option: a bare
+    `password` (a `.netrc` line as words), an environment variable's name, an HTTP
+    authorization header with no value (the value next; "scheme" when the scheme comes
+    first: `"Authorization:" "Bearer" TOKEN`). "" for none. A variable's name after an
+    option is that option's (`docker run -e GITHUB_TOKEN IMAGE`, `env -u NAME CMD`)."""
+    if arg.lower() in _BARE_WORDS:
+        return "credential-name"
+    if not after_option and _ENV_NAME.fullmatch(arg) and is_credential_name(arg):
+        return "credential-name"
+    m = _AUTH.fullmatch(arg)
+    if m:
+        return "authorization" if m.group(1) else "scheme"
+    return ""
+
+
+class _Args:
+    """The state redact_argv carries from one argument to the next."""
+
+    def __init__(self, scope: CommandOptions | None) -> None:
+        self.pending = ""  # the next argument is the secret (this rule's)
+        self.soft = ""  # ... unless it is an option (_soft)
+        self.split = False  # the next is an option's value, secret after its split character
+        self.rest = ""  # every argument from here on is (`htpasswd -b`; a PEM key's words)
+        self.private = False  # the last argument was `PRIVATE` (of `... PRIVATE KEY-----`)
+        self.begun = False  # a `-----BEGIN` came, and no key's words after it yet
+        self.option = False  # the last argument was an option (`-e NAME`: NAME is no setter's)
+        self.scope = scope  # the command whose own options count
+        self.armed = scope is not None and not scope.sub  # its subcommand came (or needs none)
+
+
 def redact_argv(args: Sequence[bytes], command: bytes | str | None = None) -> Redacted:
     """The arguments as the log stores them, and the names of the rules that fired.
-    `command` is the program they were given to, when it is not args[0] (a shim's record)."""
+    `command` is the program they were given to, when it is not args[0] (a shim's record).
+    A secret may span arguments: an option's value, a PEM key given as words (`$(cat key)`
+    unquoted), an authorization header whose value is the next word."""
     hits: list[str] = []
     out: list[bytes] = []
-    pending: str | None = None
-    rest = False  # every argument from here on is secret (`htpasswd -b`)
     cmd = command.encode() if isinstance(command, str) else command
-    scope = _group_of(cmd) if cmd else None
+    st = _Args(_group_of(cmd) if cmd else None)
     for arg in args:
-        if pending or rest:
-            out.append(marker(pending or "option-value"))
-            hits.append(pending or "option-value")
-            pending = None
-            continue
-        group = _group_of(arg)
-        if group is not None:
-            scope = group
-            out.append(arg)
-            continue
-        if scope is not None:
-            hit = _scoped(arg, scope)
-            if hit is not None:
-                what, new = hit
-                pending = "option-value" if what == "next" else None
-                rest = what == "rest"
-                if new is not None:
-                    hits.append("option-value")
-                out.append(arg if new is None else new)
-                continue
-            if scope.operands_end and not arg.startswith(b"-"):
-                scope = None
-        whole = _whole(arg)
-        if whole is None:
-            out.append(redact_text(arg, hits))
-        elif whole[1] is None:
-            pending = whole[0]
-            out.append(arg)
-        else:
-            hits.append(whole[0])
-            out.append(whole[1])
+        out.append(_one(arg, st, hits))
     return Redacted(tuple(out), tuple(hits))
+
+
+def _secret(rule: str, hits: list[str]) -> bytes:
+    hits.append(rule)
+    return marker(rule)
+
+
+def _one(arg: bytes, st: _Args, hits: list[str]) -> bytes:
+    """One argument as kept (the rules that fired added to `hits`)."""
+    private, st.private = st.private, arg == b"PRIVATE"
+    after_option, st.option = st.option, arg.startswith(b"-")
+    st.begun = st.begun or arg.startswith(_PEM_BEGIN)
+    if st.rest:
+        if st.rest == "private-key" and arg.startswith(_PEM_END):
+            st.rest = ""  # the key's last words: `-----END RSA PRIVATE KEY-----`
+            return arg
+        return _secret(st.rest, hits)
+    if st.pending:
+        rule, st.pending = st.pending, ""
+        return _secret(rule, hits)
+    if st.split:
+        st.split = False
+        assert st.scope is not None
+        new = _split(arg, st.scope)
+        if new != arg:
+            hits.append("option-value")
+        return new
+    if st.soft:
+        soft, st.soft = st.soft, ""
+        if not arg.startswith(b"-"):
+            if soft == "scheme" and _SCHEME.fullmatch(arg):
+                st.soft = "authorization"  # `"Authorization:" "Bearer" TOKEN`
+                return arg
+            return _secret("authorization" if soft == "scheme" else soft, hits)
+    if private and st.begun and arg == _PEM_OPEN:  # `-----BEGIN RSA PRIVATE KEY-----`
+        st.rest, st.begun = "private-key", False
+        return arg
+    group = _group_of(arg)
+    if group is not None:
+        st.scope, st.armed = group, not group.sub
+        return arg
+    if st.scope is not None and not st.armed:
+        st.armed = arg in {w.encode() for w in st.scope.sub}
+        if st.armed:
+            return arg
+    elif st.scope is not None:
+        hit = _scoped(arg, st.scope)
+        if hit is not None:
+            what, rewritten = hit
+            st.pending = "option-value" if what == "next" and not st.scope.split else ""
+            st.split = what == "next" and bool(st.scope.split)
+            st.rest = "option-value" if what == "rest" else ""
+            if rewritten is None:
+                return arg
+            if rewritten != arg:
+                hits.append("option-value")
+            return rewritten
+        if st.scope.operand and not arg.startswith(b"-") and b"=" not in arg:
+            st.scope = None  # `vault login TOKEN` (not `vault login -method=x username=u`)
+            return _secret("option-value", hits)
+        if st.scope.operands_end and not arg.startswith(b"-"):
+            st.scope = None
+    st.soft = _soft(arg, after_option)
+    if st.soft:
+        return arg
+    whole = _whole(arg)
+    if whole is None:
+        return redact_text(arg, hits)
+    if whole[1] is None:
+        st.pending = whole[0]
+        return arg
+    hits.append(whole[0])
+    return whole[1]

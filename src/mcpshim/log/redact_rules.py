@@ -27,14 +27,35 @@ GITHUB_TOKEN, db_password, apiKey); one that merely holds such a word elsewhere 
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
-from typing import Literal
+
+from mcpshim.log.redact_shapes import (
+    ALNUM,
+    COMMAND_STOP,
+    COOKIE_STOP,
+    HEADER_STOP,
+    MAX_SPECIALS,
+    SHELL_OPEN,
+    URL_RULE,
+    URL_STOP,
+    VALUE_STOP,
+    Before,
+    CommandOptions,
+    Head,
+    TextRule,
+    Word,
+    glob_items,
+)
+from mcpshim.log.redact_vendors import VENDORS
 
 __all__ = [
+    "AUTH_HEADERS",
+    "AUTH_SCHEMES",
     "BARE_NEXT",
+    "BARE_WORDS",
     "COMMANDS",
     "MAX_SPECIALS",
     "RULES",
+    "SETTERS",
     "SHELL_OPEN",
     "SKIP_BARE",
     "URL_RULE",
@@ -48,98 +69,6 @@ __all__ = [
     "Word",
     "glob_items",
 ]
-
-Before = Literal["any", "word", "sep"]
-ALNUM = string.ascii_letters + string.digits
-VALUE_STOP = " \t\n\r\"'`;&|<>"  # where a value in a shell line or a query string ends
-HEADER_STOP = "\n\r\"'`;&|<>"  # a header value runs on over blanks
-COOKIE_STOP = "\n\r\"'`"  # a cookie header runs on over `;` (`a=1; session=...`)
-COMMAND_STOP = "\n\r;&|<>`"  # the rest of one command of a composed line
-URL_STOP = " \t\n\r\"'`<>"  # where the word after `scheme://` ends
-URL_RULE = "url-password"
-#: what changes how a shell reads the characters after it: quotes, `$'`, a backslash
-SHELL_OPEN = "'\"\\"
-#: a shell-word value holding more of SHELL_OPEN than this runs to the end of the text (a
-#: bound on the scrubber's work that can only make it take more)
-MAX_SPECIALS = 32
-
-
-def glob_items(pattern: str) -> tuple[str, ...]:
-    """A head or tail as the characters each position may hold: `gh[oprsu]` is g, h, oprsu."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == "[":
-            end = pattern.index("]", i + 2)
-            out.append(pattern[i + 1 : end])
-            i = end + 1
-        else:
-            out.append(pattern[i])
-            i += 1
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class Head:
-    """Text that must end right before the anchor. `before` says what may precede it:
-    anything; no letter or digit (`word`); one of `_.-`, or a lower-case letter when the
-    head starts upper case, as in camelCase (`sep`). The start of the text passes `word`
-    but not `sep`."""
-
-    glob: str
-    before: Before = "any"
-
-
-@dataclass(frozen=True)
-class TextRule:
-    """A secret inside text: one of `heads`, the `anchor` character, one of `tails` (the
-    first that matches), then the secret, a run of `body` characters (or of characters not
-    in `stop`) at least `min_len` long, which the marker replaces. Heads and tails are
-    literal text with `[...]` sets, in any letter case when `ci`; neither may hold the
-    anchor, which is never blank. A run starting with one of `not_first` is no secret (the
-    value of `--password` in a line is not the next option). `scope` limits the rule to
-    text holding one of its words. With `sh_word`, the run is read as a shell word is: a stop
-    inside quotes (`'...'`, `"..."`, `$'...'`) or after a backslash does not end it (and
-    past MAX_SPECIALS quotes and backslashes it runs to the end of the text).
-
-    The anchor is what makes the shell scrubber linear: it splits the text at every anchor
-    in one pass and looks at each piece once (see redact_sh)."""
-
-    name: str
-    anchor: str
-    heads: tuple[Head, ...] = (Head(""),)
-    tails: tuple[str, ...] = ("",)
-    ci: bool = False
-    body: str = ""
-    stop: str = ""
-    min_len: int = 1
-    not_first: str = ""
-    scope: tuple[str, ...] = ()
-    sh_word: bool = False  # the run is a shell word: quoted parts go on past a stop
-
-    def __post_init__(self) -> None:
-        assert len(self.anchor) == 1 and self.anchor not in " \t\n", self
-        assert bool(self.body) != bool(self.stop), self
-        assert not self.sh_word or (self.stop and self.anchor not in self.stop + SHELL_OPEN), self
-        assert self.tails and self.heads, self
-        fold = str.lower if self.ci else str
-        for part in [h.glob for h in self.heads] + list(self.tails):
-            for chars in glob_items(part):
-                assert fold(self.anchor) not in fold(chars), (self.name, part)
-        lengths = [len(glob_items(t)) for t in self.tails]
-        assert lengths == sorted(lengths, reverse=True), self  # longest tail first
-
-    def in_run(self, ch: str) -> bool:
-        return ch in self.body if self.body else ch not in self.stop
-
-
-@dataclass(frozen=True)
-class Word:
-    """A credential word that ends a name: `token` ends GITHUB_TOKEN and accessToken."""
-
-    word: str
-    before: Before
-
 
 WORDS: tuple[Word, ...] = (
     Word("token", "any"),
@@ -158,29 +87,25 @@ WORDS: tuple[Word, ...] = (
     Word("auth", "word"),  # npm's _auth; not oauth, author
     Word("pwd", "sep"),  # MYSQL_PWD; not PWD, OLDPWD
     Word("cookie", "any"),  # Cookie, --cookie, session_cookie
+    Word("bearer", "word"),  # --bearer, BEARER=; not a word that ends in it
+    Word("private_key_id", "any"),  # a cloud service account's key id
 )
 
 #: `--NAME` alone that takes no value although NAME ends with a credential word
 SKIP_BARE = ("no-", "ask-")
-#: arguments (any case) after which the next argument is the secret
-BARE_NEXT = ("aws_secret_access_key",)
-
-
-@dataclass(frozen=True)
-class CommandOptions:
-    """Options a command takes a secret with. `short` letters take it glued (`-pSECRET`) or as
-    the next argument; so do `long` options, or after `=`. With `operands_end`, the first
-    argument that is not an option ends the scope (`sshpass -p pw ssh -p 22 host`). A flag
-    holding a letter of `rest` makes every argument after it secret."""
-
-    commands: tuple[str, ...]
-    words: tuple[str, ...]  # a composed line holding one of these gets the text rules
-    short: str
-    long: tuple[str, ...] = ()
-    operands_end: bool = False
-    #: letters of a flag after which every later argument is secret (`htpasswd -b FILE USER
-    #: PASSWORD`: the password comes last; file and user go with it)
-    rest: str = ""
+#: arguments (any case) after which the next argument is the secret, and the rule named
+BARE_NEXT = (("aws_secret_access_key", "aws-secret-key"),)
+#: arguments (any case) after which the next argument is the secret unless it is an option:
+#: a `.netrc` line given as words (`machine h login u password PW`)
+BARE_WORDS = ("password", "passwd")
+#: an argument that is an HTTP authorization header with no value yet: the value is the
+#: next argument (`-H authorization:bearer TOKEN`, httpie's `Authorization:Bearer TOKEN`),
+#: or the scheme is, then the value (`-H "Authorization:" "Bearer" TOKEN`)
+AUTH_HEADERS = ("authorization", "proxy-authorization")
+#: what sets an environment variable from two words (a composed line holding one of these
+#: gets the rule that redacts the word after a credential variable's name)
+SETTERS = ("setenv", "set -x", "set -gx", "set -Ux")
+AUTH_SCHEMES = ("bearer", "basic", "token", "digest", "negotiate", "bot")
 
 
 # fmt: off
@@ -189,6 +114,11 @@ _MYSQL = (
     "mysqlslap", "mysqlbinlog", "mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import",
     "mariadb-show", "mariadb-check", "mariadb-slap", "mariadb-binlog",
 )
+_LDAP = (
+    "ldapsearch", "ldapadd", "ldapmodify", "ldapdelete", "ldapwhoami", "ldappasswd",
+    "ldapcompare", "ldapmodrdn", "ldapexop",
+)
+_SMB = ("smbclient", "rpcclient", "smbget", "smbcacls")
 _MONGO = (
     "mongo", "mongosh", "mongodump", "mongorestore", "mongoexport", "mongoimport", "mongostat",
     "mongotop", "mongofiles",
@@ -206,7 +136,18 @@ COMMANDS: tuple[CommandOptions, ...] = (
     # ssh-keygen -N new passphrase, -P old passphrase (`ssh-keygen -N '' -f key`)
     CommandOptions(("ssh-keygen",), ("ssh-keygen",), "NP"),
     CommandOptions(("htpasswd",), ("htpasswd",), "", rest="b"),
-)
+    CommandOptions(("zip", "zipcloak", "unzip"), ("zip",), "P", ("--password",)),
+    CommandOptions(_LDAP, ("ldap",), "w"),
+    CommandOptions(("sqlcmd", "bcp", "osql"), ("sqlcmd", "bcp ", "osql"), "P"),
+    # smbclient -U user%PASSWORD: the part after % (a user alone is kept)
+    CommandOptions(_SMB, ("smbclient", "rpcclient", "smbget", "smbcacls"), "U", ("--user",),
+                   split="%"),
+    CommandOptions(("docker", "podman"), ("docker login", "podman login"), "p", ("--password",),
+                   sub=("login",)),
+    CommandOptions(("gh",), ("gh secret",), "b", ("--body",), sub=("secret",)),
+    CommandOptions(("vault", "bao"), ("vault login", "bao login"), "", sub=("login",),
+                   operand=True),
+)  # fmt: skip
 
 _TOKEN_BODY = ALNUM + "_-"
 
@@ -227,8 +168,8 @@ _OTHER = tuple(w for w in WORDS if w.word not in ("authorization", "cookie"))
 _JSON_BEFORE: dict[Before, Before] = {"any": "any", "word": "word", "sep": "word"}
 #: words that end an option taking its value after a blank, in a composed line
 _OPTION_WORDS = (
-    "passphrase", "password", "api_key", "passwd", "secret", "apikey", "token", "pass", "auth",
-    "key",
+    "passphrase", "password", "api_key", "passwd", "secret", "apikey", "bearer", "token", "pass",
+    "auth", "key",
 )  # fmt: skip
 
 
@@ -270,7 +211,17 @@ def _command_rules(c: CommandOptions) -> tuple[TextRule, ...]:
         rest = tuple(sorted(rest, key=lambda t: len(glob_items(t)), reverse=True))
         return (TextRule("option-value", "-", blank, rest, stop=COMMAND_STOP, scope=c.words,
                          sh_word=True),)  # fmt: skip
-    rules = [rule(blank, tails)]
+    if c.split:  # `-U user%PW`: in a line of the command, what follows the character
+        return (TextRule("option-value", c.split, stop=VALUE_STOP, scope=c.words,
+                         sh_word=True),)  # fmt: skip
+    rules = [rule(blank, tails)] if tails else []
+    if c.operand:  # `vault login TOKEN`: the word after the subcommand
+        heads = tuple(Head(f"{n} {s[:-1]}", "word") for n in c.commands for s in c.sub)
+        for anchor in dict.fromkeys(s[-1] for s in c.sub):
+            mine = tuple(h for h, s in zip(heads, [s for _n in c.commands for s in c.sub],
+                                           strict=True) if s[-1] == anchor)  # fmt: skip
+            rules.append(TextRule("option-value", anchor, mine, (" ", "\t"), stop=VALUE_STOP,
+                                  not_first="-", scope=c.words, sh_word=True))  # fmt: skip
     if c.long:
         ends = tuple(dict.fromkeys(o.rsplit("-", 1)[1] for o in c.long))
         long_tails = tuple(e + s for e in ends for s in (" ", "\t", "="))
@@ -285,108 +236,6 @@ _UPPER = string.ascii_uppercase + string.digits
 _B64 = ALNUM + "+/="
 
 
-def _vendor(
-    name: str,
-    heads: str | tuple[str, ...],
-    anchor: str,
-    tails: tuple[str, ...] = ("",),
-    min_len: int = 20,
-    body: str = _TOKEN_BODY,
-    before: Before = "word",
-    scope: tuple[str, ...] = (),
-) -> TextRule:
-    globs = (heads,) if isinstance(heads, str) else heads
-    return TextRule(
-        name, anchor, tuple(Head(h, before) for h in globs), tails, body=body, min_len=min_len,
-        scope=scope,
-    )  # fmt: skip
-
-
-_B62 = "[" + ALNUM + "]"
-_DIGIT = "[" + string.digits + "]"
-# fmt: off
-#: Tokens known by their shape, each as its vendor documents it (the prefix it issues them
-#: with, then the token's alphabet and least length). The marker replaces what follows the
-#: anchor: a prefix's last characters may stay in the record (`sk_live_[REDACTED:...]`),
-#: the secret never does.
-VENDORS: tuple[TextRule, ...] = (
-    _vendor("stripe-key", "[rs]", "k", ("_live_", "_test_"), 20, ALNUM),  # sk_live_, rk_test_
-    _vendor("stripe-key", "whse", "c", ("_",), 24, ALNUM),  # webhook signing secret
-    _vendor("sendgrid-key", "SG", ".", min_len=60, body=_TOKEN_BODY + "."),  # SG.x{22}.y{43}
-    _vendor("huggingface-token", "hf", "_", min_len=30, body=ALNUM),
-    _vendor("huggingface-token", "api_or", "g", ("_",), 30, ALNUM),  # api_org_
-    _vendor("digitalocean-token", "do[opr]_", "v", ("1_",), 64, _HEX),  # dop_v1_, doo_, dor_
-    _vendor("vault-token", "hv[sbr]", ".", min_len=24),  # hvs., hvb., hvr.
-    _vendor("shopify-token", "shp[acps][acst]", "_", min_len=32, body=ALNUM),  # shpat_, shpss_
-    _vendor("pypi-token", "pypi", "-", ("AgENdGVzdC5weXBpLm9yZw", "AgEIcHlwaS5vcmc"), 50),
-    _vendor("slack-webhook", ("services", "workflows"), "/", ("T",), 30, ALNUM + "/",
-            scope=("hooks.slack.com",)),
-    _vendor("slack-token", "xapp", "-", min_len=20, body=ALNUM + "-"),
-    _vendor("telegram-bot-token", _DIGIT * 5, ":", ("AA",), 30, before="any"),
-    *(_vendor("discord-token", "[MNO]" + _B62 * n, ".", min_len=34, body=_TOKEN_BODY + ".")
-      for n in (23, 24, 25)),
-    _vendor("discord-webhook", "webhooks", "/", min_len=60, body=_TOKEN_BODY + "/",
-            scope=("discord",)),
-    _vendor("age-secret-key", "AGE-SECRET-KE", "Y", ("-1",), 50, _UPPER, before="any"),
-    _vendor("mailgun-key", "key", "-", min_len=32, body=_HEX),
-    _vendor("twilio-key", "S", "K", min_len=32, body=_HEX),
-    _vendor("twilio-auth", "AC" + ("[" + _HEX + "]") * 32, ":", min_len=32, body=_HEX),
-    _vendor("gitlab-token", ("glptt", "gldt", "glrt", "glsoat", "glcbt", "glimt", "glft",
-                             "glagent"), "-"),
-    _vendor("grafana-token", ("glc", "glsa"), "_", min_len=32),
-    _vendor("linear-key", "lin_", "a", ("pi_",), 40, ALNUM),
-    _vendor("doppler-token", "dp.[pcs]", "t", (".",), 40, ALNUM),
-    _vendor("sentry-token", "sntry[su]", "_", min_len=40, body=_B64 + "_"),
-    _vendor("postman-key", "PMAK", "-", min_len=50, body=ALNUM + "-"),
-    _vendor("databricks-token", "dap", "i", min_len=32, body=_HEX),
-    _vendor("newrelic-key", ("NRAK", "NRII"), "-", min_len=27, body=_UPPER),
-    _vendor("rubygems-key", "rubygems", "_", min_len=48, body=_HEX),
-    _vendor("planetscale-token", "pscale", "_", min_len=32),
-    _vendor("pulumi-token", "pul", "-", min_len=40, body=_HEX),
-    _vendor("heroku-key", "HRKU", "-", min_len=40),
-    _vendor("square-token", "sq0[ac][st]p", "-", min_len=22),
-    _vendor("dynatrace-token", "dt0c01", ".", min_len=80, body=ALNUM + "."),
-    _vendor("atlassian-token", "ATATT3", "x", min_len=50, body=_TOKEN_BODY + "="),
-    _vendor("bitbucket-token", "A", "T", ("BB",), 30, _TOKEN_BODY + "="),
-    _vendor("figma-token", "figd", "_", min_len=40),
-    _vendor("notion-token", "ntn", "_", min_len=40, body=ALNUM),
-    _vendor("flyio-token", "fo1", "_", min_len=40),
-    _vendor("supabase-key", "sbp", "_", min_len=40, body=_HEX),
-    _vendor("supabase-key", "sb_secre", "t", ("_",), 20),
-    _vendor("groq-key", "gsk", "_", min_len=50, body=ALNUM),
-    _vendor("xai-key", "xai", "-", min_len=60, body=ALNUM),
-    _vendor("replicate-token", "r8", "_", min_len=30, body=ALNUM),
-    _vendor("perplexity-key", "pplx", "-", min_len=40, body=ALNUM),
-    _vendor("mapbox-token", "sk", ".", ("eyJ",), 60, _TOKEN_BODY + "."),
-    _vendor("dropbox-token", "sl", ".", min_len=100),
-    _vendor("onepassword-token", "ops", "_", ("eyJ",), 50, _TOKEN_BODY + "."),
-    _vendor("tailscale-key", "tskey", "-", min_len=30, body=ALNUM + "-"),
-    _vendor("terraform-token", "atlasv1", ".", min_len=60, before="any"),
-    _vendor("docker-token", "dckr", "_", min_len=25),  # dckr_pat_, dckr_oat_
-    _vendor("buildkite-token", "bkua", "_", min_len=40, body=_HEX),
-    _vendor("circleci-token", "CCIPAT", "_", min_len=30, body=ALNUM + "_"),
-    _vendor("shippo-token", "shippo", "_", min_len=40, body=ALNUM + "_"),
-    _vendor("flutterwave-key", "FLWSEC", "K", min_len=30),
-    _vendor("brevo-key", "xkeysib", "-", min_len=60, body=ALNUM + "-"),
-    _vendor("google-oauth-secret", "GOCSPX", "-", min_len=24),
-    _vendor("google-oauth-token", "ya29", ".", min_len=30, body=_TOKEN_BODY + "."),
-    _vendor("azure-ad-secret", _DIGIT + "Q", "~", min_len=30, body=_TOKEN_BODY + "~.",
-            before="any"),
-    _vendor("jfrog-token", "AKC", "p", min_len=60, body=ALNUM),
-    _vendor("infracost-key", "ico", "-", min_len=32, body=ALNUM),
-    _vendor("prefect-key", "pnu", "_", min_len=36, body=ALNUM),
-    _vendor("readme-key", "rdme", "_", min_len=60, body=ALNUM),
-    _vendor("typeform-token", "tfp", "_", min_len=40, body=_TOKEN_BODY + "."),
-    _vendor("scalingo-token", "tk-", "u", ("s-",), 40),
-    _vendor("frameio-token", "fio-", "u", ("-",), 60, _TOKEN_BODY + "="),
-    _vendor("duffel-token", "duffel", "_", min_len=43, body=_TOKEN_BODY + "="),
-    _vendor("easypost-key", "EZ[AT]", "K", min_len=54, body=ALNUM),
-    _vendor("adafruit-key", "aio", "_", min_len=28, body=ALNUM),
-    _vendor("contentful-token", "CFPAT", "-", min_len=40),
-    _vendor("harness-token", "pat", ".", min_len=60, body=_TOKEN_BODY + "."),
-)
-# fmt: on
-
 #: every text rule, in the order they run (each over the previous one's output); the URL
 #: rule runs where URL_RULE stands
 RULES: tuple[TextRule | str, ...] = (
@@ -399,7 +248,13 @@ RULES: tuple[TextRule | str, ...] = (
     _token("gitlab-token", "glpat", "-", "", 20, _TOKEN_BODY),
     _token("npm-token", "npm", "_", "", 36, ALNUM),
     _token("google-api-key", "AI", "z", "a", 35, _TOKEN_BODY),
-    _token("jwt", "ey", "J", "", 30, _TOKEN_BODY + "."),
+    # a JWT, and base64 of any JSON object (`{"` is `eyJ`): a credential's value in it
+    # would otherwise show decoded by anyone
+    _token("jwt", "ey", "J", "", 30, _TOKEN_BODY + "." + "+/="),
+    *(
+        TextRule("base64-json", a, (Head(h, "word"),), t, body=_B64 + "_-.", min_len=20)
+        for h, a, t in (("e", "w", ("0K", "o")), ("e", "y", ("Ai",)), ("W", "3", ("si",)))
+    ),  # `{\n`, `{\r\n`, `{ "`, `[{"` in base64
     *VENDORS,
     URL_RULE,
     *(
@@ -407,7 +262,7 @@ RULES: tuple[TextRule | str, ...] = (
             "authorization",
             a,
             (Head("", "word"),),
-            ("earer ", "earer\t"),
+            ('earer" ', "earer' ", 'earer"\t', "earer'\t", "earer ", "earer\t"),
             ci=True,
             stop=VALUE_STOP,
             min_len=8,
@@ -433,6 +288,34 @@ RULES: tuple[TextRule | str, ...] = (
         sh_word=True,
     ),
     *(r for c in COMMANDS for r in _command_rules(c)),
+    # a `.netrc` line (`machine h login u password PW`)
+    TextRule(
+        "credential-name",
+        "d",
+        (Head("passwor", "word"), Head("passw", "word")),
+        (" ", "\t"),
+        ci=True,
+        stop=VALUE_STOP,
+        not_first="-",
+        scope=("machine",),
+        sh_word=True,
+    ),
+    # an environment variable's name, then its value as the next word (`setenv DD_API_KEY
+    # VALUE`, fish's `set -x`): upper case, after `_`, as variables are written; in a line
+    # that sets one (`docker run -e GITHUB_TOKEN IMAGE` names one and keeps its image)
+    *(
+        TextRule(
+            "credential-name",
+            w[-1],
+            (Head("_" + w[:-1]),),
+            (" ", "\t"),
+            stop=VALUE_STOP,
+            not_first="-",
+            scope=SETTERS,
+            sh_word=True,
+        )
+        for w in ("KEY", "TOKEN", "SECRET", "PASSWORD")
+    ),
     *(
         TextRule(
             "aws-secret-key", a, (Head(h),), _AWS_TAILS, ci=True, stop=VALUE_STOP, sh_word=True

@@ -11,11 +11,13 @@ dash and bash backtrack, in time the square of the text's length or worse.
 from __future__ import annotations
 
 import shlex
-import string
 
 from mcpshim.log.redact import PREFILTER_RUN, prefilter_len, run_chars
 from mcpshim.log.redact_rules import (
+    AUTH_HEADERS,
+    AUTH_SCHEMES,
     BARE_NEXT,
+    BARE_WORDS,
     COMMANDS,
     MAX_SPECIALS,
     RULES,
@@ -26,105 +28,27 @@ from mcpshim.log.redact_rules import (
     TextRule,
     glob_items,
 )
+from mcpshim.log.redact_sh_glob import (
+    SAFE,
+    ci_glob,
+    cls_of,
+    glob_value,
+    glob_word,
+    items,
+    quote,
+    set_value,
+    set_word,
+)
 from mcpshim.log.shimhelper import HELPER_SCRIPT, HELPER_XARGS, is_shim_helper
 
-__all__ = ["HELPER_SCRIPT", "is_shim_helper", "lib_sections", "sh_triggers"]
-
-_SAFE = set(string.ascii_letters + string.digits + "_.+/=,:@%#")
-
-_RANGES = (string.ascii_uppercase, string.ascii_lowercase, string.digits)
-
-
-def _both(c: str) -> str:
-    return c.lower() + c.upper() if c.isalpha() else c
-
-
-def _items(glob: str, ci: bool, upper_first: bool = False) -> list[str]:
-    out = [("".join(dict.fromkeys(_both(c) for c in s)) if ci else s) for s in glob_items(glob)]
-    if upper_first:
-        out[0] = "".join(c for c in out[0] if c.isupper())
-    return out
-
-
-def _set_word(chars: str, negate: bool = False) -> str:
-    """A bracket expression as shell source: special characters quoted one by one."""
-    rest = set(chars)
-    parts = []
-    for rng in _RANGES:
-        if set(rng) <= rest:
-            parts.append(rng[0] + "-" + rng[-1])
-            rest -= set(rng)
-    for c in sorted(rest):
-        parts.append(c if c in _SAFE else ('"\'"' if c == "'" else "'" + c + "'"))
-    return "[" + ("!" if negate else "") + "".join(parts) + "]"
-
-
-def _set_value(chars: str, negate: bool = False) -> str:
-    """A bracket expression as a pattern held in a variable (no shell quoting)."""
-    rest = set(chars)
-    parts = []
-    for rng in _RANGES:
-        if set(rng) <= rest:
-            parts.append(rng[0] + "-" + rng[-1])
-            rest -= set(rng)
-    first = "]" if "]" in rest else ""
-    last = "-" if "-" in rest else ""
-    mid = "".join(parts) + "".join(sorted(rest - {"]", "-"})).replace("\\", "\\\\")
-    return "[" + ("!" if negate else "") + first + mid + last + "]"
-
-
-def _q(text: str) -> str:
-    """Always quoted (shellcheck reads `x==` and `a'b'c` as mistakes)."""
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
-def _ci(glob: str, ci: bool) -> str:
-    """The glob with every letter also in its other case, as sets (for joining to others)."""
-    if not ci:
-        return glob
-    return "".join(
-        c if len(c) == 1 and not c.isalpha() else "[" + c + "]" for c in _items(glob, True)
-    )
-
-
-def glob_word(glob: str, ci: bool = False, upper_first: bool = False) -> str:
-    """Shell source for `glob` in a case pattern: literal runs quoted, sets bracketed."""
-    out, lit = [], ""
-    for chars in _items(glob, ci, upper_first):
-        if len(chars) == 1:
-            lit += chars
-            continue
-        if lit:
-            out.append(_q(lit) if set(lit) - _SAFE else lit)
-            lit = ""
-        out.append(_set_word(chars))
-    if lit:
-        out.append(_q(lit) if set(lit) - _SAFE else lit)
-    return "".join(out)
-
-
-def glob_value(glob: str, ci: bool = False, upper_first: bool = False) -> str:
-    """`glob` as a pattern to hold in a variable (for ${v#$p}, case $v in *$p)...)."""
-    out = []
-    for chars in _items(glob, ci, upper_first):
-        if len(chars) > 1:
-            out.append(_set_value(chars))
-        elif chars in "*?[]\\":
-            out.append("\\" + chars)
-        else:
-            out.append(chars)
-    return "".join(out)
-
-
-def _cls_of(c: str) -> str:
-    if "a" <= c <= "z":
-        return "a"
-    if "A" <= c <= "Z":
-        return "A"
-    if c.isdigit():
-        return "d"
-    return "s" if c in "_.-" else "o"
-
+__all__ = [
+    "HELPER_SCRIPT",
+    "glob_value",
+    "glob_word",
+    "is_shim_helper",
+    "lib_sections",
+    "sh_triggers",
+]
 
 # ---- the shim's trigger -------------------------------------------------------------------
 
@@ -159,13 +83,13 @@ def _token_trigger(items: tuple[str, ...], r: TextRule) -> str:
             lit += chars
             continue
         if lit:
-            out.append(_q(lit) if set(lit) - _SAFE else lit)
+            out.append(quote(lit) if set(lit) - SAFE else lit)
             lit = ""
-        out.append("?" if len(chars) > _WIDE else _set_word(chars))
+        out.append("?" if len(chars) > _WIDE else set_word(chars))
     if lit:
-        out.append(_q(lit) if set(lit) - _SAFE else lit)
+        out.append(quote(lit) if set(lit) - SAFE else lit)
     if len(literal) < 4:
-        out.append(_set_word(r.body) * min(r.min_len, PREFILTER_RUN))
+        out.append(set_word(r.body) * min(r.min_len, PREFILTER_RUN))
     return "*" + "".join(out) + "*"
 
 
@@ -176,7 +100,7 @@ def _triggers() -> list[str]:
     # (a bracket first, not the word in both cases: fewer patterns, and on the common path
     # the arguments are short)
     pats = [f"*{glob_word(w, ci=True)}*" for w in _WORD_TRIGGERS]
-    after = _set_word('=:" \t')  # what follows a name word in the rules, or a blank
+    after = set_word('=:" \t')  # what follows a name word in the rules, or a blank
     pats += [f"*{glob_word('auth', ci=True)}{after}*", f"*{glob_word('authoriz', ci=True)}*"]
     pats += [f"*{glob_word('pat', ci=True)}{after}*"]  # (_pat, -pat, xPat...)
     for r in RULES:
@@ -196,8 +120,13 @@ def _triggers() -> list[str]:
                     assert all(len(c) == 1 for c in items), r  # (a marker word, as `sig=`)
                     pats.append(f"*{glob_word(h.glob + r.anchor, ci=r.ci)}*")
     pats += [f"*{shlex.quote(w)}*" for c in COMMANDS for w in c.words]
-    # an argument of 40 characters, maybe a bare AWS secret key (the library looks closer)
-    pats.append("*' '" + "[!' ']" * 40 + "' '*")
+    # a PEM key given as words: `-----BEGIN RSA PRIVATE KEY----- MIIE... -----END ...`
+    pats += ["*' -----BEGIN'*", "*' PRIVATE '*"]
+    # an argument of 40 characters, maybe a bare AWS secret key (the library looks closer),
+    # unless every one is a lowercase hex digit: a git object name, which git's own
+    # plumbing passes at every turn (a base64 key is never that: 16/64 per character)
+    for k in range(40):
+        pats.append("*' '" + "[!' ']" * k + "[!' '0-9a-f]" + "[!' ']" * (39 - k) + "' '*")
     return list(dict.fromkeys(pats))
 
 
@@ -216,6 +145,7 @@ def sh_triggers(*names: str) -> str:
         if c.rest:
             pats.append("*' '-*")  # any flag may hold the letter (`htpasswd -nbB`)
         pats += [f"*{o}*" for o in c.long]
+        pats += [f"*' '{shlex.quote(w)}' '*" for w in c.sub]  # `vault login TOKEN`
     return " | ".join(dict.fromkeys(pats))
 
 
@@ -251,7 +181,7 @@ def _tail_body(r: TextRule) -> str:
     cases = []
     for t in r.tails:
         pat = glob_word(t, r.ci) + "*" if t else "*"
-        cases.append(f"\t{pat}) _mcpshim_tg={_q(glob_value(t, r.ci))} ;;")
+        cases.append(f"\t{pat}) _mcpshim_tg={quote(glob_value(t, r.ci))} ;;")
     if r.tails[-1]:
         cases.append("\t*) return 1 ;;")
     return "\tcase $1 in\n" + "\n".join(cases) + "\n\tesac"
@@ -278,12 +208,12 @@ def _classes() -> dict[str, str]:
     for r in RULES:
         if isinstance(r, TextRule):
             chars, negated = run_chars(r)
-            out.setdefault(_set_value(chars, negate=negated), f"_mcpshim_z{len(out) + 1}")
+            out.setdefault(set_value(chars, negate=negated), f"_mcpshim_z{len(out) + 1}")
     return out
 
 
 #: the quote states' patterns of _mcpshim_sw: what ends "..." and $'...'
-_QUOTE_VARS = {"_mcpshim_qd": _set_value('"\\'), "_mcpshim_qc": _set_value("'\\")}
+_QUOTE_VARS = {"_mcpshim_qd": set_value('"\\'), "_mcpshim_qc": set_value("'\\")}
 
 
 def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
@@ -291,21 +221,21 @@ def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
     k = prefilter_len(r)
     anchor = "[" + r.anchor + "]" if r.anchor in "[]" else r.anchor
     chars, negated = run_chars(r)
-    cls = "$" + classes[_set_value(chars, negate=negated)]
-    tails = [_ci(t, r.ci) for t in r.tails]
+    cls = "$" + classes[set_value(chars, negate=negated)]
+    tails = [ci_glob(t, r.ci) for t in r.tails]
     # After a `*`, a literal lets dash skip ahead to it (a bracket costs a test at every
     # position): a rule's one head when it starts with a literal, else its anchor (then the
     # head too, in a second look); the many heads of a family are left to _mcpshim_hd.
-    [head] = [_ci(h.glob, r.ci) for h in r.heads] if len(r.heads) == 1 else [""]
-    literal = bool(head) and len(_items(head, False)[0]) == 1
+    [head] = [ci_glob(h.glob, r.ci) for h in r.heads] if len(r.heads) == 1 else [""]
+    literal = bool(head) and len(items(head, False)[0]) == 1
     lead = glob_word((head if literal else "") + anchor)
     # one tail and the run's first characters; of many tails, their first characters (and
     # the run's, for an empty one)
-    firsts = "".join(dict.fromkeys(c for t in tails if t for c in _items(t, False)[0]))
+    firsts = "".join(dict.fromkeys(c for t in tails if t for c in items(t, False)[0]))
     if len(tails) == 1:
         alts = [f"*{glob_word((head if literal else '') + anchor + tails[0])}{cls * k}*"]
     else:
-        alts = [f"*{lead}{_set_word(firsts)}*"] if firsts else []
+        alts = [f"*{lead}{set_word(firsts)}*"] if firsts else []
         alts += [f"*{lead}{cls * k}*"] if "" in tails else []
     pre = " | ".join(alts)
     heads = [head] if head and not literal else []
@@ -313,13 +243,13 @@ def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
     args = [
         r.name,
         r.anchor,
-        _cls_of(r.anchor),
-        _set_value(ends, negate=bool(r.body)),  # what ends the run (or a plain part of it)
+        cls_of(r.anchor),
+        set_value(ends, negate=bool(r.body)),  # what ends the run (or a plain part of it)
         "1" if r.in_run(r.anchor) else "",
         str(r.min_len),
         fns.name("h", _head_body(r)),
         fns.name("t", _tail_body(r)),
-        _set_value(r.not_first) if r.not_first else "",
+        set_value(r.not_first) if r.not_first else "",
         "1" if r.sh_word else "",
     ]
     while not args[-1]:  # (trailing empty arguments are left out)
@@ -336,32 +266,80 @@ def _rule_call(r: TextRule, classes: dict[str, str], fns: _Functions) -> str:
 
 
 def _scope_words(then: str) -> str:
+    """A command's name: its options count from here on, or (`sub`) once its subcommand
+    came."""
     out = []
     for i, c in enumerate(COMMANDS, 1):
         names = " | ".join(p for n in c.commands for p in (shlex.quote(n), "*/" + shlex.quote(n)))
-        out.append(f"\t{names}) _mcpshim_sc={i}{then} ;;")
+        to = f"_mcpshim_sc='' _mcpshim_su={i}" if c.sub else f"_mcpshim_sc={i} _mcpshim_su=''"
+        out.append(f"\t{names}) {to}{then} ;;")
     return "\n".join(out)
+
+
+def _scope_subs() -> str:
+    out = []
+    for i, c in enumerate(COMMANDS, 1):
+        if c.sub:
+            words = " | ".join(shlex.quote(w) for w in c.sub)
+            out.append(
+                f"\t{i}) case $1 in {words}) _mcpshim_sc={i} _mcpshim_su='' && return ;; esac ;;"
+            )
+    return "\n".join(out) or "\t'') ;;"
+
+
+def _auth_patterns() -> tuple[str, str]:
+    """An authorization header with no value: (its scheme may come next, the scheme came)."""
+    bare, valued = [], []
+    for h in AUTH_HEADERS:
+        head = glob_word(h + ":", ci=True)
+        bare += [head, head + "' '"]
+        for s in AUTH_SCHEMES:
+            scheme = glob_word(s, ci=True)
+            valued += [head + scheme, f"{head}' '{scheme}", f"{head}{scheme}' '",
+                       f"{head}' '{scheme}' '"]  # fmt: skip
+    return " | ".join(bare), " | ".join(valued)
+
+
+def _bare_next() -> str:
+    out = []
+    for word, rule in BARE_NEXT:
+        out.append(f"\t{glob_word(word, ci=True)})\n\t\t_mcpshim_nx={rule}\n\t\treturn\n\t\t;;")
+    return "\n".join(out)
+
+
+def _glued(prefix: str, c: CommandOptions) -> str:
+    """An option given with its value in one argument (`-pPW`, `--user=u%PW`)."""
+    if not c.split:
+        return (
+            f"_mcpshim_r={prefix}'[REDACTED:option-value]' && _mcpshim_rule option-value && return"
+        )
+    sep = shlex.quote(c.split)
+    return (
+        f"case $1 in *{sep}*) _mcpshim_r=\"${{1%%{sep}*}}\"{sep}'[REDACTED:option-value]' && "
+        "_mcpshim_rule option-value ;; esac; return"
+    )
 
 
 def _scope_options() -> str:
     out = []
     for i, c in enumerate(COMMANDS, 1):
-        cases = [f"\t\t-{x}) _mcpshim_nx=option-value && return ;;" for x in c.short]
+        nxt = f"_mcpshim_ns={shlex.quote(c.split)}" if c.split else "_mcpshim_nx=option-value"
+        cases = [f"\t\t-{x}) {nxt} && return ;;" for x in c.short]
         for x in c.short:
-            cases.append(
-                f"\t\t-{x}?*) _mcpshim_r=-{x}'[REDACTED:option-value]' && "
-                "_mcpshim_rule option-value && return ;;"
-            )
+            cases.append(f"\t\t-{x}?*) {_glued('-' + x, c)} ;;")
         for o in c.long:
-            cases.append(f"\t\t{o}) _mcpshim_nx=option-value && return ;;")
-            cases.append(
-                f"\t\t{o}=*) _mcpshim_r={o}='[REDACTED:option-value]' && "
-                "_mcpshim_rule option-value && return ;;"
-            )
+            cases.append(f"\t\t{o}) {nxt} && return ;;")
+            cases.append(f"\t\t{o}=*) {_glued(o + '=', c)} ;;")
         cases.append("\t\t-*[!A-Za-z]*) ;;")
         if c.short:
             combined = " | ".join(f"-[A-Za-z]*{x}" for x in c.short)
-            cases.append(f"\t\t{combined}) _mcpshim_nx=option-value && return ;;")
+            cases.append(f"\t\t{combined}) {nxt} && return ;;")
+        if c.operand:  # `vault login TOKEN` (not `username=u`, not an option)
+            cases.append("\t\t-* | *=*) ;;")
+            cases.append(
+                "\t\t*) _mcpshim_r='[REDACTED:option-value]' _mcpshim_sc='' && "
+                "_mcpshim_rule option-value && return ;;"
+            )
         if c.rest:
             rest = " | ".join(f"-*{x}*" for x in c.rest)
             cases.append(f"\t\t{rest}) _mcpshim_na=option-value && return ;;")
@@ -398,12 +376,19 @@ def lib_sections() -> dict[str, str]:
         "@@SCOPE_WORDS@@": _scope_words(" && return"),
         "@@SCOPE_OF_TARGET@@": _scope_words(""),
         "@@SCOPE_OPTIONS@@": _scope_options(),
+        "@@SCOPE_SUBS@@": _scope_subs(),
+        "@@AUTH_SCHEMES@@": " | ".join(glob_word(s, ci=True) for s in AUTH_SCHEMES),
+        "@@AUTH_HEADERS@@": _auth_patterns()[0],
+        "@@AUTH_VALUED@@": _auth_patterns()[1],
+        "@@BARE_WORDS@@": " | ".join(glob_word(s, ci=True) for s in BARE_WORDS),
         "@@TRIGGERS@@": " | ".join(_triggers()),
-        "@@OPERANDS_END@@": " | ".join(str(i) for i, c in enumerate(COMMANDS, 1) if c.operands_end),
+        "@@OPERANDS_END@@": " | ".join(
+            str(i) for i, c in enumerate(COMMANDS, 1) if c.operands_end or c.operand
+        ),
         "@@SKIP_BARE@@": " | ".join(glob_word(s, ci=True) + "*" for s in SKIP_BARE),
-        "@@BARE_NEXT@@": " | ".join(glob_word(s, ci=True) for s in BARE_NEXT),
+        "@@BARE_NEXT@@": _bare_next(),
         "@@AWS40@@": "?" * 40,
         "@@HELPER_XARGS@@": " ".join(HELPER_XARGS),
-        "@@HELPER_SCRIPT@@": _q(HELPER_SCRIPT),
+        "@@HELPER_SCRIPT@@": quote(HELPER_SCRIPT),
         "@@SOH@@": "\x01",
     }

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.tomlfile import without_bom
 from mcpshim.errors import InputError, McpshimError
 from mcpshim.log import marks, sessionindex
@@ -86,7 +87,7 @@ def load_settings(path: Path | None = None) -> LogSettings:
     """The [log] table of the config file; the defaults when there is none."""
     path = path or config_file()
     try:
-        data = tomllib.loads(without_bom(path.read_text(encoding="utf-8")))
+        data = tomllib.loads(without_bom(read_regular(path).decode("utf-8")))
     except FileNotFoundError:
         return LogSettings()
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

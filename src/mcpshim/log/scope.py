@@ -11,7 +11,8 @@ checks gets the whole log's answer, from the index, as a `Recall` just before it
 and where everything is read the ledger starts from the index's state at that byte.
 Everything else a reader of S keeps is S's own (its families link only S's records).
 A segment the index does not hold as it is now (dropped, out of order, shorter) makes the
-read the whole log's: the answer is the same either way, never different.
+read the whole log's: the answer is the same either way, never different. So does a sealed
+log: no seal covers the index, so its spans are not taken there (log.sessionindex).
 """
 
 from __future__ import annotations
@@ -180,6 +181,8 @@ def scope(loc: Locations, session: str | None) -> Scope | None:
     index to be had, or scoped reads switched off)."""
     if session is None or not ENABLED or not loc.log_dir.is_dir():
         return None
+    if sessionindex.holds_seal(loc):
+        return None  # the index is not sealed: in a sealed log its spans are not taken
     index = sessionindex.update(loc)
     if index is None:
         return None
@@ -214,7 +217,8 @@ def rows(
 def latest_relayed(loc: Locations, problems: list[LogProblem]) -> str | None:
     """The last session in the log that was relayed with --mcp: from the index when it has
     read the whole log, else from every record."""
-    index = sessionindex.update(loc) if ENABLED and loc.log_dir.is_dir() else None
+    on = ENABLED and loc.log_dir.is_dir()
+    index = sessionindex.update(loc, trust=not sessionindex.holds_seal(loc)) if on else None
     if index is None or MCP_MARK in _unread(loc, index.entries):
         from mcpshim.log.execlog import EventRecord
 

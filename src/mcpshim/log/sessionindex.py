@@ -19,6 +19,12 @@ to date when a session ends, `sessions` and the session resolver before they ans
 missing or damaged index is rebuilt from the segments; where it cannot be written (a log
 directory the user may only read) it is built in memory for the one answer. Updaters take
 the index's own lock (flock), never the log's: writers never wait.
+
+No seal covers the index: whoever can write the log directory can rewrite it consistently
+(a session's spans cut short, the digest line recomputed). So in a sealed log (`holds_seal`:
+a seal record's start in any segment's bytes) readers do not take it as it is stored
+(`update(trust=False)` builds it afresh in memory; log.scope reads the whole log), and
+`log verify` holds the stored index to the records it says it read (`disagreements`).
 """
 
 from __future__ import annotations
@@ -33,17 +39,19 @@ from typing import Any
 
 import orjson
 
-from mcpshim.base.fdio import open_regular
+from mcpshim.base.fdio import open_regular, read_regular
 from mcpshim.base.flock import open_lock, take
 from mcpshim.base.safewrite import make_private_dir, write_file
+from mcpshim.errors import InputError
 from mcpshim.log.execlog import Anchors, segments
-from mcpshim.log.indexscan import Scan, fresh, iso_epoch, scan_file, times
+from mcpshim.log.indexscan import SEAL_MARK, Scan, fresh, iso_epoch, scan_file, times
 from mcpshim.log.ledger import Ledger
 from mcpshim.paths import Locations
 
-__all__ = ["Index", "index_path", "iso_epoch", "update"]
+__all__ = ["Index", "disagreements", "holds_seal", "index_path", "iso_epoch", "update"]
 
-VERSION = 3  # 3: each session's spans, what its read needs besides, the readers' decoding
+VERSION = 4  # 3: each session's spans, what its read needs besides, the readers' decoding;
+# 4: a session's end keeps why it did not start (`reason`)
 _HEAD = 512  # bytes hashed to tell a segment from a later file in the same inode
 _CHUNK = 1 << 22
 
@@ -99,11 +107,11 @@ def _load(path: Path) -> list[dict[str, Any]]:
     """The entries; [] when the file is missing, of another version, or damaged in any
     byte (its first line is the digest of the rest): then it is built again."""
     try:
-        digest, _, body = path.read_bytes().partition(b"\n")
+        digest, _, body = read_regular(path).partition(b"\n")
         if digest != _digest(body):
             return []
         doc = orjson.loads(body)
-    except (OSError, orjson.JSONDecodeError):
+    except (OSError, InputError, orjson.JSONDecodeError):
         return []
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         return []
@@ -153,12 +161,32 @@ def _signature(loc: Locations) -> tuple[Any, ...] | None:
     return tuple(out)
 
 
-def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Index | None:
+def holds_seal(loc: Locations) -> bool:
+    """Whether any segment holds a seal record's start, by its bytes (not by the index),
+    read a chunk at a time (a mapped log would count whole in the reader's memory)."""
+    keep = len(SEAL_MARK) - 1
+    for seg in segments(loc):
+        with contextlib.suppress(OSError, InputError), open_regular(seg) as fh:
+            tail = b""
+            while chunk := fh.read(_CHUNK):
+                if SEAL_MARK in tail + chunk:
+                    return True
+                tail = chunk[-keep:]
+    return False
+
+
+def update(
+    loc: Locations, budget: int | None = None, wait: float = 60.0, trust: bool = True
+) -> Index | None:
     """Bring the index up to date with the segments (at most `budget` new bytes) and return
     it; None when another updater held the lock for `wait` seconds or there is no log. A
-    command asks several times: while nothing changed, it gets the index it last got."""
+    command asks several times: while nothing changed, it gets the index it last got.
+    `trust` False: the stored index is not read; one is built from the segments, in memory
+    (a sealed log's readers: see the module docstring)."""
     if not loc.log_dir.is_dir():
         return None
+    if not trust:
+        return _build(loc)
     path = index_path(loc)
     memo = _MEMO.get(path) if budget is None else None
     if memo is not None and memo[0] == _signature(loc):
@@ -169,6 +197,11 @@ def update(loc: Locations, budget: int | None = None, wait: float = 60.0) -> Ind
     return index
 
 
+def _build(loc: Locations) -> Index:
+    """The index from the segments alone, in memory."""
+    return _scan(loc, {}, None, save=None)
+
+
 def _update(loc: Locations, budget: int | None, wait: float) -> Index | None:
     with _locked(loc, wait) as got:
         if got is False:
@@ -177,51 +210,129 @@ def _update(loc: Locations, budget: int | None, wait: float) -> Index | None:
         if got is None:
             budget = None  # nothing kept: read it all, this once
         old = {(e["dev"], e["ino"]): e for e in _load(path)}
-        anchors = Anchors(loc.boot_dir)
-        entries: list[dict[str, Any]] = []
-        changed = len(old) == 0
-        state: dict[str, Any] | None = None  # the ledger where the previous segment ended
-        paths = segments(loc)
-        now = set()
-        for seg in paths:
-            with contextlib.suppress(OSError):
-                st = os.stat(seg)
-                now.add((st.st_dev, st.st_ino))
-        # A segment dropped (or grown, below) changes what every later one's account starts
-        # from (log.ledger): those are read again.
-        restarted = any(key not in now for key in old)
-        for seg in paths:
-            try:
-                fh = open_regular(seg)
-            except FileNotFoundError:
-                continue  # rotated away meanwhile
-            with fh:
-                st = os.fstat(fh.fileno())
-                entry = old.pop((st.st_dev, st.st_ino), None)
-                if entry is not None and (
-                    st.st_size < entry["offset"]
-                    or (entry["head_len"] and _head(fh, entry["head_len"]) != entry["head"])
-                ):
-                    entry = None
-                if entry is None or restarted:
-                    entry, changed, restarted = fresh(seg.name, st), True, True
-                if entry["name"] != seg.name:
-                    entry["name"], changed = seg.name, True
-                if st.st_size > entry["offset"] and (budget is None or budget > 0):
-                    ledger = Ledger(entry["ledger"] if entry["offset"] else state)
-                    scan = Scan(entry, anchors, loc.spill_dir, ledger)
-                    used = scan_file(fh, seg.name, entry, scan, budget)
-                    scan.done()
-                    budget = None if budget is None else budget - used
-                    changed = changed or used > 0
-                    restarted = restarted or used > 0
-                elif not entry["offset"]:
-                    entry["ledger"] = Ledger(state).state()
-                state = entry["ledger"]
-                want = min(_HEAD, entry["offset"])
-                if entry["head_len"] < want:
-                    entry["head"], entry["head_len"] = _head(fh, want), want
-            entries.append(entry)
-        if (changed or old) and got:
-            _save(path, entries)
-        return Index(tuple(entries))
+        return _scan(loc, old, budget, path if got else None)
+
+
+def _scan(
+    loc: Locations, old: dict[Any, dict[str, Any]], budget: int | None, save: Path | None
+) -> Index:
+    """The segments read on from what `old` holds (at most `budget` new bytes); saved to
+    `save` when anything changed."""
+    anchors = Anchors(loc.boot_dir)
+    entries: list[dict[str, Any]] = []
+    changed = len(old) == 0
+    state: dict[str, Any] | None = None  # the ledger where the previous segment ended
+    paths = segments(loc)
+    now = set()
+    for seg in paths:
+        with contextlib.suppress(OSError):
+            st = os.stat(seg)
+            now.add((st.st_dev, st.st_ino))
+    # A segment dropped (or grown, below) changes what every later one's account starts
+    # from (log.ledger): those are read again.
+    restarted = any(key not in now for key in old)
+    for seg in paths:
+        try:
+            fh = open_regular(seg)
+        except FileNotFoundError:
+            continue  # rotated away meanwhile
+        with fh:
+            st = os.fstat(fh.fileno())
+            entry = old.pop((st.st_dev, st.st_ino), None)
+            if entry is not None and (
+                st.st_size < entry["offset"]
+                or (entry["head_len"] and _head(fh, entry["head_len"]) != entry["head"])
+            ):
+                entry = None
+            if entry is None or restarted:
+                entry, changed, restarted = fresh(seg.name, st), True, True
+            if entry["name"] != seg.name:
+                entry["name"], changed = seg.name, True
+            if st.st_size > entry["offset"] and (budget is None or budget > 0):
+                ledger = Ledger(entry["ledger"] if entry["offset"] else state)
+                scan = Scan(entry, anchors, loc.spill_dir, ledger)
+                used = scan_file(fh, seg.name, entry, scan, budget)
+                scan.done()
+                budget = None if budget is None else budget - used
+                changed = changed or used > 0
+                restarted = restarted or used > 0
+            elif not entry["offset"]:
+                entry["ledger"] = Ledger(state).state()
+            state = entry["ledger"]
+            want = min(_HEAD, entry["offset"])
+            if entry["head_len"] < want:
+                entry["head"], entry["head_len"] = _head(fh, want), want
+        entries.append(entry)
+    if (changed or old) and save is not None:
+        _save(save, entries)
+    return Index(tuple(entries))
+
+
+class _Upto:
+    """A segment read up to `limit` bytes (what the stored index says it read)."""
+
+    def __init__(self, fh: Any, limit: int) -> None:
+        self.fh, self.limit = fh, limit
+
+    def seek(self, pos: int) -> None:
+        self.fh.seek(pos)
+
+    def read(self, n: int) -> bytes:
+        left = self.limit - self.fh.tell()
+        return self.fh.read(min(n, left)) if left > 0 else b""
+
+
+def disagreements(loc: Locations) -> list[tuple[str, str]]:
+    """Where the stored index says other than the records it says it read (each segment
+    read again up to its offset, as the index reads it): (where, why). A missing or
+    damaged index says nothing (it is built again before use); one behind the log is
+    not wrong."""
+    stored = {(e["dev"], e["ino"]): e for e in _load(index_path(loc))}
+    anchors = Anchors(loc.boot_dir)
+    state: dict[str, Any] | None = None
+    out: list[tuple[str, str]] = []
+    for seg in segments(loc):
+        try:
+            fh = open_regular(seg)
+        except FileNotFoundError:
+            continue
+        with fh:
+            st = os.fstat(fh.fileno())
+            kept = stored.get((st.st_dev, st.st_ino))
+            if kept is None:
+                break  # not read by the index yet: what comes after depends on it
+            if kept["offset"] > st.st_size:
+                why = f"says it read {kept['offset']} bytes of a segment of {st.st_size}"
+                out.append((f"index/sessions.json ({seg.name})", why))
+                break
+            mine = fresh(seg.name, st)
+            scan = Scan(mine, anchors, loc.spill_dir, Ledger(state))
+            scan_file(_Upto(fh, kept["offset"]), seg.name, mine, scan, None)
+            scan.done()
+            if not mine["offset"]:
+                mine["ledger"] = Ledger(state).state()
+            want = min(_HEAD, mine["offset"])
+            mine["head"], mine["head_len"] = (_head(fh, want), want) if want else ("", 0)
+            mine = orjson.loads(orjson.dumps(mine))  # as stored: lists, string keys
+            state = mine["ledger"]
+        if why := _differs(kept, mine):
+            out.append((f"index/sessions.json ({seg.name})", why))
+    return out
+
+
+def _differs(kept: dict[str, Any], mine: dict[str, Any]) -> str:
+    keys = [k for k in sorted(set(kept) | set(mine)) if k != "name" and kept.get(k) != mine.get(k)]
+    if not keys:
+        return ""
+    sids = sorted(
+        sid
+        for k in ("sessions", "spans", "known")
+        if isinstance(kept.get(k), dict) and isinstance(mine.get(k), dict)
+        for sid in set(kept[k]) | set(mine[k])
+        if kept[k].get(sid) != mine[k].get(sid)
+    )
+    whose = f"; sessions {', '.join(dict.fromkeys(sids))}" if sids else ""
+    return (
+        f"the session index disagrees with the records it says it read ({', '.join(keys)}"
+        f"{whose}): rewritten, so a reader of one session would not read all of it"
+    )

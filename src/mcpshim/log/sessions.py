@@ -54,8 +54,10 @@ class SessionSummary:
     ended: bool
     running: bool  # no session-end yet, and its supervisor is alive on this boot
     severity: str | None  # the highest finding of its last review; None: not reviewed
-    #: how it ended when not by its command exiting ("supervisor-lost"), else ""
+    #: how it ended when not by its command exiting ("supervisor-lost"; "not-started":
+    #: the command could not be run, `reason` says why), else ""
     cause: str = ""
+    reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class SessionSummary:
             "running": self.running,
             "severity": self.severity,
             "cause": self.cause or None,
+            "reason": self.reason or None,
         }
 
 
@@ -112,6 +115,7 @@ def _summary(sid: str, p: Mapping[str, Any], severity: str | None, boot: str) ->
         running=bool(p["start"]) and not p["end"] and _alive(start, boot),
         severity=severity,
         cause=str(end.get("cause") or ""),
+        reason=str(end.get("reason") or ""),
     )
 
 
@@ -119,7 +123,8 @@ def list_sessions(loc: Locations) -> list[SessionSummary]:
     """Every session in the log, newest first."""
     if not loc.log_dir.is_dir():
         raise InputError(f"no exec log at {loc.log_dir} (run `mcpshim install` first)")
-    index = sessionindex.update(loc)
+    # in a sealed log the stored index is not taken as it is (log.sessionindex)
+    index = sessionindex.update(loc, trust=not sessionindex.holds_seal(loc))
     if index is None:
         raise InputError(f"the session index in {loc.index_dir} stayed locked; try again")
     seen = marks.last_severity(marks.load_reviews(loc))

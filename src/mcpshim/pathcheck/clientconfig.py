@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.errors import InputError, UsageError
 from mcpshim.pathcheck import jsonc
 
@@ -217,8 +218,10 @@ def parse_config(path: Path, raw: bytes) -> McpConfig:
 
 
 def load_config(path: Path) -> McpConfig:
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a config file")
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:

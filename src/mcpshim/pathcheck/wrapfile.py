@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpshim.base import safewrite
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.flock import LockTimeoutError, open_lock, take
 from mcpshim.errors import InputError
 from mcpshim.pathcheck.clientconfig import McpConfig, parse_config
@@ -138,7 +139,7 @@ def apply_plan(plan: WrapPlan, config: McpConfig) -> Path | None:
     backup = backup_path(plan.path)
     st = os.stat(plan.path)
     if backup.exists():
-        held = backup.read_bytes()
+        held = read_regular(backup)
         if held != plan.original and not derived_from(held, config):
             raise InputError(
                 f"{backup} already holds a different original, and {plan.path} is not that "
@@ -158,7 +159,7 @@ def plan_undo(config: McpConfig) -> bytes:
     """The original bytes --undo would restore (checked against the current file)."""
     backup = backup_path(config.path)
     try:
-        original = backup.read_bytes()
+        original = read_regular(backup)
     except FileNotFoundError:
         raise InputError(f"{backup}: no backup, so nothing to undo") from None
     if original != config.raw and not derived_from(original, config):

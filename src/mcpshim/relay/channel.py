@@ -20,7 +20,9 @@ The backlog is bounded (COPY_LIMIT): a copy that would take it past the limit is
 and so is every copy after it until the backlog before them has been written out. A loss
 mark stands in the backlog in their place, counting what each direction lost (Dropped);
 written out, it carries the highest number it covers (LOST), so the recorder knows not to
-wait for those, and records the loss where it happened in each direction's stream.
+wait for those, and records the loss where it happened in each direction's stream. A mark
+keeps the short lines that go by while it is open (relay.loss): a flood costs the recorder
+the flood, not the answer after it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from collections.abc import Callable, Sequence
 
 from mcpshim.base import fdio
 from mcpshim.relay import pipeio
-from mcpshim.relay.core import C2S, COPY_LIMIT, S2C, Dropped
+from mcpshim.relay.core import C2S, COPY_LIMIT, S2C
+from mcpshim.relay.loss import LOSS, Loss
 
 __all__ = [
     "DIRECTIONS",
@@ -46,7 +49,6 @@ __all__ = [
     "OVERFLOW",
     "REPORT",
     "Channel",
-    "unpack_loss",
 ]
 
 DIRECTIONS = (C2S, S2C)
@@ -55,36 +57,8 @@ HEAD = struct.Struct("<BBQdIi")
 OVERFLOW = len(DIRECTIONS)  # the copy pipe both directions fall back on when theirs is full
 EOF = 0x80  # the direction ended; the payload is why writing stopped, if it did
 MORE = 0x40  # the chunk goes on in the next head of the same number (it filled a pipe)
-LOST = 0x20  # copies were dropped, numbers up to this head's: the payload is LOSS
-LOSS = struct.Struct("<Q" + "QQ?" * len(DIRECTIONS))  # limit, then per direction (Dropped)
+LOST = 0x20  # copies were dropped, numbers up to this head's: the payload is a Loss packed
 _LARGE_COPY = 1 << 20  # what the copy pipes grow to, the first time they are full
-
-
-class _Loss:
-    """A loss mark in the backlog: what each direction lost since it was put there. It
-    takes more until the drain thread seals it, as it writes it out."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t  # when the first copy was dropped
-        self.last = -1  # the highest number dropped
-        self.dropped = [Dropped() for _ in DIRECTIONS]
-        self.sealed = False
-
-    def add(self, index: int, seq: int, data: bytes) -> None:
-        self.last = max(self.last, seq)
-        self.dropped[index].add(data)
-
-    def packed(self, limit: int) -> tuple[bytes, bytes]:
-        """(payload, head)."""
-        fields = [(d.size, d.newlines, d.clean) for d in self.dropped]
-        payload = LOSS.pack(limit, *(f for three in fields for f in three))
-        return payload, HEAD.pack(LOST, OVERFLOW, self.last, self.t, len(payload), -1)
-
-
-def unpack_loss(payload: bytes) -> tuple[int, list[Dropped]]:
-    """The limit and what each direction lost, from a LOST head's payload."""
-    limit, *fields = LOSS.unpack(payload)
-    return limit, [Dropped(*fields[i : i + 3]) for i in range(0, len(fields), 3)]
 
 
 #: what the pump child reports of copies it could not give the recorder at all: the time
@@ -103,13 +77,13 @@ class Channel:
             os.set_blocking(fd, False)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._backlog: deque[tuple[int, bytes, bytes] | _Loss] = deque()  # (fd, bytes, head)
+        self._backlog: deque[tuple[int, bytes, bytes] | Loss] = deque()  # (fd, bytes, head)
         self._limit = limit
         self._held = 0  # bytes in the backlog
         self._numbers = itertools.count()
         self._grown = False
         self.gone = False  # the recorder stopped reading for good: copies are dropped
-        self.abandoned: _Loss | None = None  # what was dropped since (reported at the end)
+        self.abandoned: Loss | None = None  # what was dropped since (reported at the end)
         self._last_write = 0.0  # when the backlog last got a write out (monotonic)
 
     def start(self) -> None:
@@ -197,12 +171,13 @@ class Channel:
         instead when it would take the backlog past the limit, or a loss mark is last."""
         tail = self._backlog[-1] if self._backlog else None
         if droppable is not None:
-            marking = isinstance(tail, _Loss) and not tail.sealed
+            marking = isinstance(tail, Loss) and not tail.sealed
             if marking or self._held + len(data) > self._limit:
-                if not isinstance(tail, _Loss) or tail.sealed:
-                    tail = _Loss(HEAD.unpack(head)[3])
+                _flags, _pipe, _seq, t, _n, mark = HEAD.unpack(head)
+                if not isinstance(tail, Loss) or tail.sealed:
+                    tail = Loss(t)
                     self._backlog.append(tail)
-                tail.add(*droppable, data)
+                tail.add(*droppable, data, t, mark)
                 return
         self._backlog.append((fd, data, head))
         self._held += len(data)
@@ -212,11 +187,8 @@ class Channel:
         """The recorder is gone (or stuck): what waits for it is dropped, and counted."""
         self.gone = True
         for item in self._backlog:
-            if isinstance(item, _Loss):
-                lost = self._abandon(item.t)
-                lost.last = max(lost.last, item.last)
-                for mine, theirs in zip(lost.dropped, item.dropped, strict=True):
-                    mine.merge(theirs)
+            if isinstance(item, Loss):
+                self._abandon(item.t).absorb(item)
                 continue
             flags, _pipe, seq, t, _n, _mark = HEAD.unpack(item[2])
             if item[1] and not flags & EOF:
@@ -225,9 +197,9 @@ class Channel:
         self._held = 0
         self._changed.notify_all()
 
-    def _abandon(self, t: float) -> _Loss:
+    def _abandon(self, t: float) -> Loss:
         if self.abandoned is None:
-            self.abandoned = _Loss(t)
+            self.abandoned = Loss(t, keep=False)
         return self.abandoned
 
     def report(self) -> bytes:
@@ -235,7 +207,7 @@ class Channel:
         the pump child hands it to the supervisor, which records it."""
         if self.abandoned is None:
             return b""
-        return struct.pack("<d", self.abandoned.t) + self.abandoned.packed(self._limit)[0]
+        return struct.pack("<d", self.abandoned.t) + self.abandoned.packed(self._limit, False)
 
     def _drain(self) -> None:
         """Write the backlog out in order, waiting for room; an item leaves the backlog
@@ -245,9 +217,10 @@ class Channel:
                 while not self._backlog:
                     self._changed.wait()
                 item = self._backlog[0]
-                if isinstance(item, _Loss):
+                if isinstance(item, Loss):
                     item.sealed = True  # what is dropped from now on needs a mark of its own
-                    data, head = item.packed(self._limit)
+                    data = item.packed(self._limit)
+                    head = HEAD.pack(LOST, OVERFLOW, item.last, item.t, len(data), -1)
                     fd, held = self._data[OVERFLOW], 0
                 else:
                     fd, data, head = item

@@ -25,14 +25,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from mcpshim.relay.framer import MAX_MESSAGE, Dropped, Framer, Oversize, Split, dropped_reason
-from mcpshim.relay.listings import LISTED, contract_event
+from mcpshim.relay.listings import LISTED, Sized, contract_events
 from mcpshim.relay.recordable import loads as _loads
+from mcpshim.relay.recordable import recordable
 from mcpshim.relay.redact import redact_json
+from mcpshim.relay.skeleton import STREAM_MIN, Skeleton, skeleton
 
 __all__ = [
     "C2S",
@@ -111,11 +113,14 @@ class Recorder:
         self._pending: dict[tuple[str, str], tuple[str, float]] = {}
         self._params: dict[tuple[str, str], Any] = {}  # a contract request's params
         self.failures = 0
+        self._lossy = ""  # the message being recorded was read with its bad bytes replaced
         self.counts: dict[str, int] = {
             "messages": 0, "requests": 0, "responses": 0, "unparsed": 0, "unrecorded": 0
         }  # fmt: skip
 
     def _event(self, kind: str, t: float, payload: dict[str, Any]) -> None:
+        if self._lossy and kind != "mcp-unparsed":
+            payload = {**payload, "lossy": self._lossy}
         try:
             self._emit(kind, {"session": self.session, "time": iso(t), **payload})
         except Exception as exc:  # recording must never stop the relay
@@ -123,9 +128,14 @@ class Recorder:
             if self.failures == 1:
                 print(f"mcpshim: warning: cannot record {kind}: {exc}", file=sys.stderr)
 
-    def unrecorded(self, direction: str, t: float, dropped: Dropped, reason: str) -> None:
-        self.counts["unrecorded"] += dropped.messages
-        payload = {"direction": direction, "bytes": dropped.size, "messages": dropped.messages}
+    def unrecorded(
+        self, direction: str, t: float, dropped: Dropped, reason: str, messages: int = -1
+    ) -> None:
+        """Copies not recorded; `messages`: how many messages lost a byte, when the
+        caller knows better than `dropped` (a line an earlier loss cut is counted once)."""
+        messages = dropped.messages if messages < 0 else messages
+        self.counts["unrecorded"] += messages
+        payload = {"direction": direction, "bytes": dropped.size, "messages": messages}
         self._event("mcp-unrecorded", t, {**payload, "reason": reason})
 
     def unparsed(
@@ -147,11 +157,20 @@ class Recorder:
         if not line.strip():
             return
         self.counts["messages"] += 1
+        if direction == S2C and len(line) >= STREAM_MIN and (sk := skeleton(line)) is not None:
+            # a large answer read by its skeleton: its lists' items one at a time
+            self._one(direction, t, recordable(sk.doc), len(line), line, mark, sk)
+            return
         try:
             doc = _loads(line)
         except UnicodeDecodeError:
             self._unread(direction, t, line, "not UTF-8 text", "not-utf8")
-            return
+            doc = _replaced(line)
+            if doc is None:
+                return
+            # what a peer that replaces the bad bytes reads (the SDKs do): recorded as
+            # such, so a call answered so is answered in review, not "no answer"
+            self._lossy = "not-utf8"
         except ValueError as exc:
             deep = str(exc) == "nested too deeply to parse"
             self._unread(direction, t, line, f"not JSON: {exc}", "too-deep" if deep else "not-json")
@@ -159,17 +178,27 @@ class Recorder:
         items = doc if isinstance(doc, list) else [doc]
         if not items:
             self._unread(direction, t, line, "empty batch", "not-json-rpc")
-        for item in items:
-            if not isinstance(item, dict):
-                self._unread(direction, t, line, "not a JSON-RPC object", "not-json-rpc")
-                continue
-            self._one(direction, t, item, len(line), line, mark)
+        try:
+            for item in items:
+                if not isinstance(item, dict):
+                    self._unread(direction, t, line, "not a JSON-RPC object", "not-json-rpc")
+                    continue
+                self._one(direction, t, item, len(line), line, mark)
+        finally:
+            self._lossy = ""
 
     def _unread(self, direction: str, t: float, line: bytes, reason: str, cause: str) -> None:
         self.unparsed(direction, t, len(line), reason, hashlib.sha256(line).hexdigest(), cause)
 
     def _one(
-        self, direction: str, t: float, msg: dict[str, Any], size: int, line: bytes, mark: int
+        self,
+        direction: str,
+        t: float,
+        msg: dict[str, Any],
+        size: int,
+        line: bytes,
+        mark: int,
+        sk: Skeleton | None = None,
     ) -> None:
         method = msg.get("method")
         if isinstance(method, str):
@@ -190,7 +219,7 @@ class Recorder:
         method, _t0 = hit
         sha = hashlib.sha256(line).hexdigest()
         if method in CONTRACT:
-            self._contract(direction, t, msg, method, size, sha)
+            self._contract(direction, t, msg, method, size, sha, sk)
             return
         result = msg.get("result")
         error = msg.get("error")
@@ -215,14 +244,23 @@ class Recorder:
         self._event("mcp-response", t, payload)
 
     def _contract(
-        self, direction: str, t: float, msg: dict[str, Any], method: str, size: int, sha: str
+        self,
+        direction: str,
+        t: float,
+        msg: dict[str, Any],
+        method: str,
+        size: int,
+        sha: str,
+        sk: Skeleton | None,
     ) -> None:
         other = S2C if direction == C2S else C2S
         params = self._params.pop((other, _id_key(msg["id"])), None)
-        got = contract_event(method, params, msg)
-        if got is not None:
-            payload = {**got[1], "direction": direction, "id": _scalar_id(msg["id"])}
-            self._event(got[0], t, {**payload, "size": size, "sha256": sha})
+        items = None
+        if sk is not None and method in LISTED:
+            items = _recordable_items(sk, LISTED[method][1])
+        for kind, got in contract_events(method, params, msg, items):
+            payload = {**got, "direction": direction, "id": _scalar_id(msg["id"])}
+            self._event(kind, t, {**payload, "size": size, "sha256": sha})
 
     def _request(
         self, direction: str, t: float, msg: dict[str, Any], method: str, size: int, mark: int
@@ -250,6 +288,27 @@ class Recorder:
         self._event("mcp-request", t, payload)
 
 
+#: a loss's entry as the Transcriber replays it: direction, time, a line kept or the bytes
+#: dropped there, pid mark
+Kept = tuple[str, float, "bytes | Dropped", int]
+
+
+def _recordable_items(sk: Skeleton, key: str) -> Iterator[Sized]:
+    """A listing's items from its skeleton, each made recordable as the whole message
+    would have been (an item is the fourth level: message, result, list, item)."""
+    for item, length in sk.items(key):
+        yield recordable(item, 4), length
+
+
+def _replaced(line: bytes) -> Any:
+    """A line that is not UTF-8 as a peer that replaces its bad bytes reads it (U+FFFD),
+    made recordable; None when that is no JSON either."""
+    try:
+        return recordable(json.loads(line.decode("utf-8", "replace")))
+    except (ValueError, RecursionError):
+        return None
+
+
 def _parses(data: bytes) -> bool:
     try:
         _loads(data)
@@ -274,9 +333,35 @@ class Transcriber:
 
     def dropped(self, direction: str, t: float, dropped: Dropped, reason: str) -> None:
         """Copies of `direction` were dropped at this point (the first at time `t`)."""
-        if dropped.size:
-            self._framers[direction].gap(dropped)
-            self.recorder.unrecorded(direction, t, dropped, reason)
+        self.lost(t, {direction: dropped}, [(direction, t, dropped, -1)], reason)
+
+    def lost(
+        self, t: float, totals: Mapping[str, Dropped], entries: list[Kept], reason: str
+    ) -> None:
+        """A loss mark (relay.loss), first at time `t`: what each direction lost in all is
+        recorded there, then its entries are replayed in order: a line kept is fed as it
+        came (its time and pid mark), a run of bytes dropped cuts the line it was in. A
+        message is counted once, however many losses cut it."""
+        cut = {d: f.skipping for d, f in self._framers.items()}  # counted by an earlier loss
+        lines = dict.fromkeys(self._framers, 0)
+        for direction, _when, data, _mark in entries:
+            if not isinstance(data, Dropped):
+                cut[direction] = cut[direction] and b"\n" not in data
+            elif data.size:
+                # the line it began in, unless counted; the lines whole inside it; the line
+                # it ends in (when a newline came before its end and none ends it)
+                lines[direction] += 0 if cut[direction] else 1
+                if data.newlines:
+                    lines[direction] += data.newlines - 1 + (0 if data.clean else 1)
+                cut[direction] = not data.clean
+        for direction, dropped in totals.items():
+            if dropped.size:
+                self.recorder.unrecorded(direction, t, dropped, reason, lines.get(direction, 0))
+        for direction, when, data, mark in entries:
+            if isinstance(data, Dropped):
+                self._framers[direction].gap(data)
+            elif data:
+                self.feed(direction, when, data, mark)
 
     def feed(self, direction: str, t: float, data: bytes | None, mark: int = -1) -> None:
         """One chunk read at time `t` (the pid counter `mark` as it was passed on); None:

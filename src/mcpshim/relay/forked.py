@@ -50,7 +50,6 @@ from mcpshim.relay.channel import (
     MORE,
     OVERFLOW,
     REPORT,
-    unpack_loss,
 )
 from mcpshim.relay.child import FLUSH_S, LOSS_REPORT, SAID, SAY, keep_only, pump_main
 from mcpshim.relay.core import (
@@ -62,11 +61,15 @@ from mcpshim.relay.core import (
     dropped_reason,
     relay_pipe,
 )
+from mcpshim.relay.loss import unpack_entries, unpack_loss
 
-__all__ = ["ForkedRelay"]
+__all__ = ["RECORDER_LIMIT_S", "TERM_GRACE_S", "ForkedRelay"]
 
 _READ = 1 << 20
-_IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_IGNORED = (signal.SIGINT, signal.SIGHUP)
+TERM_GRACE_S = 5  # after SIGTERM: how long the recorder may go on writing
+#: after the session: how long the recorder may go on at most, however busy it is
+RECORDER_LIMIT_S = 120.0
 _ABANDONED = (
     "the recorder stopped or was stuck before these copies reached it: they were not "
     "recorded (the bytes themselves were relayed unchanged)"
@@ -224,13 +227,24 @@ def _feed(scribe: Transcriber, index: int, when: float, part: bytes | None, mark
         scribe.feed(DIRECTIONS[index], when, part, mark)
         return
     limit, dropped = unpack_loss(part or b"")
-    for direction, lost in zip(DIRECTIONS, dropped, strict=True):
-        scribe.dropped(direction, when, lost, dropped_reason(limit))
+    entries = [
+        (DIRECTIONS[e.index], e.at[1], e.dropped if e.dropped is not None else bytes(e.data or b""),
+         e.at[2])
+        for e in unpack_entries(part or b"")
+    ]  # fmt: skip
+    scribe.lost(when, dict(zip(DIRECTIONS, dropped, strict=True)), entries, dropped_reason(limit))
+
+
+def _wind_up(signum: int, frame: Any) -> None:
+    """SIGTERM: what the recorder has in hand may still be written for TERM_GRACE_S, then
+    SIGALRM (its default action) ends it wherever it is, even inside a long C call."""
+    signal.alarm(TERM_GRACE_S)
 
 
 def _recorder_main(recorder: Recorder, fds: Sequence[int], ready: int) -> NoReturn:
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _wind_up)  # the terminal's signals stay the supervisor's
     with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
     keep_only({2, ready, *fds})
@@ -373,21 +387,23 @@ class ForkedRelay:
             if lost.size:
                 self.recorder.unrecorded(direction, t, lost, _ABANDONED)
 
-    def finish(self, timeout: float = 10.0) -> None:
+    def finish(self, timeout: float = 10.0, limit: float = RECORDER_LIMIT_S) -> None:
         """End the pump child (it sends its last copies first) and wait until the recorder
         has written every record: as long as it is working (its CPU time grows), so a
-        busy machine loses no record; once it has done nothing for `timeout` seconds it is
-        left to finish on its own. Then record what the pump child reports it could not
-        give the recorder (it went away or got stuck)."""
+        busy machine loses no record, for `limit` seconds at most; once it has done nothing
+        for `timeout` seconds (stopped, or blocked), or past `limit`, it is ended (SIGKILL):
+        no process `run` started outlives it. Then record what the pump child reports it
+        could not give the recorder (it went away or got stuck)."""
         with contextlib.suppress(OSError):
             os.close(self._ctl)
-        self._wait_for_recorder(timeout)
+        self._wait_for_recorder(timeout, limit)
         self._record_abandoned(FLUSH_S + 5.0)
 
-    def _wait_for_recorder(self, timeout: float) -> None:
+    def _wait_for_recorder(self, timeout: float, limit: float) -> None:
         if self.recorder_pid <= 0:
             return
         worked, since = cpu_seconds(self.recorder_pid), time.monotonic()
+        end = since + limit
         while True:
             try:
                 done, _ = os.waitpid(self.recorder_pid, os.WNOHANG)
@@ -396,17 +412,27 @@ class ForkedRelay:
             if done:
                 return
             now = time.monotonic()
+            if now >= end:
+                self._end_recorder(f"was still busy after {limit:.0f} s")
+                return
             if now - since >= timeout:
                 used = cpu_seconds(self.recorder_pid)
                 if used is None or used == worked:
-                    print(
-                        f"mcpshim: warning: the recorder (pid {self.recorder_pid}) has "
-                        "stopped; records it did not write are missing from the log",
-                        file=sys.stderr,
-                    )
+                    self._end_recorder(f"did nothing for {timeout:.0f} s")
                     return
                 worked, since = used, now
             time.sleep(0.005)
+
+    def _end_recorder(self, why: str) -> None:
+        print(
+            f"mcpshim: warning: the recorder (pid {self.recorder_pid}) {why} and was ended; "
+            "records it did not write are missing from the log",
+            file=sys.stderr,
+        )
+        with contextlib.suppress(OSError):
+            os.kill(self.recorder_pid, signal.SIGKILL)  # our unreaped child: never reused
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.recorder_pid, 0)
 
     def reap(self) -> int:
         """Wait for the pump child (after finish); its exit code, or -1 if reaped already."""

@@ -194,9 +194,10 @@ class Framer:
 
     def gap(self, dropped: Dropped) -> None:
         """Bytes of this direction were dropped here: what was pending is cut short, and
-        unless the dropped bytes ended a message, so is the first line after them."""
+        unless the dropped bytes ended a message, so is the first line after them (a line
+        skipped since an earlier gap ended inside them when they end with a newline)."""
         self.parts, self.size, self.oversized = [], 0, None
-        self.skipping = self.skipping or not dropped.clean
+        self.skipping = not dropped.clean
         self.cr = False
         self._reset_whole()
 

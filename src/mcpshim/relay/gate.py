@@ -37,7 +37,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -54,6 +54,7 @@ from mcpshim.relay.core import (
 )
 from mcpshim.relay.pidmark import PidMark
 from mcpshim.relay.readable import Lines, Unreadable, early_id, read, read_request
+from mcpshim.relay.skeleton import STREAM_MIN, skeleton
 from mcpshim.relay.threaded import Relay
 
 __all__ = ["REFUSED_CODE", "Gate", "GatedRelay", "Lines"]
@@ -141,7 +142,9 @@ class Gate:
         data = {"tool": tool, "approved_sha256": approved, "listed_sha256": now}
         return {"code": REFUSED_CODE, "message": text, "data": data}
 
-    def response(self, msg: dict[str, Any]) -> None:
+    def response(self, msg: dict[str, Any], items: Iterable[Any] | None = None) -> None:
+        """A server's message while a listing is awaited; `items`: a large listing's
+        items one at a time (relay.skeleton), its result's own list left empty."""
         if "id" not in msg:
             return
         with self._mutex:
@@ -156,14 +159,15 @@ class Gate:
             if self.server is None and isinstance(name, str):
                 self.server = select_server(self.lock, self.run_name, self.command, name)
             return
-        tools = result.get("tools")
-        listed = [
-            t
-            for t in (tools if isinstance(tools, list) else [])
-            if isinstance(t, dict) and isinstance(t.get("name"), str)
-        ]
-        page = {t["name"]: definition_hash("tool", t) for t in listed}
-        orders = {t["name"]: order_hash("tool", t) for t in listed}
+        if items is None:
+            tools = result.get("tools")
+            items = tools if isinstance(tools, list) else []
+        page: dict[str, str] = {}
+        orders: dict[str, str] = {}
+        for t in items:
+            if isinstance(t, dict) and isinstance(t.get("name"), str):
+                page[t["name"]] = definition_hash("tool", t)
+                orders[t["name"]] = order_hash("tool", t)
         with self._mutex:
             self.listed = {**self.listed, **page} if cursor is not None else page
             self.orders = {**self.orders, **orders} if cursor is not None else orders
@@ -334,6 +338,10 @@ class GatedRelay(Relay):
     def _answer(self, line: bytes) -> bytes:
         """A whole line of the server's: while a listing is awaited, read it first."""
         if not self.gate.waiting or not line.strip():
+            return line
+        if len(line) >= STREAM_MIN and (sk := skeleton(line)) is not None:
+            # a large listing read by its skeleton: its tools one at a time
+            self.gate.response(sk.doc, (t for t, _n in sk.items("tools")))
             return line
         doc = read(line)
         if isinstance(doc, Unreadable):

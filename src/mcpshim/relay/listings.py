@@ -7,11 +7,16 @@ items in any order hash alike: contract.canon) and its definition, its
 texts redacted like any text the relay records (descriptions are cut at DESCRIPTION_MAX
 rather than relay.redact's 2 KiB, so a change deep in a long description still shows in a
 diff). The hash is of the definition as the server sent it, before redaction.
+
+A listing is recorded in parts of at most PART_CHARS characters of items (the first part
+holds no `part`, each later one `part: N`, readers merge them into the listing), so that
+what the recorder holds is one part, whatever the listing's size; a large listing's items
+come one at a time from its skeleton (relay.skeleton), never as a whole tree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from mcpshim.contract.canon import definition, definition_hash, digest, order_hash
@@ -21,13 +26,17 @@ from mcpshim.relay.redact import redact_json
 __all__ = [
     "DESCRIPTION_MAX",
     "LISTED",
-    "contract_event",
+    "PART_CHARS",
+    "contract_events",
     "initialize_payload",
-    "list_payload",
+    "list_payloads",
     "redact_long",
 ]
 
 DESCRIPTION_MAX = 16 << 10
+PART_CHARS = 256 << 10  # of a listing's items as sent, in one record at most
+#: an item's length in characters as sent, and the item
+Sized = tuple[Any, int]
 #: request method -> (event kind, the result key holding the items, definition kind)
 LISTED: Mapping[str, tuple[str, str, str]] = {
     "tools/list": ("mcp-tools", "tools", "tool"),
@@ -68,24 +77,47 @@ def _item(kind: str, item: Mapping[str, Any], hits: list[str]) -> dict[str, Any]
     }
 
 
-def list_payload(method: str, result: Any, cursor: Any) -> dict[str, Any]:
-    """The record of one page of a list result (`cursor`: the request's, None on page one)."""
+def _sized(items: Any) -> Iterator[Sized]:
+    """A parsed list's items, each with a length that bounds a part like the text's (a
+    listing this size was parsed whole: it is small, but for its descriptions)."""
+    for item in items if isinstance(items, list) else []:
+        text = item.get("description") if isinstance(item, dict) else None
+        yield item, 256 + (len(text) if isinstance(text, str) else 0)
+
+
+def list_payloads(
+    method: str, result: Any, cursor: Any, items: Iterable[Sized] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The records of one page of a list result (`cursor`: the request's, None on page
+    one), in parts; `items`: the page's items one at a time (a skeleton's), else the
+    result's own."""
     _kind, key, what = LISTED[method]
     res = result if isinstance(result, dict) else {}
-    items = res.get(key)
-    hits: list[str] = []
-    rows = [
-        _tool(i, hits) if what == "tool" else _item(what, i, hits)
-        for i in (items if isinstance(items, list) else [])
-        if isinstance(i, dict)
-    ]
     nxt = res.get("nextCursor")
-    out: dict[str, Any] = {
+    head: dict[str, Any] = {
         "method": method,
-        key: rows,
         "cursor": cursor if isinstance(cursor, str) else None,
         "next_cursor": nxt if isinstance(nxt, str) else None,
     }
+    part, size = 0, 0
+    rows: list[dict[str, Any]] = []
+    hits: list[str] = []
+    for item, length in _sized(res.get(key)) if items is None else items:
+        if rows and size + length > PART_CHARS:
+            yield _part(head, key, rows, hits, part)
+            part, size, rows, hits = part + 1, 0, [], []
+        if isinstance(item, dict):
+            rows.append(_tool(item, hits) if what == "tool" else _item(what, item, hits))
+            size += length
+    yield _part(head, key, rows, hits, part)
+
+
+def _part(
+    head: dict[str, Any], key: str, rows: list[dict[str, Any]], hits: list[str], part: int
+) -> dict[str, Any]:
+    out = {**head, key: rows}
+    if part:
+        out["part"] = part
     if hits:
         out["redacted"] = sorted(set(hits))
     return out
@@ -126,14 +158,16 @@ def initialize_payload(params: Any, result: Any) -> dict[str, Any]:
     return out
 
 
-def contract_event(
-    method: str, params: Any, response: Mapping[str, Any]
-) -> tuple[str, dict[str, Any]] | None:
-    """The record (kind, payload) of a contract request's response; None for an error (the
-    server said nothing about itself)."""
+def contract_events(
+    method: str, params: Any, response: Mapping[str, Any], items: Iterable[Sized] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The records (kind, payload) of a contract request's response; none for an error
+    (the server said nothing about itself). `items`: a listing's, one at a time."""
     if "result" not in response:
-        return None
+        return
     if method == "initialize":
-        return "mcp-initialize", initialize_payload(params, response["result"])
+        yield "mcp-initialize", initialize_payload(params, response["result"])
+        return
     cursor = params.get("cursor") if isinstance(params, dict) else None
-    return LISTED[method][0], list_payload(method, response["result"], cursor)
+    for payload in list_payloads(method, response["result"], cursor, items):
+        yield LISTED[method][0], payload

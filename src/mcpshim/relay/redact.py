@@ -8,6 +8,7 @@ are cut, and only the part kept is scanned (with what a secret there could run o
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -18,6 +19,7 @@ __all__ = ["MAX_STRING", "redact_json"]
 
 MAX_STRING = 2048  # longer argument strings are cut in the record (after redaction)
 _MARGIN = 256  # longer than any token rule's minimum length
+_CACHED = 64  # a string this short is redacted once per recorder (_short)
 _WORD_END = re.compile("[" + re.escape(URL_STOP) + "]")
 _BLANKED = marker("credential-name").decode()
 
@@ -44,7 +46,22 @@ def _cut(value: str, text: str, hits: list[str]) -> str:
 
 
 def _redact_str(value: str, hits: list[str]) -> str:
-    """Redact the head (see _head), then cut to MAX_STRING."""
+    """Redact the head (see _head), then cut to MAX_STRING; a short string through a cache
+    (a listing's schemas repeat the same keys and types thousands of times)."""
+    if len(value) <= _CACHED:
+        text, fired = _short(value)
+        hits.extend(fired)
+        return text
+    return _redact(value, hits)
+
+
+@functools.lru_cache(maxsize=8192)
+def _short(value: str) -> tuple[str, tuple[str, ...]]:
+    fired: list[str] = []
+    return _redact(value, fired), tuple(fired)
+
+
+def _redact(value: str, hits: list[str]) -> str:
     head = _head(value)
     raw = head.encode("utf-8", "surrogatepass")
     red = redact_text(raw, hits)

@@ -1,12 +1,15 @@
 """`log --format ecs`: one Elastic Common Schema document per exec of the process model,
-and one per socket call the tracer recorded.
+one per traced process that never exec'd, and one per socket call and file fact the
+tracer recorded.
 
 Each exec once (family.model), whichever sources saw it: a shim's exec is one document
 (its hop is part of it), a traced exec no shim saw is one too, a sample of a traced
 process is none, so a shipper counts what `tree`, `review` and `sessions` count. A
 `trace-net` record is a network event on the same `process.entity_id`, in the words
 `tree` and `review` use (family.netfacts) as its message. A `trace-file` record is a file
-event on it too (`file.path`, the table's label, what the call did: family.filefacts).
+event on it too (`file.path`, the table's label, what the call did: family.filefacts);
+a process that forked and never exec'd has its own `mcpshim.process` document, so the
+entity id of every file and network event is a document's, whichever process made it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from mcpshim.log.filerecords import FileRecord
 from mcpshim.log.logview import entity_id
 from mcpshim.log.netrecords import NetRecord
 
-__all__ = ["ecs_doc", "ecs_file_doc", "ecs_net_doc"]
+__all__ = ["ecs_doc", "ecs_file_doc", "ecs_fork_doc", "ecs_net_doc"]
 
 #: a file fact's change as ECS's event.type
 _FILE_TYPES = {"open": "access", "run": "access", "create": "creation",
@@ -44,7 +47,11 @@ def _ts(t: datetime | None) -> str | None:
 def ecs_doc(
     img: Image, anchor: Callable[[str], float | None], user_id: int | None = None
 ) -> dict[str, Any]:
-    """One exec as an ECS process-start event (`anchor`: boot time by boot id)."""
+    """One exec as an ECS process-start event (`anchor`: boot time by boot id). A process
+    known only as a shim's parent (its shell; no exec of it was seen) is an `info` event
+    with what is known of it: its pid, name, argv and start, no executable and no parent.
+    No field is null: what is not known is left out."""
+    known_only_as_parent = img.source == "parent"
     target = json_text(img.target) if img.target else json_text(img.argv0)
     args = [target, *(json_text(a) for a in img.args)]
     process: dict[str, Any] = {
@@ -55,8 +62,10 @@ def ecs_doc(
         "args_count": len(args),
         "command_line": quote_argv([img.target or img.argv0, *img.args]),
         "entity_id": entity_id(img.boot_id, img.pid, img.start),
-        "parent": {"pid": img.ppid},
+        "parent": {} if img.ppid is None else {"pid": img.ppid},
     }
+    if known_only_as_parent:
+        del process["executable"]  # argv[0] as its child saw it, not a path that ran
     if img.cwd and not img.cwd_unknown:
         process["working_directory"] = json_text(img.cwd)
     base = anchor(img.boot_id) if img.start is not None else None
@@ -72,12 +81,15 @@ def ecs_doc(
         process["parent"]["command_line"] = quote_argv(img.parent_argv)
     elif img.parent_cmdline:
         process["parent"]["command_line"] = json_text(img.parent_cmdline)
+    if not process["parent"]:
+        del process["parent"]
+    stamp = process.get("start") if known_only_as_parent else _ts(img.time)
     doc: dict[str, Any] = {
-        "@timestamp": _ts(img.time) or process.get("start"),
+        "@timestamp": stamp or _ts(img.time) or process.get("start"),
         "event": {
             "kind": "event",
             "category": ["process"],
-            "type": ["start"],
+            "type": ["info"] if known_only_as_parent else ["start"],
             "module": "mcpshim",
             "dataset": "mcpshim.exec",
         },
@@ -89,9 +101,57 @@ def ecs_doc(
             "mcpshim_source": img.source,
         },
     }
+    if known_only_as_parent:
+        doc["message"] = "known only as the parent of a shimmed process: no exec of it seen"
     if user_id is not None:
         doc["user"] = {"id": str(user_id)}
-    return doc
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+def ecs_fork_doc(
+    img: Image, anchor: Callable[[str], float | None], user_id: int | None = None
+) -> dict[str, Any]:
+    """A process that never exec'd (a `trace-fork`: a zygote's renderer, a worker) as an
+    ECS process event of its own dataset (`mcpshim.process`: no exec, so no exec count
+    includes it): its identity, parent, start and end, and what the sampler saw it run."""
+    process: dict[str, Any] = {
+        "pid": img.pid,
+        "entity_id": entity_id(img.boot_id, img.pid, img.start),
+    }
+    if img.argv0:  # what the sampler saw of its command line (a title it gave itself)
+        seen = [json_text(img.argv0), *(json_text(a) for a in img.args)]
+        line = quote_argv([img.argv0, *img.args])
+        process.update(name=img.command or os.path.basename(seen[0]), args=seen,
+                       args_count=len(seen), command_line=line)  # fmt: skip
+    if img.ppid is not None:
+        process["parent"] = {"pid": img.ppid}
+        if img.parent_start is not None:
+            process["parent"]["entity_id"] = entity_id(img.boot_id, img.ppid, img.parent_start)
+    if img.cwd:
+        process["working_directory"] = json_text(img.cwd)
+    base = anchor(img.boot_id) if img.start is not None else None
+    if base is not None and img.start is not None:
+        started = datetime.fromtimestamp(base, timezone.utc) + timedelta(
+            seconds=img.start / CLK_TCK
+        )
+        process["start"] = _ts(started)
+    doc: dict[str, Any] = {
+        "@timestamp": _ts(img.time) or process.get("start"),
+        "event": {
+            "kind": "event",
+            "category": ["process"],
+            "type": ["info"],
+            "module": "mcpshim",
+            "dataset": "mcpshim.process",
+        },
+        "process": process,
+        "host": {"boot": {"id": img.boot_id}},
+        "labels": {"mcpshim_session": img.session, "mcpshim_source": img.source},
+        "message": "forked, never exec'd: it runs its parent's program",
+    }
+    if user_id is not None:
+        doc["user"] = {"id": str(user_id)}
+    return {k: v for k, v in doc.items() if v is not None}
 
 
 def _endpoint(address: bytes | None, port: int | None, family: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import tomli_w
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.safewrite import write_file
 from mcpshim.base.tomlfile import Keys, parse_toml
 from mcpshim.errors import InputError
@@ -124,7 +125,7 @@ def load_baseline(path: Path) -> Baseline:
     """A baseline file; anything malformed or unknown is an InputError naming the file,
     the line and the key (a misspelt key would otherwise silently allow nothing)."""
     try:
-        text = path.read_text()
+        text = read_regular(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read baseline: {exc.strerror}") from None
     except UnicodeDecodeError:

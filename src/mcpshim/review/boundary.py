@@ -92,7 +92,8 @@ class SessionEvidence:
             tools: dict[str, Mapping[str, Any]] = {
                 str(t["name"]): t for t in d.get("tools", []) if isinstance(t, dict)
             }
-            if d.get("cursor") is None or not self.listings:
+            # a later page (its request's cursor) or a later part of one page (relay.listings)
+            if (d.get("cursor") is None and not d.get("part")) or not self.listings:
                 self.listings.append(tools)
                 self.listing_where.append(rec.where)
             else:

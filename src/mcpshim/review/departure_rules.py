@@ -109,7 +109,8 @@ NEW_DEST = define_rule(
     "departure-new-destination",
     Severity.MEDIUM,
     "A tool's process reached a network destination its card does not list (high when the "
-    "card listed no network use at all: local work turned into network access).",
+    "card listed no network use at all: local work turned into network access); an attempt "
+    "on one that reached nothing is low.",
     "Find out which program connected and why; approve it if expected.",
     cwe=["CWE-200"],
 )

@@ -15,16 +15,15 @@ now (contract.identity), once per path.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from mcpshim.base.display import escape
 from mcpshim.contract.canon import short
-from mcpshim.contract.drift import drift, parse_lock_definition
+from mcpshim.contract.drift import drift, line_diff, parse_lock_definition
 from mcpshim.contract.identity import Identities
-from mcpshim.contract.lockfile import Boundary, ServerApproval, ToolApproval
+from mcpshim.contract.lockfile import Boundary, Executable, ServerApproval, ToolApproval
 from mcpshim.family.attribution import Attribution, Owner
 from mcpshim.family.tree import Node
 from mcpshim.family.view import evidence_line
@@ -90,20 +89,28 @@ def _node_ev(node: Node, call_id: object = None) -> Evidence:
 
 
 def _diff(old: str, new: str) -> list[str]:
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), "approved", "now", lineterm="", n=1
-    )
-    return [escape(line) for line in list(lines)[2:]]
+    return [escape(line) for line in line_diff(old, new, hunks=True)]
 
 
 def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:
+    """What was approved for these owners. The server's own part (None: what no call asked
+    for, a helper the server keeps doing its work, review.lockscope) is its start-up's and
+    every tool's: a program or destination any of its tools was approved for, the server
+    may use on its own account (GitPython's cat-file is a call's in one run and the
+    server's in the next, as Python collects its objects)."""
+    tools = list(tools)
     parts = [server.tools[t].boundary if t in server.tools else None for t in tools if t]
     if None in tools:
         parts.append(server.startup)
+        parts += [t.boundary for t in server.tools.values()]
     got = [p for p in parts if p is not None]
     if len(got) == 1:
         return got[0]
-    execs = {e.path: e for b in got for e in b.executables}
+    execs: dict[str, Executable] = {}
+    for e in (e for b in got for e in b.executables):  # one program's shapes, all approved
+        had = execs.get(e.path)
+        execs[e.path] = e if had is None else replace(
+            had, shapes=tuple(dict.fromkeys((*had.shapes, *e.shapes))))  # fmt: skip
     return Boundary(
         tuple(execs.values()),
         tuple(r for b in got for r in b.cwd_roots),
@@ -204,6 +211,15 @@ def _dest_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Fin
         ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
         msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
         yield _finding(NEW_DEST, msg, ev, at, f"dest\0{dest}", Severity.HIGH if local else None)
+    # an attempt that reached nothing still tried a place the approval never saw: low
+    for tried, (node, where) in sorted(seen.tried.items()):
+        dest, _sep, outcome = tried.partition(": ")
+        if dest in approved.destinations or dest in seen.destinations:
+            continue
+        what = f"tried {dest} ({outcome}; nothing was reached)"
+        ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]
+        msg = f"{node.current.command} (pid {node.pid}) {what}, which its card does not list"
+        yield _finding(NEW_DEST, msg, ev, at, f"tried\0{dest}", Severity.LOW)
 
 
 def _cred_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Finding]:

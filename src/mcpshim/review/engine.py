@@ -10,15 +10,16 @@ The exit threshold is applied by the CLI (`--fail-on`, default medium).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from mcpshim.base import fdio
 from mcpshim.errors import InputError
 from mcpshim.family.attribution import Collector, log_has_relayed_sessions
 from mcpshim.family.coverage import CoverageCollector, SessionCoverage
 from mcpshim.log import execlog
-from mcpshim.log.execlog import LogProblem, Record
+from mcpshim.log.execlog import EventRecord, LogProblem, Record
 from mcpshim.log.indexscan import MARKED
 from mcpshim.log.rows import ExecRows
 from mcpshim.log.scope import scope as session_scope
@@ -185,6 +186,28 @@ def relayed_sessions(loc: Locations) -> set[str]:
     return found
 
 
+def _lean(items: Iterable[Any]) -> Iterator[Any]:
+    """The records as review keeps them: a listing (`mcp-tools`) with only what its
+    readers take of each tool, its name and description (family.attribution). A session
+    keeps its records, and a listing of 100,000 tools with its schemas took 150 MiB."""
+    for item in items:
+        if isinstance(item, EventRecord) and item.kind == "mcp-tools":
+            tools = item.data.get("tools")
+            lean = [
+                {"name": t.get("name"), "definition": {"description": _description(t)}}
+                for t in (tools if isinstance(tools, list) else [])
+                if isinstance(t, dict)
+            ]
+            yield EventRecord(item.kind, {**item.data, "tools": lean}, item.where)
+        else:
+            yield item
+
+
+def _description(tool: dict[str, Any]) -> Any:
+    d = tool.get("definition")
+    return d.get("description") if isinstance(d, dict) else None
+
+
 def review_log(
     loc: Locations,
     problems: list[LogProblem],
@@ -210,7 +233,7 @@ def review_log(
     else:
         items, relayed = rows.iter_log(loc, problems), relayed_sessions(loc)
     if collector is not None:
-        items = collector.tee_rows(items, rows)
+        items = collector.tee_rows(_lean(items), rows)
     one = scan(items, ctx, session, progress, session_ev=session_ev, relayed=relayed,
                coverage=CoverageCollector(session), rows=rows)  # fmt: skip
     if progress is not None:

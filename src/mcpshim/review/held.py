@@ -24,6 +24,7 @@ from mcpshim.review.findings import Finding
 from mcpshim.review.pipeline import Reviewed
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.unreadable import unreadable_findings
+from mcpshim.review.verdicts import call_verdicts
 
 __all__ = ["lock_review", "session_evidence"]
 
@@ -60,4 +61,8 @@ def lock_review(
         out += departures(att, ev, server, ids, lock.source)
         out += unreadable_findings(att, policy, lock=True)  # what no approval was checked against
     result = ReviewResult(apply_policy(out, policy), 0, 0, 0, 0)
-    return Reviewed(result, [att for att, _ev in found], problems=problems), len(found)
+    atts = [att for att, _ev in found]
+    # each call's verdict as plain review gives it (what ran, from where), its questions
+    # answered by the departures filed under it: one JSON envelope for both
+    verdicts = call_verdicts(atts, result.findings)
+    return Reviewed(result, atts, verdicts, problems=problems), len(found)

@@ -99,6 +99,15 @@ def review_log(
     is an input error."""
     problems: list[LogProblem] = []
     collector = attribution.scoped_collector(loc, session)
+    if (
+        collector is None
+        and session is None
+        and loc.log_dir.is_dir()
+        and (attribution.log_has_relayed_sessions(loc))
+    ):
+        # the whole log: attribution takes its records from review's own pass (through
+        # engine's lean listings) instead of a second read that kept every listing whole
+        collector = Collector(None)
     result = _review_log(loc, problems, policy=policy, session=session,
                          shim_dir=str(loc.shim_dir), manifest=load_manifest(loc.shim_dir),
                          baseline=baseline, progress=progress, collector=collector)  # fmt: skip

@@ -22,6 +22,7 @@ from typing import Any
 
 import tomli_w
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.tomlfile import Keys, parse_toml
 from mcpshim.errors import InputError
 from mcpshim.review.findings import Finding, Severity
@@ -324,7 +325,7 @@ def load_policy(path: Path | None, known_rules: Collection[str] | None = None) -
     if path is None:
         return default_policy()
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read policy: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -15,6 +15,7 @@ from mcpshim.family.tree import Image
 __all__ = [
     "GIT_EXEC_DIRS",
     "SHELLS",
+    "SUBCOMMANDS",
     "canonical",
     "command_name",
     "matches_any",
@@ -167,13 +168,26 @@ def shell_line(img: Image) -> str | None:
     return args[i].decode("utf-8", "surrogateescape")
 
 
+#: programs whose first operand is a subcommand (`git log`, `docker run`, `kubectl get`):
+#: for any other program the first operand is data (cp's source, curl's URL, sleep's 30,
+#: pytest's node ids), which no approval should pin (issue 38)
+SUBCOMMANDS = frozenset({
+    "git", "npm", "npx", "yarn", "pnpm", "bun", "deno", "docker", "podman", "kubectl", "helm",
+    "cargo", "rustup", "go", "pip", "pip3", "uv", "poetry", "hatch", "pipx", "conda", "apt",
+    "apt-get", "dnf", "yum", "brew", "systemctl", "journalctl", "gh", "glab", "aws", "gcloud",
+    "az", "terraform", "dotnet", "mvn", "gradle", "make", "gpg", "openssl", "ip", "vault",
+    "nix", "mise", "asdf",
+})  # fmt: skip
+
+
 def shape(img: Image) -> str:
-    """The argument shape baselines record: the subcommand, or a shell's -c inner command word."""
+    """The argument shape baselines and approvals record: a shell's -c inner command word,
+    the subcommand of a program that has them (SUBCOMMANDS), else none."""
     line = shell_line(img)
     if line is not None:
         words = line.split()
         return f"-c {words[0]}" if words else "-c"
-    return subcommand(img)
+    return subcommand(img) if command_name(img) in SUBCOMMANDS else ""
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")

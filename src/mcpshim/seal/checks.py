@@ -43,6 +43,7 @@ TAMPERING = frozenset(
         "state-mismatch",
         "marker",
         "boot-anchor",
+        "index",
     }
 )
 #: what was never sealed (or cannot be checked) where it should have been

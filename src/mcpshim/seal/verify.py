@@ -6,8 +6,9 @@ and insertions inside sealed ranges, a segment removed from the middle, a seal r
 it cannot tell a chain recomputed from scratch. With the verifier every seal's MAC is
 checked (a rewritten or resealed log fails). The state file catches a tail cut at a seal
 boundary; anchors catch that and a whole log replaced, even with the state replaced too.
-Beside the log, boot anchors are held to what the seals say of them (seal.boots), and
-`parents/` markers no record backs are named (seal.markers).
+Beside the log, boot anchors are held to what the seals say of them (seal.boots),
+`parents/` markers no record backs are named (seal.markers), and the session index, which
+no seal covers, is held to the records it says it read (`index`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from mcpshim.base.fdio import open_regular_fd
 from mcpshim.errors import InputError
+from mcpshim.log import sessionindex
 from mcpshim.log.execlog import segments
 from mcpshim.paths import Locations
 from mcpshim.seal import against, keys, markers
@@ -84,8 +86,9 @@ def verify(
     state: State | None = None,
     parent_markers: bool = True,
 ) -> Verification:
-    """`parent_markers`: also look for markers no record backs (a pass over the whole log,
-    which `log verify` makes and review's header line leaves out)."""
+    """`parent_markers`: also look for markers no record backs (a regular-expression pass
+    over the log when there are markers; `log verify` and review's header line both make
+    it, so they give one verdict)."""
     scans = _scan_all(loc)
     check = Checks(loc, scans)
     check.segments()
@@ -100,6 +103,8 @@ def verify(
         check.notes.append("no sealer state here: a tail cut at a seal shows only with anchors")
     for where, why in markers.unbacked(loc) if parent_markers else ():
         check.add("marker", where, why)
+    for where, why in sessionindex.disagreements(loc) if check.chain else ():
+        check.add("index", where, why)  # no seal covers it: held to the records instead
     through, checked = None, 0
     if anchors is not None:
         log_id = os.fsdecode(os.path.abspath(loc.log_dir))

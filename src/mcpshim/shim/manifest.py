@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import tomli_w
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.safewrite import write_file
 from mcpshim.errors import InputError
 from mcpshim.paths import Locations, default_log_dir
@@ -87,7 +88,7 @@ def load_manifest(shim_dir: Path) -> Manifest | None:
     try:
         # a byte order mark is no part of it (as base.tomlfile.without_bom; not imported here:
         # `sessions` reads manifests and starts with few imports)
-        data = tomllib.loads(path.read_text(encoding="utf-8").removeprefix("\ufeff"))
+        data = tomllib.loads(read_regular(path).decode("utf-8").removeprefix("\ufeff"))
     except FileNotFoundError:
         return None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

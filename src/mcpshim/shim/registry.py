@@ -12,6 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from mcpshim.base.fdio import read_regular
 from mcpshim.base.safewrite import make_private_dir, open_append
 from mcpshim.errors import InputError
 from mcpshim.paths import default_shim_dir, default_state_dir
@@ -26,8 +27,8 @@ def registry_file() -> Path:
 
 def _listed() -> list[str]:
     try:
-        text = registry_file().read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_regular(registry_file()).decode("utf-8", errors="replace")
+    except (OSError, InputError):  # a FIFO in its place lists nothing, never blocks
         return []
     return [line for line in text.splitlines() if line.startswith("/") and "\0" not in line]
 

@@ -16,8 +16,6 @@ reported or terminated by `containment`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import shutil
 import signal
@@ -32,7 +30,7 @@ from mcpshim.errors import McpshimError
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.follow import Follower
 from mcpshim.paths import Locations
-from mcpshim.proc.procinfo import LINUX, Stat, proc_fields, start_ticks
+from mcpshim.proc.procinfo import Stat, proc_fields, start_ticks
 from mcpshim.sandbox.contained import Containment
 from mcpshim.supervise.containment import account_survivors, group_members
 from mcpshim.supervise.readers import Readers
@@ -45,6 +43,7 @@ from mcpshim.supervise.session import (
     start_payload,
     utc_now,
 )
+from mcpshim.supervise.spawn import SpawnError, posix_spawn, runnable, set_child_subreaper
 from mcpshim.supervise.watcher import Watcher
 from mcpshim.trace.run import TraceRun
 
@@ -52,17 +51,8 @@ __all__ = ["FORWARDED", "OnExit", "RunOptions", "SpawnError", "Supervisor", "set
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 OnExit = Literal["report", "terminate"]
-_PR_SET_CHILD_SUBREAPER = 36
 SOCKET_PASS_MS = 500  # sockets of members already known are looked at this often
 TRACE_BATCH_S = 0.01  # the trace FIFO is read at most this often (see _pump_trace)
-
-
-class SpawnError(McpshimError):
-    """The command could not be started; exit codes follow the shell (127, 126)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -73,25 +63,9 @@ class RunOptions:
     grace: float = 5.0
 
 
-def set_child_subreaper() -> bool:
-    """Become the reaper of orphaned descendants (Linux >= 3.4); False where unsupported."""
-    if not LINUX:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def _exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
-
-
-def _posix_spawn(path: str, argv: list[str], env: dict[str, str], actions: Any) -> int:
-    sigdef = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; the command must not
-    return os.posix_spawn(path, argv, env, file_actions=actions, setpgroup=0, setsigdef=sigdef)
 
 
 def _noop(signum: int, frame: Any) -> None:
@@ -145,6 +119,8 @@ class Supervisor:
         if tracer is not None:
             self.on_tick(tracer.tick)
         self.watcher = Watcher(self.session, options.grace, loc)
+        if tracer is not None:  # a `run` killed mid-session keeps its trace (the watcher's)
+            self.watcher.trace_fds = tracer.handover()
         # run --contain: the ruleset the command starts in, and what the record says of it
         self.contain: Containment | None = None
         self.contain_record: Mapping[str, Any] | None = None
@@ -202,6 +178,7 @@ class Supervisor:
         observed, a survivor or reaped in the log; its exit code lands in `helpers`."""
         self.helpers[pid] = None
         self.sampler.exclude(pid)
+        self.watcher.helper(pid)
 
     # -- the session ----------------------------------------------------------------------
 
@@ -215,7 +192,11 @@ class Supervisor:
         self._install_signals(wake_w)
         try:
             self.add_reader(wake_r, self._on_wakeup)
-            self._spawn(file_actions)
+            try:
+                self._spawn(file_actions)
+            except SpawnError as exc:
+                self._not_started(exc, started)
+                raise
             self.emit("session-start", start_payload(self._start_record()))
             self._loop()
             self.sampler.finish()
@@ -238,6 +219,18 @@ class Supervisor:
             self.remove_reader(wake_r)
             os.close(wake_r)
             os.close(wake_w)
+
+    def _not_started(self, exc: SpawnError, started: float) -> None:
+        """The command could not be started (traced or not, the shell's status and
+        message): the session says so, `sessions` too, and nothing is left of a trace."""
+        self.status = exc.exit_code
+        if self.tracer is not None:
+            self.tracer.discard()
+            self.tracer = None
+        self.emit("session-start", start_payload(self._start_record()))
+        took = time.monotonic() - started
+        end = end_payload(self.session, exc.exit_code, took, 0, False, "not-started")
+        self.emit("session-end", {**end, "reason": str(exc)})
 
     def _start_record(self) -> SessionStart:
         return SessionStart(
@@ -277,12 +270,13 @@ class Supervisor:
         path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
         if path is None:
             raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
+        runnable(cmd, path)  # before strace, which would say it its own way (exit 1)
         spawn_path, spawn_argv = path, self.argv
         if self.tracer is not None:
             spawn_path, spawn_argv = self.tracer.strace, self.tracer.wrap(self.argv)
         try:
             # contained: fork, restrict, exec (posix_spawn has no hook between the two)
-            spawn = self.contain.spawn if self.contain is not None else _posix_spawn
+            spawn = self.contain.spawn if self.contain is not None else posix_spawn
             self.child_pid = spawn(spawn_path, spawn_argv, self.env, file_actions)
         except FileNotFoundError as exc:
             raise SpawnError(f"{cmd}: {exc.strerror}", 127) from None
@@ -298,6 +292,8 @@ class Supervisor:
             if tracer_pid := self.tracer.attached(self.child_pid):
                 self.sampler.exclude(tracer_pid)
             self.tracer.started()
+            params = self.tracer.params(self.session, self.boot_id, os.getcwdb())
+            self.watcher.trace(params.encode(), self.tracer.strace, str(self.tracer.dir))
         self._hand_terminal(self.child_pgid)
 
     def _pump_trace(self, fd: int) -> None:

@@ -21,7 +21,11 @@ the group with setsid or setpgid too, double forks included). A descendant that 
 left the group and dropped the variable from its environment (`env -i`) is not found.
 Then it writes the `session-end` the supervisor could not: no exit status (the command was
 the supervisor's child, so its status went with it), the duration since the session began,
-how many it ended, and `cause: supervisor-lost`.
+how many it ended, and `cause: supervisor-lost`. Last, mcpshim's own helpers the supervisor
+named (`helper`: the relay's pump and recorder children) get the grace period to finish
+what they hold (they end on their own once the relayed streams end), then SIGKILL: no
+process `run` started outlives it (a recorder stuck on a hostile message kept a client's
+stderr open for good).
 
 The watcher is in a process group of its own, so a signal to the supervisor's group does
 not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children do.
@@ -30,7 +34,10 @@ not take it too, and ignores SIGINT, SIGTERM and SIGHUP, as the relay's children
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -41,10 +48,14 @@ from mcpshim.paths import Locations
 from mcpshim.proc.procinfo import LINUX, Stat, read_stat
 from mcpshim.supervise.containment import contain, group_members
 from mcpshim.supervise.session import SESSION_ENV, end_payload
+from mcpshim.trace.drain import Taker
+from mcpshim.trace.store import TraceParams
 
 __all__ = ["Watcher"]
 
 _DONE = b"done\n"
+_FIFO, _OUT = 4, 5  # where the watcher keeps a traced session's FIFO and output
+_TRACE_WAIT_S = 5.0  # after the family: how long strace may take to say its last
 _IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -58,6 +69,9 @@ class Watcher:
         self.loc = loc  # where the session-end goes when the watcher ends the family
         self.pid = 0
         self._w = -1
+        #: a traced session's FIFO read end and nameless output (trace.run.handover): the
+        #: watcher keeps them, so a `run` killed mid-session keeps its trace (trace.drain.Taker)
+        self.trace_fds: tuple[int, int] | None = None
 
     def start(self) -> int:
         """Fork the watcher; its pid (0 when fork failed: the session runs unwatched)."""
@@ -74,7 +88,7 @@ class Watcher:
         if pid == 0:  # pragma: no cover - the child; it ends in os._exit
             try:
                 os.close(w)
-                _watch(r, self.session, self.grace, self.loc, started)
+                _watch(r, self.session, self.grace, self.loc, started, self.trace_fds)
             finally:
                 os._exit(70)
         os.close(r)
@@ -83,6 +97,17 @@ class Watcher:
 
     def command(self, pid: int) -> None:
         self._send(f"{pid}\n".encode())
+
+    def trace(self, params: str, strace: str, directory: str) -> None:
+        """What recording the trace takes, once the command runs (trace.store.TraceParams
+        encoded, strace's path, the session's trace directory)."""
+        doc = {"params": params, "strace": strace, "dir": directory}
+        self._send(b"t " + json.dumps(doc).encode() + b"\n")
+
+    def helper(self, pid: int) -> None:
+        """A child of mcpshim's own to end too, should the supervisor be lost."""
+        if pid != self.pid and (st := read_stat(pid)) is not None:
+            self._send(f"h {pid} {st.start}\n".encode())
 
     def finish(self, done: bool) -> None:
         """Close our end (`done`: the session is over, the watcher leaves the family be),
@@ -107,12 +132,19 @@ class Watcher:
 # ---- the watcher ---------------------------------------------------------------------------
 
 
-def _watch(r: int, session: str, grace: float, loc: Locations | None, started: float) -> NoReturn:
+def _watch(
+    r: int,
+    session: str,
+    grace: float,
+    loc: Locations | None,
+    started: float,
+    trace_fds: tuple[int, int] | None,
+) -> NoReturn:
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     with contextlib.suppress(ValueError):
         signal.set_wakeup_fd(-1)
-    _keep_only(r)
+    _keep_only(r, trace_fds)
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
     if LINUX:
@@ -128,24 +160,83 @@ def _watch(r: int, session: str, grace: float, loc: Locations | None, started: f
     pids = [int(x) for x in lines if x.isdigit()]
     pgid = pids[-1] if pids else 0  # the command leads a process group of its own
     me = os.getpid()
-    ended, emptied = contain(lambda: family(session, pgid, me), grace, lambda: None, None)
+    taker = Taker(_FIFO, _OUT) if trace_fds is not None else None
+    pump = taker.pump if taker is not None else (lambda: None)
+    ended, emptied = contain(lambda: family(session, pgid, me), grace, pump, None)
     if loc is not None:
         payload = end_payload(
             session, None, time.monotonic() - started, len(ended), emptied, "supervisor-lost"
         )
         with contextlib.suppress(OSError):  # a log it cannot write, or its lock held
             eventlog.append_event(loc, "session-end", payload)
+        traced = _traced(lines)
+        if taker is not None and traced is not None:
+            _record_trace(taker, loc, traced, grace)
+    _end_helpers(_helpers(lines), grace)
     os._exit(0)
 
 
-def _keep_only(r: int) -> None:
-    """stderr and the pipe (as fd 3); 0 and 1 become /dev/null (never the client's)."""
-    if r != 3:
-        os.dup2(r, 3)
-    null = os.open(os.devnull, os.O_RDWR)  # 4 or above: 0 to 3 are open
+def _traced(lines: list[bytes]) -> dict[str, str] | None:
+    """What the supervisor said about its trace (`Watcher.trace`), if it did."""
+    for line in lines:
+        if line.startswith(b"t "):
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line[2:])
+                if isinstance(doc, dict):
+                    return {k: str(v) for k, v in doc.items()}
+    return None
+
+
+def _record_trace(taker: Taker, loc: Locations, traced: dict[str, str], grace: float) -> None:
+    """The trace up to the kill, into the log; then nothing of it is left on disk."""
+    try:
+        params = TraceParams.decode(traced["params"])
+        taker.finish(loc, params, traced.get("strace", ""), grace + _TRACE_WAIT_S)
+    except (OSError, ValueError, KeyError) as exc:  # a lock timeout is an OSError
+        print(f"mcpshim: warning: the trace of the killed session was not recorded: {exc}",
+              file=sys.stderr)  # fmt: skip
+    finally:
+        if traced.get("dir"):
+            shutil.rmtree(traced["dir"], ignore_errors=True)
+
+
+def _helpers(lines: list[bytes]) -> dict[int, int]:
+    """The helpers the supervisor named: pid -> start ticks."""
+    out: dict[int, int] = {}
+    for line in lines:
+        words = line.split()
+        if len(words) == 3 and words[0] == b"h" and words[1].isdigit() and words[2].isdigit():
+            out[int(words[1])] = int(words[2])
+    return out
+
+
+def _end_helpers(helpers: dict[int, int], grace: float) -> None:
+    """Wait up to `grace` for each helper to end, then SIGKILL what remains (by pid and
+    start ticks: a pid reused since is someone else's)."""
+
+    def alive() -> list[int]:
+        return [p for p, start in helpers.items() if (st := read_stat(p)) is not None
+                and st.start == start and st.state not in ("Z", "X")]  # fmt: skip
+
+    end = time.monotonic() + grace
+    while alive() and time.monotonic() < end:
+        time.sleep(0.05)
+    for pid in alive():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _keep_only(r: int, trace_fds: tuple[int, int] | None) -> None:
+    """stderr, the pipe (as fd 3) and a traced session's FIFO and output (4 and 5); 0 and
+    1 become /dev/null (never the client's)."""
+    keep = [r, *(trace_fds or ())]
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in keep]  # clear of 3 to 5
+    for fd, to in zip(high, (3, _FIFO, _OUT), strict=False):
+        os.dup2(fd, to)
+    null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(null, fd)
-    os.closerange(4, _max_fd())  # null and r among them
+    os.closerange(3 + len(keep), _max_fd())  # null, the originals and their copies
 
 
 def _max_fd() -> int:

@@ -54,13 +54,13 @@ from mcpshim.trace.records import (
     PortRefused,
     WriteOutside,
     iso_time,
-    shim_helper_pids,
 )
 from mcpshim.trace.store import (
     TraceParams,
     lock_dir,
     log_mark,
     nameless_file,
+    summary_payload,
     sweep,
     write_trace,
 )
@@ -163,6 +163,29 @@ class TraceRun:
         self._rfd = self._hold = -1
         if output:
             self._out = self._lock = -1
+
+    def params(self, session: str, boot_id: str, root_cwd: bytes) -> TraceParams:
+        """What turning this session's trace into records takes (the drain's, the
+        watcher's when `run` is killed)."""
+        shim_dirs = (
+            os.fsencode(self.loc.shim_dir),
+            os.fsencode(os.path.realpath(self.loc.shim_dir)),
+        )
+        return TraceParams(
+            session, boot_id, self.root_pid, root_cwd, self.root_start, os.getpid(),
+            self.tracer_pid, shim_dirs,
+        )  # fmt: skip
+
+    def handover(self) -> tuple[int, int]:
+        """The FIFO's read end and the nameless output, for the watcher to keep: should
+        `run` be killed it drains the one into the other, and records the trace."""
+        return self._rfd, self._out
+
+    def discard(self) -> None:
+        """The command never started: nothing was traced; the FIFO, the file and the
+        directory go now."""
+        self._close_fds()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def contained(
         self,
@@ -384,14 +407,7 @@ class TraceRun:
             files = read_output(self.output, final=False)
             alive = [t for t in files if os.path.exists(f"/proc/{t}") and not is_gone(t)]
             complete = self._tracer_gone(0.1 if alive else 5.0)
-        shim_dirs = (
-            os.fsencode(self.loc.shim_dir),
-            os.fsencode(os.path.realpath(self.loc.shim_dir)),
-        )
-        self._params = TraceParams(
-            session, boot_id, self.root_pid, root_cwd, self.root_start, os.getpid(),
-            self.tracer_pid, shim_dirs,
-        )  # fmt: skip
+        self._params = self.params(session, boot_id, root_cwd)
         self._close(complete)
         counts: dict[str, int] = {}
         try:
@@ -401,23 +417,8 @@ class TraceRun:
                 write_outside=self._write_outside, files=self.files, counts=counts,
             )  # fmt: skip
             # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
-            helper = shim_helper_pids(trace)
-            execs = [e for e in trace.execs if e.pid not in helper]
-            summary: dict[str, Any] = {
-                "session": session,
-                "time": iso_time(time.time()),
-                "boot_id": boot_id,
-                "strace": self.strace,
-                "tracer_pid": self.tracer_pid,
-                "processes": len(set(trace.processes) - helper),
-                "execs": sum(e.result == "ok" for e in execs),
-                "failed": sum(e.result != "ok" for e in execs),
-                "gaps": gaps,
-                "net": len(trace.net),  # the trace-net records written
-                "complete": complete,
-            }
-            if self.files is not None:  # the trace-file records written (0: none to say)
-                summary["files"] = counts.get("trace-file", 0)
+            nfiles = None if self.files is None else counts.get("trace-file", 0)
+            summary = summary_payload(self._params, self.strace, trace, gaps, complete, nfiles)
             if self.lost:
                 summary["lost"] = self.lost  # the execs after it are not on record
             if not complete:

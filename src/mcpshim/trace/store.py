@@ -40,12 +40,21 @@ from mcpshim.trace.records import (
     exact_starts,
     find_gaps,
     iso_time,
+    shim_helper_pids,
     shim_paths,
     trace_payloads,
 )
 from mcpshim.trace.strace import Trace, build_trace, read_output
 
-__all__ = ["TraceParams", "log_mark", "nameless_file", "session_records", "sweep", "write_trace"]
+__all__ = [
+    "TraceParams",
+    "log_mark",
+    "nameless_file",
+    "session_records",
+    "summary_payload",
+    "sweep",
+    "write_trace",
+]
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
@@ -211,3 +220,29 @@ def write_trace(
         payload = {"session": p.session, "time": iso_time(time.time()), "boot_id": p.boot_id}
         eventlog.append_event(loc, "trace-gap", {**payload, **g})
     return trace, len(gaps)
+
+
+def summary_payload(
+    p: TraceParams, strace: str, trace: Trace, gaps: int, complete: bool,
+    files: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The `trace-summary` record of a session's trace as written (trace.store); `files`:
+    the `trace-file` records written, None when the file calls were not traced."""
+    helper = shim_helper_pids(trace)
+    execs = [e for e in trace.execs if e.pid not in helper]
+    out: dict[str, Any] = {
+        "session": p.session,
+        "time": iso_time(time.time()),
+        "boot_id": p.boot_id,
+        "strace": strace,
+        "tracer_pid": p.tracer_pid,
+        "processes": len(set(trace.processes) - helper),
+        "execs": sum(e.result == "ok" for e in execs),
+        "failed": sum(e.result != "ok" for e in execs),
+        "gaps": gaps,
+        "net": len(trace.net),  # the trace-net records written
+        "complete": complete,
+    }
+    if files is not None:
+        out["files"] = files
+    return out

@@ -92,6 +92,7 @@ SCENARIO = Scenario(
         Expect("MCS306", "medium", "browser_evaluate", names=("127.0.0.1",)),
         Expect("MCS101", "info", RCE, names=("curl",)),
         Expect("MCS306", "medium", RCE, names=("curl", "127.0.0.1")),
+        Expect("MCS108", "info", RCE, names=("127.0.0.1",)),  # beside it, the hint
         Expect("MCS102", "high", RCE, names=("/tmp/mcpshim-corpus-",)),
         # issue 40: a file the session wrote (cp) and then ran
         Expect("MCS415", "high", RCE, names=("/tmp/mcpshim-corpus-", f"by tools/call {RCE}")),

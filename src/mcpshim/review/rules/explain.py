@@ -13,10 +13,11 @@ import functools
 import os
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from mcpshim.family.evidence import arg_values
-from mcpshim.family.tree import Node
+from mcpshim.family.tree import Image, Node
 from mcpshim.review.rules.execpaths import script_of
 from mcpshim.review.shapes import shell_line, under
 
@@ -36,6 +37,18 @@ _ALIASES = {
     "python": ("python", "python3"),
     "node": ("node", "nodejs"),
     "search": ("grep", "rg", "find", "ag", "ack"),
+    # a browser tool runs the browser: its binary, its helpers (crashpad), a headless build
+    "browser": (
+        "chromium",
+        "chrome",
+        "google-chrome",
+        "chromium-browser",
+        "headless_shell",
+        "chrome_crashpad_handler",
+        "firefox",
+        "msedge",
+        "webkit",
+    ),
     "grep": ("grep", "rg"),
     "test": _TEST_RUNNERS,
     "tests": _TEST_RUNNERS,
@@ -79,6 +92,7 @@ def family_of(command: str, target: bytes = b"") -> str:
     return command
 
 
+_PUNCT = re.compile(r"^[^\w./-]+|[^\w./-]+$")  # quotes, commas, brackets around a word
 _SEGMENTS = re.compile(r"[;&|()\n`]+|\$\(")  # where a shell line starts another command
 
 
@@ -91,7 +105,9 @@ def named_by_arguments(command: str, arguments: Any) -> bool:
         for seg in _SEGMENTS.split(v):
             words = seg.split()
             if words:
-                heads |= {words[0], os.path.basename(words[0])}
+                # a program quoted inside code: execFileSync('curl', [...]), run(["git", ...])
+                head = _PUNCT.sub("", words[0])
+                heads |= {head, os.path.basename(head)}
         if command in heads:
             return True
     return False
@@ -123,13 +139,27 @@ def in_a_line(node: Node, trusted: tuple[str, ...]) -> bool:
     p = node.parent
     if p is None or not p.known or not p.images:
         return False
-    if shell_line(p.current) is not None:
+    while (
+        p.parent is not None and p.parent.known and all(i.source == "trace-fork" for i in p.images)
+    ):  # a subshell, `$(...)`: the script it is a fork of runs it
+        p = p.parent
+    forked_from = _image_at(p, node.first_time)  # the wrapper may exec its program later
+    if shell_line(forked_from) is not None:
         return True
-    target = p.current.target.decode("utf-8", "surrogateescape")
-    script = script_of(p.current) or (target if _has_shebang(target) else None)
+    target = forked_from.target.decode("utf-8", "surrogateescape")
+    script = script_of(forked_from) or (target if _has_shebang(target) else None)
     return script is not None and any(
         under(os.path.dirname(q), t) for q in (script, os.path.realpath(script)) for t in trusted
     )
+
+
+def _image_at(node: Node, t: datetime | None) -> Image:
+    """What a process was running at `t` (when it forked a child): its last exec by then."""
+    found = node.images[0]
+    for img in node.images:
+        if img.entry and (t is None or img.time is None or img.time <= t):
+            found = img
+    return found
 
 
 @functools.lru_cache(maxsize=1024)

@@ -24,7 +24,7 @@ from mcpshim.family.attribution import Attribution
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 
-__all__ = ["UNREADABLE", "is_unreadable", "unreadable_findings"]
+__all__ = ["UNREADABLE", "is_unreadable", "messages", "unreadable_findings"]
 
 UNREADABLE = define_rule(
     "MCS505",
@@ -62,31 +62,44 @@ def _text(u: Mapping[str, Any]) -> str:
     return f"{u.get('direction')} {u.get('size')} bytes{digest}: {u.get('reason')}"
 
 
+def messages(u: Mapping[str, Any]) -> int:
+    """How many messages a record stands for: a loss says how many it cut (at least one);
+    a line not read is one."""
+    n = u.get("messages")
+    if u.get("kind") == "mcp-unrecorded" and isinstance(n, int) and not isinstance(n, bool):
+        return max(n, 1)
+    return 1
+
+
 def unreadable_findings(
     att: Attribution, policy: Policy | None = None, lock: bool = False
 ) -> list[Finding]:
-    """One finding per session that carried such messages; `lock`: under `review --lock`."""
+    """One finding per session that carried such messages; `lock`: under `review --lock`.
+    Its count is the messages its evidence stands for (a loss of 2 messages counts 2),
+    so the count, the message and the evidence say one number."""
     found = [u for u in att.unparsed if is_unreadable(u)]
     if not found:
         return []
+    keys = ("direction", "size", "sha256", "unreadable", "bytes")
     evidence = tuple(
         Evidence(
             str(u.get("where", "")),
             _text(u),
-            {k: u[k] for k in ("direction", "size", "sha256", "unreadable", "bytes") if k in u},
+            {**{k: u[k] for k in keys if k in u}, "messages": messages(u)},
         )
         for u in found
     )
+    total = sum(messages(u) for u in found)
     sides = sorted({str(u.get("direction")) for u in found})
     what = "the approval was not checked against them" if lock else "they are not on record"
     return [
         Finding(
             UNREADABLE,
-            f"{len(found)} message(s) ({', '.join(sides)}) could not be read completely: {what}",
+            f"{total} message(s) ({', '.join(sides)}) could not be read completely: {what}",
             evidence,
             f"session {att.session}",
             key="unreadable",
             severity=Severity.HIGH if lock else None,
-            count=len(found),
+            count=total,
         )
     ]
