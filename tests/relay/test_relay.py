@@ -16,7 +16,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.log import eventlog
 from mcpshim.log.events import MAX_EVENT_DEPTH
+from mcpshim.relay.channel import DIRECTIONS
 from mcpshim.relay.core import C2S, S2C, Dropped, Recorder, Transcriber
+from mcpshim.relay.forked import replay_loss
+from mcpshim.relay.loss import LINE_KEEP, Loss
 from mcpshim.relay.recordable import CUT
 from mcpshim.relay.redact import redact_json
 from tests.fixtures import byte_server
@@ -276,3 +279,23 @@ def test_long_strings_are_cut_without_leaking_a_token() -> None:
         assert "QQQQ" not in out, start
         assert out.endswith("more characters not recorded]") and "truncated" in hits
         assert len(out) < 2200
+
+
+def test_a_loss_replays_a_call_before_its_answer_whatever_order_the_pump_kept() -> None:
+    # After a flood the pump keeps the short lines that go by in a loss mark, direction by
+    # direction as it handles them: the answer's line may be listed before its request's.
+    # Replayed in the order of their numbers, the call is answered (it was "no answer").
+    rec, got = _recorder()
+    scribe = Transcriber(rec)
+    request = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}\n'
+    answer = b'{"jsonrpc":"2.0","id":7,"result":{"content":[]}}\n'
+    loss = Loss(1.0)
+    loss.add(DIRECTIONS.index(C2S), 10, b"x" * (LINE_KEEP + 1))  # the flood's tail, dropped
+    loss.add(DIRECTIONS.index(S2C), 12, answer, 1.2)  # handled first, numbered after
+    loss.add(DIRECTIONS.index(C2S), 11, b"\n" + request, 1.1)
+    replay_loss(scribe, 1.0, loss.packed(64 << 20))
+    assert [(k, p.get("id")) for k, p in got] == [
+        ("mcp-unrecorded", None),
+        ("mcp-request", 7),
+        ("mcp-response", 7),
+    ]

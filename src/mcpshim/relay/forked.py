@@ -226,11 +226,18 @@ def _feed(scribe: Transcriber, index: int, when: float, part: bytes | None, mark
     if index != LOSS_PART:
         scribe.feed(DIRECTIONS[index], when, part, mark)
         return
-    limit, dropped = unpack_loss(part or b"")
+    replay_loss(scribe, when, part or b"")
+
+
+def replay_loss(scribe: Transcriber, when: float, payload: bytes) -> None:
+    """A loss mark's entries, replayed in the order of their numbers: the pump appends them
+    as it handles each direction's chunks, so a request's line and the answer to it can be
+    listed the other way round (the answer was then read with no call open, and dropped)."""
+    limit, dropped = unpack_loss(payload)
     entries = [
         (DIRECTIONS[e.index], e.at[1], e.dropped if e.dropped is not None else bytes(e.data or b""),
          e.at[2])
-        for e in unpack_entries(part or b"")
+        for e in sorted(unpack_entries(payload), key=lambda e: e.at[0])
     ]  # fmt: skip
     scribe.lost(when, dict(zip(DIRECTIONS, dropped, strict=True)), entries, dropped_reason(limit))
 

@@ -8,9 +8,11 @@ a loss keeps, in the order read, every line of up to LINE_KEEP bytes that goes b
 is open (KEEP_MAX in all), and counts the rest; its first piece of each direction goes on
 the line the recorder was reading when the loss began (nothing of that direction was
 dropped before it). Written out, the mark carries per direction what was dropped in all
-(the LOSS head, which `mcp-unrecorded` reports) and then its entries in order: a line kept,
-or a run of bytes dropped there. The recorder replays them on its framers, so every line
-kept is recorded where it was, and a line that lost any byte is not.
+(the LOSS head, which `mcp-unrecorded` reports) and then its entries: a line kept, or a
+run of bytes dropped there, each with the number of a chunk in it. The pump lists them as it
+handles each direction, so the recorder replays them on its framers in the order of those
+numbers (a request before its answer): every line kept is recorded where it was, and a line
+that lost any byte is not.
 """
 
 from __future__ import annotations
