@@ -77,6 +77,7 @@ def files(home: Home, tmp_path: Path) -> Iterator[Files]:
         ),
         "--name",
         "files",
+        "--trace-files",
     )
     assert out[0].startswith("status 0: -----BEGIN") and out[3] == "status 0: built", out
     done = mcpshim(home, "review", "--session", sid, "--format", "json")
@@ -177,7 +178,7 @@ def test_the_card_and_the_lock_list_them(files: Files, tmp_path: Path) -> None:
     other = files.key.with_name("id_rsa")
     other.write_text("not a real key either\n")
     sid, _ = run_mcp(files.home, SERVER, _calls(("run", {"argv": ["cat", str(other)]})),
-                     "--name", "files")  # fmt: skip
+                     "--name", "files", "--trace-files")  # fmt: skip
     review = mcpshim(files.home, "review", "--session", sid, "--lock", str(lock))
     assert review.returncode == 1, review.stderr
     assert f"read {other} (SSH private key), which its card does not list" in review.stdout
@@ -190,7 +191,8 @@ def _row(card: str, label: str) -> str:
 
 
 def test_a_session_without_file_facts_says_so(home: Home) -> None:
-    sid, _ = run_mcp(home, SERVER, _calls(("run", {"argv": ["true"]})), "--name", "quiet")
+    sid, _ = run_mcp(home, SERVER, _calls(("run", {"argv": ["true"]})), "--name", "quiet",
+                     "--trace-files")  # fmt: skip
     doc = json.loads(mcpshim(home, "review", "--session", sid, "--format", "json").stdout)
     [coverage] = doc["coverage"]
     assert coverage["files"] == {
@@ -216,7 +218,7 @@ def test_contain_refuses_reading_a_key_the_lock_does_not_list(home: Home, tmp_pa
     known.write_text("example.invalid ssh-ed25519 AAAA\n")
     benign = _calls(("run", {"argv": ["cat", str(ws / "notes.txt")]}),
                     ("run", {"argv": ["cat", str(known)]}))  # fmt: skip
-    sid, out = run_mcp(home, SERVER, benign, "--name", "contained")
+    sid, out = run_mcp(home, SERVER, benign, "--name", "contained", "--trace-files")
     assert out == ["status 0: notes", "status 0: example.invalid ssh-ed25519 AAAA"], out
     lock = tmp_path / "mcpshim.lock"
     done = mcpshim(home, "approve", "--session", sid, "--lock", str(lock), "--yes")

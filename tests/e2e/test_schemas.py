@@ -78,7 +78,7 @@ def _session(home: Home, tmp: Path, port: int) -> str:
     code = f'import socket; socket.create_connection(("127.0.0.1", {port})).close()'
     connect = f"{sys.executable} -c '{code}'"
     run = ["run", "--dir", str(home.loc.shim_dir), "--mcp", "--on-exit", "terminate",
-           "--grace", "1", "--", sys.executable, str(TOOLS)]  # fmt: skip
+           "--grace", "1", "--trace-files", "--", sys.executable, str(TOOLS)]  # fmt: skip
     params = StdioServerParameters(
         command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=quiet_npm_env(home.env)
     )

@@ -90,13 +90,14 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
 )
 @click.option(
     "--trace-files/--no-trace-files",
-    default=True,
-    show_default=True,
+    default=None,
     help="Traced: record the file facts that matter (trace-file): opens of credential "
     "files, writes to places that run later (crontab, shell start-up files, systemd and "
-    "autostart units, authorized_keys, git hooks and configuration, a directory on PATH) "
-    "and execs of files the session wrote; no content is read. It stops the family at "
-    "every open (docs/performance.md gives the cost).",
+    "autostart units, authorized_keys, git hooks and configuration, a directory on PATH), "
+    "execs of files the session wrote, and programs started after their parent read the "
+    "project's configuration; no content is read. Off by default: it stops the family at "
+    "every open, up to 2.6x the cost of run alone for a tool that writes 1,000 files "
+    "(docs/performance.md); on under --contain, whose refused reads it records.",
 )
 @click.option(
     "--policy",
@@ -188,7 +189,7 @@ def run(
     grace: float,
     trace: str,
     no_trace: bool,
-    trace_files: bool,
+    trace_files: bool | None,
     policy_file: Path | None,
     zdotdir: bool,
     mcp: bool,
@@ -286,7 +287,7 @@ def run(
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir)
     gate = _hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
     table = file_table(sup, policy_file)
-    if tracer is not None and trace_files:
+    if tracer is not None and (trace_files if trace_files is not None else contain != "off"):
         tracer.files = FileTracing(table)
     contain_session(sup, contain, lock_file, name, command, contain_write, tracer, table)
     if why_not:

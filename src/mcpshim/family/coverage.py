@@ -64,7 +64,8 @@ class SessionCoverage:
     network: str = "sampled"
     net: int = 0
     #: traced: the tracer recorded the file facts (`file_records` of them); off: traced
-    #: without them (--no-trace-files); sampled: untraced, only open files a snapshot saw
+    #: without them (run --trace-files is off by default); sampled: untraced, only open
+    #: files a snapshot saw
     files: str = "sampled"
     file_records: int = 0
 
@@ -77,7 +78,7 @@ class SessionCoverage:
                 "written file run)"
             )
         if self.files == "off":
-            return "not traced (--no-trace-files)"
+            return "not traced (run --trace-files records them)"
         return "sampled (not traced: only the open files a snapshot saw)"
 
     def network_text(self) -> str:

@@ -180,7 +180,7 @@ def _cwd_of(tid: int, after: bytes) -> bytes | None:
 
 @dataclass
 class FileTracing:
-    """A session's file tracing (`run`, unless --no-trace-files): the table of locations
+    """A session's file tracing (`run --trace-files`, or --contain): the table of locations
     for the session (its HOME, workspace and PATH), a contained session's read refusals,
     the inodes the tracer's pump saw."""
 
@@ -271,12 +271,14 @@ def _open_fact(
     where = f.target if c.target is not None else f.path
     if writes(c) and where is not None:
         place = table.persistence(where, program(f.pid, f.time))
-        if place is None and c.opened is not None:
+        if place is None and c.opened is not None and c.opened != where:
             place = table.persistence(c.opened, program(f.pid, f.time))
     if place is not None:
         fields.update(change=_change(c), persistence=place.label, _path=where)
     elif c.access and "path" not in c.flags and "directory" not in c.flags and f.path is not None:
-        place = table.credential(f.path) or (table.credential(c.opened) if c.opened else None)
+        place = table.credential(f.path)
+        if place is None and c.opened is not None and c.opened != f.path:
+            place = table.credential(c.opened)
         if place is None:
             return None
         fields.update(change="open", credential=place.label, _path=f.path)

@@ -1,8 +1,8 @@
 """File calls from strace's lines: opens (which file, for what, with what outcome), and the
 calls that put a file at a name (rename, link, symlink) or cut it (truncate).
 
-Traced in every session that traces files (FILE_SYSCALLS; `run --no-trace-files` leaves
-them out): each stops its caller, which is what it costs (docs/performance.md). Nothing of
+Traced in every session that traces files (FILE_SYSCALLS: `run --trace-files`, or
+--contain): each stops its caller, which is what it costs (docs/performance.md). Nothing of
 a file's content is read; what a record keeps is decided by trace.filefacts against the
 table of locations that matter (log.filetable). A name strace does not know on this
 machine (`open` on aarch64) is asked for with `?`, which strace skips quietly.

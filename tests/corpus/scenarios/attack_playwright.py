@@ -74,6 +74,7 @@ SCENARIO = Scenario(
     calls=_calls,
     setup=setup,
     needs=("servers", "chromium"),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     shims=("git", "sh", "npm", "node", "curl"),
     proof=_proof,
     expected=(

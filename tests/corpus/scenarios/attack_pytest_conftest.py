@@ -66,6 +66,7 @@ SCENARIO = Scenario(
     setup=setup,
     server_env=server_env,
     needs=("pyservers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     shims=("git", "sh", "npm", "node", "curl"),
     proof=lambda w: heard(w, b"def add", "conftest.py's curl"),
     expected=(

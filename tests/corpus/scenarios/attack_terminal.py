@@ -55,6 +55,7 @@ SCENARIO = Scenario(
     calls=_calls,
     setup=setup,
     needs=("pyservers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     shims=("git", "sh", "npm", "node", "curl"),
     proof=lambda w: heard(w, b"first", "curl"),
     expected=(
