@@ -31,9 +31,9 @@ XFAIL: dict[str, str] = {
     "benign-cclsp": _LSP,
     "benign-cclsp-trace": _LSP,
     "attack-cclsp-project-config": _LSP + "; the checkout's cclsp.json chose the command: "
-    "known only from the server's read of it (issue 40, file evidence)",
-    "attack-cclsp-project-config-trace": _LSP + "; the checkout's cclsp.json chose the "
-    "command: known only from the server's read of it (issue 40, file evidence)",
+    "known only from the server's read of it, which only a traced run's file calls show "
+    "(issue 40: the traced variant finds it)",
+    "attack-cclsp-project-config-trace": _LSP,
 }
 
 

@@ -1,6 +1,7 @@
 """The table of file locations that matter (issue 40): each entry the issue names is in it,
-its patterns match what they say and nothing beside it, a policy adds to it, and what it
-names on this disk is found (what `run --contain` refuses reading)."""
+its patterns match what they say and nothing beside it, a policy adds to it, what it
+names on this disk is found (what `run --contain` refuses reading), and the project's
+configuration is the workspace's own (never a home's, nor what a package manager keeps)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpshim.log.filetable import CREDENTIAL, PERSISTENCE, FileTable, Roots, entries
+from mcpshim.log.filetable import CREDENTIAL, PERSISTENCE, PROJECT, FileTable, Roots, entries
 
 HOME = "/home/u"
 WS = "/work/repo"
@@ -131,3 +132,25 @@ def test_the_files_named_here_are_found(tmp_path: Path) -> None:
                                     str(home / ".config" / "gcloud"),
                                     str(ws / "api" / ".env")])  # fmt: skip
     assert str(ws / "api" / ".env") not in dict(table.credential_files(workspace=False))
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/work/repo/.claude/cclsp.json", "/work/repo/tool.json", "/work/repo/pyproject.toml",
+     "/work/repo/.github/workflows/ci.yml", "/work/repo/tox.ini", "/work/repo/setup.cfg",
+     "/work/repo/.eslintrc", "/work/repo/packages/api/tsconfig.json"],
+)  # fmt: skip
+def test_the_projects_configuration(table: FileTable, path: str) -> None:
+    place = table.project(path)
+    assert place is not None and (place.kind, place.label) == (PROJECT, "project configuration")
+
+
+def test_what_is_no_project_configuration(table: FileTable) -> None:
+    for path in ("/work/repo/node_modules/dep/package.json", "/work/repo/.git/config",
+                 "/work/repo/.venv/pyvenv.cfg", "/work/repo/package-lock.json",
+                 "/work/repo/src/main.ts", "/work/repo/.env", "/home/u/.config/tool.json",
+                 "/work/other/tool.json"):  # fmt: skip
+        assert table.project(path) is None, path
+    # a workspace that is a home directory or / is no project
+    assert FileTable(Roots((HOME,), HOME)).project("/home/u/.config/claude/cclsp.json") is None
+    assert FileTable(Roots((HOME,), "/")).project("/etc/app.json") is None

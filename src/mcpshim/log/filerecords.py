@@ -5,9 +5,10 @@ other record uses (boot id, pid, start).
 A record says what the kernel answered (docs/log-format.md), never a file's content: a
 credential file opened (`credential`: the table's label), a place that runs later written
 (`persistence`), a file the session wrote then run (`change` run, with `written`: when,
-by which process), or a metadata change outside a contained session's write directories
-(`outside`). A record a writer could not have made is not a FileRecord: `file_record`
-returns None, so a reader skips it.
+by which process), a program run after its parent read the project's configuration
+(`change` run, with `configured`: the files, when, which process), or a metadata change
+outside a contained session's write directories (`outside`). A record a writer could not
+have made is not a FileRecord: `file_record` returns None, so a reader skips it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from mcpshim.log.execlog import EventRecord, Record
 
-__all__ = ["FileRecord", "Written", "file_record"]
+__all__ = ["Configured", "FileRecord", "Written", "file_record"]
 
 Identity = tuple[str, int, int | None]  # boot id, pid, start ticks
 
@@ -35,6 +36,16 @@ class Written:
     start: int | None
     call: str
     path: bytes | None  # the name it was written under, when not the one run
+
+
+@dataclass(frozen=True)
+class Configured:
+    """The project's configuration files a program's parent read before it ran."""
+
+    time: datetime  # the last of the reads
+    pid: int
+    start: int | None
+    paths: tuple[bytes, ...]
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,7 @@ class FileRecord:
     detail: str = ""  # a mode change: the mode as strace printed it
     interpreter: str | None = None  # run: the interpreter that was given the file
     written: Written | None = None  # run: where the file came from
+    configured: Configured | None = None  # run: the configuration its parent read first
     tid: int | None = None
     session: str | None = None
     where: str = ""
@@ -112,6 +124,22 @@ def _written(v: Any) -> Written | None:
     return Written(t, pid, _int(v.get("start")), str(v.get("call") or "?"), _bytes(v, "path"))
 
 
+def _configured(v: Any) -> Configured | None:
+    if not isinstance(v, dict) or not isinstance(v.get("paths"), list):
+        return None
+    t, pid = _time(v.get("time")), _int(v.get("pid"))
+    got_b64 = v.get("paths_b64")
+    exact: dict[str, Any] = got_b64 if isinstance(got_b64, dict) else {}
+    paths = []
+    for i, p in enumerate(v["paths"]):
+        got = _bytes({"p": p, "p_b64": exact.get(str(i))}, "p")
+        if got is not None:
+            paths.append(got)
+    if t is None or pid is None or not paths:
+        return None
+    return Configured(t, pid, _int(v.get("start")), tuple(paths))
+
+
 def file_record(rec: Record) -> FileRecord | None:
     """The record as a FileRecord, or None: not a trace-file record, or not one mcpshim
     writes."""
@@ -131,5 +159,6 @@ def file_record(rec: Record) -> FileRecord | None:
         persistence=_str(d.get("persistence")), blocked=_str(d.get("blocked")),
         outside=_str(d.get("outside")), detail=str(d.get("detail") or ""),
         interpreter=_str(d.get("interpreter")), written=_written(d.get("written")),
+        configured=_configured(d.get("configured")),
         tid=_int(d.get("tid")), session=_str(d.get("session")), where=rec.where,
     )  # fmt: skip

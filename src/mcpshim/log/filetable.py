@@ -1,8 +1,9 @@
-"""The one table of file locations that matter: credential files (reading one is a finding)
-and places that run later without being asked (writing one is). The tracer matches each
-open, write, rename and mode change against it as it writes its records, `run --contain`
-refuses reading the credential files a lock does not list, and a policy adds to it
-(`[files] credentials` and `persistence`, the same pattern syntax).
+"""The one table of file locations that matter: credential files (reading one is a finding),
+places that run later without being asked (writing one is) and the project's configuration
+files (a program a process starts after reading one may be what the file chose). The tracer
+matches each open, write, rename and mode change against it as it writes its records, `run
+--contain` refuses reading the credential files a lock does not list, and a policy adds to
+it (`[files] credentials` and `persistence`, the same pattern syntax).
 
 The table is data, `file_table.toml` beside this module, documented there: each entry has
 a label, `paths` and `exclude` patterns (`~`, `{config}`, `{data}`, `{workspace}`; `*`
@@ -32,6 +33,7 @@ else:  # pragma: no cover
 __all__ = [
     "CREDENTIAL",
     "PERSISTENCE",
+    "PROJECT",
     "Entry",
     "FileTable",
     "Place",
@@ -40,7 +42,7 @@ __all__ = [
     "pattern_regex",
 ]
 
-CREDENTIAL, PERSISTENCE = "credential", "persistence"
+CREDENTIAL, PERSISTENCE, PROJECT = "credential", "persistence", "project"
 _TABLE = Path(__file__).with_name("file_table.toml")
 ON_PATH = "a directory on PATH"
 
@@ -69,7 +71,7 @@ class Entry:
 def _shipped() -> tuple[Entry, ...]:
     doc = tomllib.loads(_TABLE.read_text(encoding="utf-8"))
     out: list[Entry] = []
-    for kind in (CREDENTIAL, PERSISTENCE):
+    for kind in (CREDENTIAL, PERSISTENCE, PROJECT):
         for e in doc.get(kind, []):
             out.append(Entry(kind, str(e["label"]), tuple(e["paths"]),
                              tuple(e.get("exclude", ())), bool(e.get("private_key", False)),
@@ -166,6 +168,28 @@ class _Compiled:
     entry: Entry
     match: re.Pattern[str]
     exclude: re.Pattern[str] | None
+    heads: tuple[str, ...]  # the literal starts of its patterns (a leading `/**/`: none)
+    inner: tuple[str, ...]  # what follows a leading `/**/`
+    tails: tuple[str, ...]  # the literal ends of its patterns; () when one has none
+
+    def may_match(self, text: str) -> bool:
+        """A path none of its patterns can match fails here, with no regular expression."""
+        if self.tails and not text.endswith(self.tails):
+            return False
+        return text.startswith(self.heads) or any(i in text for i in self.inner)
+
+
+def _compiled(e: Entry, pats: Sequence[str], excl: Sequence[str]) -> _Compiled:
+    heads, inner, tails = [], [], []
+    for p in pats:
+        if p.startswith("/**/"):
+            inner.append(re.split(r"[*?]", p[3:], maxsplit=1)[0])
+        else:
+            heads.append(re.split(r"[*?]", p, maxsplit=1)[0])
+        tails.append(re.split(r"[*?]", p)[-1])
+    ex = _union(excl) if excl else None
+    ends = tuple(tails) if all(tails) else ()
+    return _Compiled(e, _union(pats), ex, tuple(heads), tuple(inner), ends)
 
 
 @dataclass
@@ -177,12 +201,15 @@ class FileTable:
     table: tuple[Entry, ...] = field(default_factory=entries)
 
     def __post_init__(self) -> None:
-        self._by_kind: dict[str, list[_Compiled]] = {CREDENTIAL: [], PERSISTENCE: []}
+        kinds = (CREDENTIAL, PERSISTENCE, PROJECT)
+        self._by_kind: dict[str, list[_Compiled]] = {k: [] for k in kinds}
         #: per kind, the literal start of every pattern, and what follows a leading `/**/`:
         #: a path that has neither cannot match (most opens are asked no regular expression)
-        self._heads: dict[str, set[str]] = {CREDENTIAL: set(), PERSISTENCE: set()}
-        self._inner: dict[str, set[str]] = {CREDENTIAL: set(), PERSISTENCE: set()}
+        self._heads: dict[str, set[str]] = {k: set() for k in kinds}
+        self._inner: dict[str, set[str]] = {k: set() for k in kinds}
         table = list(self.table)
+        if self.roots.workspace in (None, "/", *self.roots.homes):
+            table = [e for e in table if e.kind != PROJECT]  # a home or / is no project
         if self.roots.path_dirs:
             table.append(Entry(PERSISTENCE, ON_PATH, tuple(f"{d}/*" for d in self.roots.path_dirs)))
         for e in table:
@@ -190,14 +217,10 @@ class FileTable:
             excl = [p for pat in e.exclude for p in self.roots.expand(pat)]
             if not pats:
                 continue
-            ex = _union(excl) if excl else None
-            self._by_kind[e.kind].append(_Compiled(e, _union(pats), ex))
-            for p in pats:
-                literal = re.split(r"[*?]", p, maxsplit=1)[0]
-                if p.startswith("/**/"):
-                    self._inner[e.kind].add(re.split(r"[*?]", p[3:], maxsplit=1)[0])
-                else:
-                    self._heads[e.kind].add(literal)
+            c = _compiled(e, pats, excl)
+            self._by_kind[e.kind].append(c)
+            self._heads[e.kind].update(c.heads)
+            self._inner[e.kind].update(c.inner)
         self._starts = {k: tuple(v) for k, v in self._heads.items()}
 
     def _find(self, kind: str, path: bytes | str, program: str = "") -> Place | None:
@@ -211,7 +234,9 @@ class FileTable:
         ):
             return None
         for c in self._by_kind[kind]:
-            if c.match.match(text) and not (c.exclude is not None and c.exclude.match(text)):
+            if not c.may_match(text) or not c.match.match(text):
+                continue
+            if not (c.exclude is not None and c.exclude.match(text)):
                 if program and program in c.entry.not_by:
                     continue
                 return Place(kind, c.entry.label, c.entry.private_key)
@@ -225,6 +250,11 @@ class FileTable:
         """The place that runs later this absolute path is in, if any (`program`: the
         writer's name, for the entries whose own program's writes do not count)."""
         return self._find(PERSISTENCE, path, program)
+
+    def project(self, path: bytes | str) -> Place | None:
+        """The project configuration entry this absolute path is in, if any (a file of the
+        workspace a program may take its commands from)."""
+        return self._find(PROJECT, path)
 
     def credential_files(
         self, depth: int = 4, workspace: bool = True

@@ -23,6 +23,7 @@ from mcpshim.log.redact import redact_argv, redact_text
 from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
+from mcpshim.trace.configrun import configured_runs
 from mcpshim.trace.filefacts import FileTracing, file_records, meta_place, program_of
 from mcpshim.trace.metaparse import MetaFact
 from mcpshim.trace.net import NetAttempt
@@ -90,7 +91,8 @@ def trace_payloads(
     (`blocked`) on its own record: one record per fact; with write rules
     (`write_outside`), each metadata change outside them is a `trace-file` record. With
     file tracing (`files`), so is each file fact (trace.filefacts): a credential opened, a
-    place that runs later written or made executable, a written file run."""
+    place that runs later written or made executable, a written file run, a program run
+    after its parent read the project's configuration (trace.configrun)."""
     yield from exec_payloads(trace, session, boot_id, exact, shim_dirs, refused, shim_paths)
     starts = process_starts(trace, exact)
     program = program_of(trace) if files is not None else None
@@ -105,7 +107,7 @@ def trace_payloads(
                 payload["persistence"] = place.label
             yield "trace-file", payload
     if files is not None:
-        yield from _file_records(trace, session, boot_id, starts, files)
+        yield from _file_records(trace, session, boot_id, starts, files, shim_dirs)
     clients = _client_sockets(trace.net)
     for a in trace.net:
         payload = net_payload(a, session, boot_id, starts)
@@ -121,9 +123,9 @@ def trace_payloads(
         yield "trace-net", payload
 
 
-def _file_records(
-    trace: Trace, session: str, boot_id: str, starts: Mapping[int, int | None], files: FileTracing
-) -> Iterator[tuple[str, dict[str, Any]]]:
+def _file_records(trace: Trace, session: str, boot_id: str, starts: Mapping[int, int | None],
+                  files: FileTracing, shim_dirs: Sequence[bytes],
+                  ) -> Iterator[tuple[str, dict[str, Any]]]:  # fmt: skip
     def head(t: float, pid: int, tid: int) -> dict[str, Any]:
         out = {"session": session, "time": iso_time(t), "boot_id": boot_id, "pid": pid,
                "start": starts.get(pid)}  # fmt: skip
@@ -132,6 +134,8 @@ def _file_records(
         return out
 
     for fields in file_records(trace, head, files, starts):
+        yield "trace-file", fields
+    for _t, fields in configured_runs(trace, head, files.table, starts, shim_dirs):
         yield "trace-file", fields
 
 

@@ -57,6 +57,7 @@ SCENARIO = Scenario(
     server_env=lambda w: {"CCLSP_CONFIG_PATH": str(w.ws / ".claude/cclsp.json")},
     needs=("servers",),
     shims=("git", "sh", "npm", "node", "curl"),
+    run_options=("--trace-files",),  # traced: the server's read of cclsp.json (issue 40)
     proof=lambda w: heard(w, b"/lsp", "the configured line's curl"),
     expected=_expected(traced=False),
     traced_expected=_expected(traced=True),

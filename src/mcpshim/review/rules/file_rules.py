@@ -1,10 +1,15 @@
 """File evidence from the kernel (`trace-file`, trace.filefacts): a credential file read
 (MCS413), a place that runs later written (MCS414), a file the session wrote then run
-(MCS415), and a contained family's metadata change outside its write directories (MCS412).
+(MCS415), a contained family's metadata change outside its write directories (MCS412), and
+a program run after its parent read the project's configuration that names it (MCS107,
+project code ran: trace.configrun; said once where an exec rule already said MCS107 of
+either process).
 
 Each fact keeps its own time (`at`), so review files it under the call in flight when it
-happened, whichever process made it (review.filing). No content is ever read: a fact is
-a path, what the call did and what the kernel answered.
+happened, whichever process made it (review.filing). The tracer reads no content: a fact
+is a path, what the call did and what the kernel answered. Review reads only a project
+configuration file of the workspace, for whether it names the program and for its SHA-256,
+as the other MCS107 rules read the project files they name; never a credential file.
 
 MCS412: `run --contain --contain-write DIR` restricts writes to beneath DIR, and Landlock
 holds what it calls writes (create, write, truncate, unlink, rename, link); chmod, chown
@@ -18,12 +23,22 @@ departure (review.filedepart). A refused read of a contained session is MCS410.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from mcpshim.family.attribution import Attribution
-from mcpshim.family.filefacts import CREDENTIAL, PERSISTENCE, RAN_WRITTEN, kind_of, phrase
+from mcpshim.family.filefacts import (
+    CONFIGURED,
+    CREDENTIAL,
+    PERSISTENCE,
+    RAN_WRITTEN,
+    kind_of,
+    phrase,
+)
 from mcpshim.family.images import parse_time
 from mcpshim.family.overlap import calls_label
 from mcpshim.log.execlog import EventRecord
@@ -31,6 +46,8 @@ from mcpshim.log.filerecords import file_record
 from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import FilesPolicy
 from mcpshim.review.rules.contain_rules import BLOCKED
+from mcpshim.review.rules.project_code import sha256_of
+from mcpshim.review.rules.runners import PROJECT_SCRIPTS
 
 __all__ = [
     "CREDENTIAL_READ",
@@ -39,6 +56,7 @@ __all__ = [
     "PERSISTENCE_WRITE",
     "RAN_WRITTEN_FILE",
     "allowed_reads",
+    "configured_said_once",
     "file_finding",
     "metadata_finding",
     "name_writers",
@@ -96,6 +114,7 @@ RAN_WRITTEN_FILE = define_rule(
     confidence="observed",
 )
 FILE_RULES = frozenset({"MCS413", "MCS414", "MCS415"})
+_READ_MOST = 1 << 20  # of a configuration file, read for the program's name
 _LABEL = "session-written"
 
 
@@ -118,10 +137,17 @@ def metadata_finding(sid: str, rec: EventRecord, name: str) -> Finding | None:
                    key=f"{change}\0{path}", severity=severity)  # fmt: skip
 
 
-def file_finding(sid: str, rec: EventRecord, name: str, files: FilesPolicy) -> list[Finding]:
+def file_finding(
+    sid: str,
+    rec: EventRecord,
+    name: str,
+    files: FilesPolicy,
+    names: Mapping[tuple[int, int | None], str] | None = None,
+) -> list[Finding]:
     """The findings of one `trace-file` record: MCS412 for a change outside the write
     directories, MCS413/MCS414/MCS415 for a file fact, MCS410 for a read the ruleset
-    refused (`name`: the program its process ran)."""
+    refused, MCS107 for a program run after its parent read the project's configuration
+    (`name`: the program its process ran; `names`: any process's, by pid and start)."""
     out: list[Finding] = []
     if rec.data.get("outside"):
         found = metadata_finding(sid, rec, name)
@@ -165,7 +191,76 @@ def file_finding(sid: str, rec: EventRecord, name: str, files: FilesPolicy) -> l
         msg = f"{who} {_ran(f.shown, f.interpreter, gap, was, f'pid {w.pid}')}"
         out.append(Finding(RAN_WRITTEN_FILE, msg, (Evidence(rec.where, text, data),),
                            group=group, key=f"{_LABEL}\0{f.shown}"))  # fmt: skip
+    elif kind == CONFIGURED and f.configured is not None and f.ok:
+        chosen = _configured(group, rec, f, name, data, names or {})
+        out += [chosen] if chosen is not None else []
     return out
+
+
+def _names(path: str, program: str) -> bool | None:
+    """Whether the file, as it is now, names the program (its name as a word of its own,
+    or its path); None when it cannot be read."""
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as fh:
+            text = fh.read(_READ_MOST)
+    except OSError:
+        return None
+    word = re.escape(os.fsencode(program))
+    return re.search(rb"(?<![\w.-])" + word + rb"(?![\w-]|\.\w)", text) is not None
+
+
+def _configured(group: str, rec: EventRecord, f: Any, name: str, data: dict[str, Any],
+                names: Mapping[tuple[int, int | None], str]) -> Finding | None:  # fmt: skip
+    """MCS107: the project's configuration its parent read before it ran, where a file of
+    it names the program (review reads them now, as the other MCS107 findings read theirs
+    for their SHA-256; when none can be read, which one named it is not known and every
+    one is said)."""
+    c = f.configured
+    name = os.path.basename(f.shown) or name  # the program run (the process may run on)
+    read = [p.decode("utf-8", "surrogateescape") for p in c.paths]
+    said = {p: _names(p, name) for p in read}
+    paths = [p for p in read if said[p]] or [p for p in read if said[p] is None]
+    if not paths:
+        return None  # it read the project's configuration, which does not name this
+    hashes = {p: sha256_of(p) for p in paths}
+    named = ", ".join(f"{p} (sha256 {hashes[p][:12]})" if hashes[p] else p for p in paths)
+    reader = names.get((c.pid, c.start)) or "?"
+    data.update(command=name, path=paths[-1], file=paths[-1], read_at=c.time.isoformat(),
+                reader={"pid": c.pid, "start": c.start, "command": reader},
+                files=[{"path": p, "sha256": hashes[p]} for p in paths])  # fmt: skip
+    msg = (f"{reader} (pid {c.pid}) read the project's configuration, then its child ran "
+           f"{name} (pid {f.pid}): {named}")  # fmt: skip
+    text = f"[trace-file] {rec.data.get('time', '?')} pid {f.pid}: ran {f.shown} after pid " \
+        f"{c.pid} read {', '.join(paths)}"  # fmt: skip
+    return Finding(PROJECT_SCRIPTS, msg, (Evidence(rec.where, text, data),), group=group,
+                   key=f"configured\0{paths[-1]}\0{name}")  # fmt: skip
+
+
+def configured_said_once(found: Iterable[Finding], extra: Iterable[Finding]) -> list[Finding]:
+    """`extra`'s MCS107 from the project's configuration, less what an exec rule in
+    `found` already said MCS107 of: the program that ran, or the reader (pytest that read
+    pytest.ini is project code already; what its tests start is its own)."""
+    said = {(ev.data.get("boot_id"), ev.data.get("pid"), ev.data.get("start_ticks"))
+            for f in found if f.rule.id == PROJECT_SCRIPTS.id for ev in f.evidence}  # fmt: skip
+    out = []
+    for f in extra:
+        if f.rule.id != PROJECT_SCRIPTS.id or not f.key.startswith("configured\0"):
+            out.append(f)
+            continue
+        keep = tuple(ev for ev in f.evidence if not _said(ev.data, said))
+        if keep:
+            out.append(replace(f, evidence=keep, count=min(f.count, len(keep))))
+    return out
+
+
+def _said(d: Mapping[str, Any], said: set[tuple[Any, Any, Any]]) -> bool:
+    got = d.get("reader")
+    reader: Mapping[str, Any] = got if isinstance(got, dict) else {}
+    boot = d.get("boot_id")
+    return (boot, d.get("pid"), d.get("start")) in said or (
+        boot, reader.get("pid"), reader.get("start")) in said  # fmt: skip
 
 
 def _ran(path: str, interpreter: str | None, gap: float, was: str | None, writer: str) -> str:

@@ -314,7 +314,7 @@ class SessionEvidence:
         ident = (d.get("pid"), d.get("start"))
         name = self._names.get(ident) or "?"  # type: ignore[arg-type]
         who = (d.get("boot_id"), *ident)
-        for found in file_finding(sid, rec, name, self.policy.files):
+        for found in file_finding(sid, rec, name, self.policy.files, self._names):
             key = (found.rule.id, found.key or found.message)
             had = s.files.get(key)
             if had is None:
