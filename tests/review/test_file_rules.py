@@ -3,7 +3,7 @@ into .git/hooks by a program that is not git, and what a command's arguments mak
 later (git's core.hooksPath and `!` aliases, a crontab installed), while `git init` (its
 sample hooks, its own .git/config) and ordinary configuration are no finding; a policy's
 `[files] read` lets a credential read through; an untraced session says its file
-evidence is sampled."""
+evidence is sampled; a program the project's configuration chose is said once per process."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mcpshim.review.findings import Evidence, Finding
+from mcpshim.review.rules.file_rules import configured_said_once
+from mcpshim.review.rules.runners import PROJECT_SCRIPTS
 from tests.fixtures.home import Home
 from tests.fixtures.runhelp import command as mcpshim
 from tests.fixtures.runhelp import events, needs_trace, only_session, run
@@ -114,3 +117,25 @@ def test_an_untraced_session_says_its_file_evidence_is_sampled(home: Home) -> No
     assert coverage["files"]["status"] == "sampled"
     text = mcpshim(home, "review", "--session", sid).stdout
     assert "files: sampled (not traced: only the open files a snapshot saw)" in text
+
+
+def test_a_program_the_configuration_chose_is_said_once_per_process() -> None:
+    # pytest read pytest.ini and its test ran sh: pytest's own MCS107 (its conftest, its
+    # tests) already says the project chose what ran under it; another reader's is kept
+    said = Finding(PROJECT_SCRIPTS, "pytest imports the project's conftest.py",
+                   (Evidence("log:1", "exec", {"boot_id": "b", "pid": 10, "start_ticks": 5}),),
+                   key="pytest\0/ws/conftest.py")  # fmt: skip
+
+    def chosen(reader: int, pid: int) -> Finding:
+        data = {"boot_id": "b", "pid": pid, "start": 7, "reader": {"pid": reader, "start": 5}}
+        return Finding(PROJECT_SCRIPTS, f"python3 (pid {reader}) read ...",
+                       (Evidence("log:2", "trace-file", data),),
+                       key=f"configured\0/ws/pytest.ini\0sh{reader}")  # fmt: skip
+
+    kept = configured_said_once([said], [chosen(10, 11), chosen(20, 21)])
+    assert [f.message for f in kept] == ["python3 (pid 20) read ..."]
+    # the program that ran already said (npm's own MCS107): not twice either
+    ran = Finding(PROJECT_SCRIPTS, "npm test runs a script",
+                  (Evidence("log:3", "exec", {"boot_id": "b", "pid": 21, "start_ticks": 7}),),
+                  key="npm\0test\0/ws")  # fmt: skip
+    assert configured_said_once([ran], [chosen(20, 21)]) == []
