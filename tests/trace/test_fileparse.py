@@ -200,3 +200,19 @@ def test_an_interpreters_script_is_its_first_operand() -> None:
     assert script_operand(b"/bin/sh", [b"sh", b"-c", b"./x.sh"], cwd) is None  # a line
     assert script_operand(b"/usr/bin/python3", [b"python3", b"-m", b"pkg"], cwd) is None
     assert script_operand(b"/usr/bin/git", [b"git", b"status"], cwd) is None  # no interpreter
+
+
+@needs_trace
+def test_a_file_facts_path_is_redacted_as_argv_is(tmp_path: Path) -> None:
+    # a file named after a token: its record keeps the rule's name, never the token
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (home / ".ssh").mkdir(parents=True)
+    ws.mkdir()
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    key = home / ".ssh" / f"id_{token}"
+    key.write_text("key\n")
+    trace = _trace(tmp_path, f"open({str(key)!r}).read()")
+    [rec] = [r for r in _records(trace, FileTable(Roots((str(home),), str(ws)))) if
+             "credential" in r]  # fmt: skip
+    assert token not in repr(rec) and rec["path_redacted"] == ["github-token"]
+    assert rec["path"].startswith(f"{home}/.ssh/id_") and rec["credential"] == "SSH private key"
