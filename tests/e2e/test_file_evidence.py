@@ -174,7 +174,12 @@ def test_the_card_and_the_lock_list_them(files: Files, tmp_path: Path) -> None:
     assert tools["run"].boundary.credential_files == (str(files.key),)
     assert tools["write"].boundary.persistence == (str(files.bashrc),)
 
-    # the same session again departs from nothing; a read of another key does
+    # the session it approved departs from nothing: its key, .bashrc and build.sh are listed
+    held = mcpshim(files.home, "review", "--session", files.sid, "--lock", str(lock))
+    assert held.returncode == 0, held.stdout
+    assert not [r for r in ("MCS413", "MCS414", "MCS415") if r in held.stdout]
+
+    # a read of another key does
     other = files.key.with_name("id_rsa")
     other.write_text("not a real key either\n")
     sid, _ = run_mcp(files.home, SERVER, _calls(("run", {"argv": ["cat", str(other)]})),
@@ -247,3 +252,14 @@ def test_contain_refuses_reading_a_key_the_lock_does_not_list(home: Home, tmp_pa
     assert held.returncode == 1, held.stderr  # the refused reads: departures that did not happen
     assert f"reading {key} (SSH private key) (EACCES)" in held.stdout
     assert "MCS410 blocked-by-lock" in held.stdout and "MCS413" not in held.stdout
+
+
+def test_a_policy_lets_one_tool_read_a_credential(files: Files, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    for tool, kept in (("run", False), ("write", True)):  # only the tool the policy names
+        policy.write_text(f'[files.tools]\n{tool} = ["~/.ssh/id_ed25519"]\n')
+        done = mcpshim(files.home, "review", "--session", files.sid, "--format", "json",
+                       "--policy", str(policy))  # fmt: skip
+        assert done.returncode == 1, done.stderr  # MCS414, MCS415 stay
+        found = [f for f in json.loads(done.stdout)["findings"] if f["rule"] == "MCS413"]
+        assert bool(found) == kept, tool
