@@ -155,7 +155,6 @@ def main() -> int:
 def write_compat(path: Path, outcomes: list[Outcome], chosen: list[Scenario]) -> None:
     """docs/compatibility.md: the table, and how it was made."""
     found = compat.rows(outcomes)
-    by_name = {sc.name: sc for sc in ALL}
     done: set[str] = set()
     for sc in chosen:  # one benign scenario per server, one with another order first
         server = compat.server_of(sc)
@@ -170,7 +169,7 @@ def write_compat(path: Path, outcomes: list[Outcome], chosen: list[Scenario]) ->
             and sc.name not in compat.REORDERED
         ):
             continue  # its sibling with another call order is the one approved
-        other = compat.reordered(sc, by_name)
+        other = compat.reordered(sc)
         print(f"lock rerun and --contain: {sc.name}", file=sys.stderr)
         try:
             found[server].lock = compat.lock_rerun(sc, other)

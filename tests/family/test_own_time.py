@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -93,6 +94,20 @@ def test_a_later_call_owns_what_it_runs_in_an_earlier_call_s_terminal(
     text = command(home, "review", "--session", session).stdout
     block = text[text.index("tools/call term_send") :]
     assert "cp /usr/bin/id" in block.split("tools/call term_close")[0]
+    # the report's call sections and the approval cards say the same
+    md = command(home, "report", "--session", session, "--format", "md", "-o", "-").stdout
+    sections = {s.split("\n", 1)[0]: s for s in md.split("\n### ")[1:]}
+    [send] = [v for k, v in sections.items() if "tools/call term\\_send" in k]
+    [opened] = [v for k, v in sections.items() if "tools/call term\\_open" in k]
+    assert "cp /usr/bin/id" in send and "cp /usr/bin/id" not in opened, md
+    lock = tmp_path / "mcpshim.lock"
+    cards = command(home, "approve", "--session", session, "--lock", str(lock), "--yes",
+                    "--format", "md")  # fmt: skip
+    assert cards.returncode == 0, cards.stderr
+    by_tool = {c.split("\n", 1)[0]: c for c in re.split(r"\n#+ ", cards.stdout)}
+    [send_card] = [v for k, v in by_tool.items() if k == "Tool `term_send`"]
+    [open_card] = [v for k, v in by_tool.items() if k == "Tool `term_open`"]
+    assert "/usr/bin/cp" in send_card and "/usr/bin/cp" not in open_card, cards.stdout
 
 
 @pytest.fixture
@@ -153,6 +168,15 @@ def test_the_server_s_own_connections_belong_to_the_call_in_flight(
     [tried] = [f for f in doc["findings"] if f["rule"] == "MCS307"]
     assert tried["call"]["time"] == last["time"]
     assert not [f for f in doc["findings"] if f["rule"] in ("MCS306", "MCS307") and not f["call"]]
+    # the fetch tool's approval card lists where it went (it said "no socket was seen")
+    lock = tmp_path / "mcpshim.lock"
+    cards = command(home, "approve", "--session", session, "--lock", str(lock), "--yes",
+                    "--format", "md")  # fmt: skip
+    assert cards.returncode == 0, cards.stderr
+    card = cards.stdout.split("Tool `fetch`", 1)[1].split("\n### ", 1)[0]
+    assert f"127.0.0.1:{port}" in card, card
+    md = command(home, "report", "--session", session, "--format", "md", "-o", "-").stdout
+    assert md.count(f"connected to 127.0.0.1:{port}") >= 3, md
 
 
 def test_a_helper_kept_between_calls_is_the_server_s_said_once(home: Home, tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ from mcpshim.review.rules.contain_rules import (
 )
 from mcpshim.review.rules.mcp_rules import call_group, call_in_flight
 from mcpshim.review.rules.terminated import terminated_finding
-from mcpshim.review.shapes import under
+from mcpshim.review.shapes import name_key, under
 
 __all__ = ["departures"]
 
@@ -203,9 +203,11 @@ def _dest_departures(seen: Seen, approved: Boundary, at: _Where) -> Iterator[Fin
     """NEW_DEST: a destination reached or a port listened on that the card does not list
     (high when it lists none: the tool was approved as local)."""
     local = not approved.destinations and not approved.listens
+    keys = {d: name_key(d) for d in (*approved.listens, *approved.destinations)}
     for dest, (node, where) in sorted({**seen.destinations, **seen.listens}.items()):
         listen = dest in seen.listens
-        if dest in (approved.listens if listen else approved.destinations):
+        listed = approved.listens if listen else approved.destinations
+        if dest in listed or name_key(dest) in {keys[d] for d in listed}:
             continue
         what = f"listened on {dest}" if listen else f"connected to {dest}"
         ev = [Evidence(where or node.images[0].where, f"{evidence_line(node.current)}: {what}")]

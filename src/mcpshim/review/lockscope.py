@@ -48,9 +48,10 @@ def lock_owner(att: Attribution, node: Node) -> Owner:
 
 
 def net_owner(att: Attribution, node: Node, n: NetRecord) -> Owner:
-    """Whose approval a socket call belongs to: the call in flight then, unless a helper
-    the server keeps made it and the call's arguments do not name where it went."""
+    """Whose approval a socket call belongs to: the call in flight then, unless the server
+    itself or a helper it keeps made it and the call's arguments do not name where it
+    went (Playwright's own browser socket is opened by whichever call comes first)."""
     owner = att.owner_at(None if node is att.server else node, n.time, destination(n))
-    if node is att.server or not isinstance(owner, int) or not _kept_above(att, node):
+    if not isinstance(owner, int) or not (node is att.server or _kept_above(att, node)):
         return owner
     return owner if att.holds(owner, destination(n)) else None

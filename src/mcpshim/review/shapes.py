@@ -19,6 +19,7 @@ __all__ = [
     "canonical",
     "command_name",
     "matches_any",
+    "name_key",
     "name_pattern",
     "operands",
     "same_file",
@@ -193,9 +194,10 @@ def shape(img: Image) -> str:
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 
-def _random(token: str) -> bool:
+def _random(token: str, before: str = "", last: bool = False) -> bool:
     """A token a program made up for one run: mkdtemp's six characters (letters and digits
-    mixed), a hex digest, a pid or a time stamp."""
+    mixed), a hex digest, a pid or a time stamp. `before`: the character ahead of it in
+    its path component; `last`: nothing follows it there but an extension."""
     if (
         len(token) >= 6
         and token.isalnum()
@@ -205,7 +207,31 @@ def _random(token: str) -> bool:
         return True
     if len(token) >= 8 and all(c in "0123456789abcdef" for c in token.lower()):
         return True
-    return len(token) >= 5 and token.isdigit()
+    if len(token) >= 5 and token.isdigit():
+        return True
+    # mkdtemp's XXXXXX drawn from letters alone (a third of them: GuGfcB): six letters
+    # closing a component after a separator, in a case no word is written in
+    return (
+        len(token) == 6
+        and last
+        and before in ".-_"
+        and token.isalpha()
+        and not (token.islower() or token.isupper() or token.istitle())
+    )
+
+
+def _component(part: str) -> str:
+    tokens = list(_TOKEN.finditer(part))
+    # the last token, or the one before an extension (browser-Zx9Qa1.sock)
+    closing = {len(tokens) - 1}
+    if len(tokens) > 1 and part[tokens[-2].end() :].startswith(".") and len(tokens[-1][0]) <= 4:
+        closing.add(len(tokens) - 2)
+    out, pos = [], 0
+    for i, m in enumerate(tokens):
+        before = part[m.start() - 1] if m.start() else ""
+        out += [part[pos : m.start()], "*" if _random(m[0], before, i in closing) else m[0]]
+        pos = m.end()
+    return "".join([*out, part[pos:]])
 
 
 def name_pattern(name: str) -> str:
@@ -215,5 +241,31 @@ def name_pattern(name: str) -> str:
     A word of the name's own (`chromium`, `browser`) is kept."""
     if not name.startswith(("/", "@")):
         return name
-    return "/".join(_TOKEN.sub(lambda m: "*" if _random(m.group()) else m.group(), part)
-                    for part in name.split("/"))  # fmt: skip
+    return "/".join(_component(part) for part in name.split("/"))
+
+
+# a template's random run closing a component: after its prefix's last '.' or '-'
+# (mkdtemp's XXXXXX, Python's 8 of [a-z0-9_]), before an extension, or a run a pattern has
+# already starred in part; Python's default name (tmp and 8), its pattern's forms too: the
+# key of a name and of its pattern agree whatever the template drew
+_CLOSING_RUN = re.compile(
+    r"^(.*[.-])(?:[A-Za-z0-9_]*\*[A-Za-z0-9_*]*|[A-Za-z0-9_]{6,12})((?:\.[A-Za-z]{1,4})?)$"
+)
+_PY_TMP = re.compile(r"^(?:tmp[a-z0-9_]{8}|tmp[a-z0-9_]*\*[a-z0-9_*]*|\*[a-z0-9_*]*)$")
+
+
+def name_key(name: str) -> str:
+    """What two per-run names are compared by: their pattern with every run a name template
+    fills closing a component taken for one, whatever it drew (a word's letters alone, as
+    mkdtemp does about one run in sixty, which name_pattern keeps). Looser than the
+    pattern: `/tmp/app.socket` and `/tmp/app.sockex` are one name by it."""
+    if not name.startswith(("/", "@")):
+        return name
+    return "/".join(_key_part(part) for part in name.split("/"))
+
+
+def _key_part(part: str) -> str:
+    if _PY_TMP.match(part):
+        return "*"  # as its pattern is when the draw has a digit: one token, starred
+    m = _CLOSING_RUN.match(part)
+    return f"{_component(m[1])}*{m[2]}" if m else _component(part)
