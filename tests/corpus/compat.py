@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.corpus.harness import (
     SEVERITIES,
+    Call,
     Outcome,
     Scenario,
     mcpshim,
@@ -41,7 +42,7 @@ REORDERED = {
 }
 
 
-def _moved(calls: list[tuple[str, dict[str, object]]], how: str) -> list[Any]:
+def _moved(calls: list[Call], how: str) -> list[Call]:
     if how == "reversed":
         return list(reversed(calls))
     tool = how.removeprefix("first:")
