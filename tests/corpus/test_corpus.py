@@ -34,8 +34,8 @@ _LSP_TRACED = _LSP + (
     "node_modules/.bin read as low MCS119, and node running itself counted twice (MCS405 info)"
 )
 _PROJECT = (
-    "; the checkout's cclsp.json chose the command: known only from the server's read of it "
-    "(issue 40, file evidence)"
+    "; the checkout's cclsp.json chose the command: known only from the server's read of it, "
+    "which only a traced run's file calls show (issue 40: the traced variant finds it)"
 )
 #: Cases review is known to get wrong, and why (issue 38 item 6: labels before rules).
 #: Strict: when the model is fixed the case passes, and its entry must go.
@@ -43,7 +43,7 @@ XFAIL: dict[str, str] = {
     "benign-cclsp": _LSP_UNTRACED,
     "benign-cclsp-trace": _LSP_TRACED,
     "attack-cclsp-project-config": _LSP_UNTRACED + _PROJECT,
-    "attack-cclsp-project-config-trace": _LSP_TRACED + _PROJECT,
+    "attack-cclsp-project-config-trace": _LSP_TRACED,
 }
 
 

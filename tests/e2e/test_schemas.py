@@ -78,7 +78,7 @@ def _session(home: Home, tmp: Path, port: int) -> str:
     code = f'import socket; socket.create_connection(("127.0.0.1", {port})).close()'
     connect = f"{sys.executable} -c '{code}'"
     run = ["run", "--dir", str(home.loc.shim_dir), "--mcp", "--on-exit", "terminate",
-           "--grace", "1", "--", sys.executable, str(TOOLS)]  # fmt: skip
+           "--grace", "1", "--trace-files", "--", sys.executable, str(TOOLS)]  # fmt: skip
     params = StdioServerParameters(
         command=MCPSHIM[0], args=[*MCPSHIM[1:], *run], env=quiet_npm_env(home.env)
     )
@@ -92,6 +92,8 @@ def _session(home: Home, tmp: Path, port: int) -> str:
             assert not (await s.call_tool("run_test", {"package_dir": str(pkg)})).is_error
             assert not (await s.call_tool("git_version", {})).is_error
             assert not (await s.call_tool("shell", {"line": connect})).is_error
+            probe = 'cat "$HOME/.netrc" 2>/dev/null; true'  # a credential file's open (ENOENT)
+            assert not (await s.call_tool("shell", {"line": probe})).is_error
             assert (await s.call_tool("no_such_tool", {})).is_error
 
     anyio.run(drive)
@@ -182,10 +184,12 @@ def test_each_schema_holds_the_real_output(outputs: dict[str, list[Any]], name: 
 @needs_trace
 def test_the_session_covers_what_the_schemas_describe(outputs: dict[str, list[Any]]) -> None:
     """The output the schemas were held to has the parts they describe: calls, coverage,
-    a process's socket call, a network ECS document, an anchor, a tool's executables."""
+    a process's socket call, a network and a file ECS document, an anchor, a tool's
+    executables."""
     [review, _] = outputs["findings-1"]
     assert review["calls"] and review["coverage"] and review["findings"]
-    assert {d["event"]["dataset"] for d in outputs["ecs-1"]} >= {"mcpshim.exec", "mcpshim.net"}
+    datasets = {d["event"]["dataset"] for d in outputs["ecs-1"]}
+    assert datasets >= {"mcpshim.exec", "mcpshim.net", "mcpshim.file"}
     assert {d["kind"] for d in outputs["log-1"]} >= {"exec", "session-start", "mcp-request"}
     assert outputs["anchors-1"][0]["anchors"]
     [lock] = outputs["lock-1"]

@@ -28,10 +28,11 @@ from mcpshim.family.attribution import anchors_for
 from mcpshim.family.images import Image
 from mcpshim.family.model import Assembler
 from mcpshim.log import execlog, logview, retention, rotation, scope, sessionindex
+from mcpshim.log.filerecords import file_record
 from mcpshim.log.follow import Follower
 from mcpshim.log.netrecords import net_record
 from mcpshim.paths import Locations
-from mcpshim.render.ecs import ecs_doc, ecs_fork_doc, ecs_net_doc
+from mcpshim.render.ecs import ecs_doc, ecs_file_doc, ecs_fork_doc, ecs_net_doc
 from mcpshim.seal.state import unsealed_check
 
 __all__ = ["COMMANDS"]
@@ -128,6 +129,9 @@ def _printer(
         n = net_record(rec)  # a socket call: its own network event
         if n is not None and flt.accepts(rec):
             click.echo(dumps(ecs_net_doc(n, uid)))
+        f = file_record(rec)  # a file fact: its own file event
+        if f is not None and flt.accepts(rec):
+            click.echo(dumps(ecs_file_doc(f, uid)))
 
     return show, (lambda: emit(model.finish()))
 

@@ -85,6 +85,24 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "execs that bypass a shim.",
 )
 @click.option(
+    "--trace-files/--no-trace-files",
+    default=None,
+    help="Traced: record the file facts that matter (trace-file): opens of credential "
+    "files, writes to places that run later (crontab, shell start-up files, systemd and "
+    "autostart units, authorized_keys, git hooks and configuration, a directory on PATH), "
+    "execs of files the session wrote, and programs started after their parent read the "
+    "project's configuration; no content is read. Off by default: it stops the family at "
+    "every open, up to 2.6x the cost of run alone for a tool that writes 1,000 files "
+    "(docs/performance.md); on under --contain, whose refused reads it records.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A review policy whose [files] credentials and persistence add to the locations "
+    "the tracer records (review reads the rest of it).",
+)
+@click.option(
     "--zdotdir/--no-zdotdir",
     default=True,
     show_default=True,
@@ -129,14 +147,16 @@ def _tristate(name: str, default: str, help: str) -> Callable[[F], F]:
     "rebuilt native at start where the lock did not approve their shell, else the start "
     "line says sh stays executable), connect over TCP only to the ports of the destinations "
     "the lock lists (when it lists any, all with a port; kernel 6.7+; MPTCP sockets are then "
-    "refused), and, with --contain-write, write only beneath those directories and "
+    "refused), read every file but the credential files here the lock does not list "
+    "(~/.ssh keys, cloud CLI credentials, ...: a file made later beside one cannot be read "
+    "either), and, with --contain-write, write only beneath those directories and "
     "the log directory. What it refuses fails with EACCES and, traced, is recorded: review "
     "shows it as blocked by the lock (MCS410). --contain refuses to start (exit 2) without a "
     "lock entry or Landlock; auto warns and runs uncontained. Limits: Landlock checks paths, "
     "not contents (review still checks the lock's hashes); an approved interpreter (sh, "
     "python, node) runs any script it is given, the ELF loader run by hand any binary, and "
     "a program in a memfd is not checked (review flags both, MCS411); UDP, Unix sockets and "
-    "listening are not restricted, reads never are, nor chmod, chown and utime outside the "
+    "listening are not restricted, nor chmod, chown and utime outside the "
     "write directories (traced and recorded under --contain-write: MCS412).",
 )
 @click.option(
@@ -165,6 +185,8 @@ def run(
     grace: float,
     trace: str,
     no_trace: bool,
+    trace_files: bool | None,
+    policy_file: Path | None,
     zdotdir: bool,
     mcp: bool,
     lock_file: str | None,
@@ -256,7 +278,7 @@ def run(
             raise click.UsageError("--trace and --no-trace contradict each other")
         trace = "off"
     plain = not (lock_file or enforce or on_departure != "report" or contain != "off"
-                 or contain_write or otlp)  # fmt: skip
+                 or contain_write or otlp or trace_files or policy_file)  # fmt: skip
     # The session `mcpshim run` started before click loaded (supervise.launch), if it did.
     launched = adopt(RunArgs(shim_dir, log_dir, name, sample_ms, on_exit, grace, trace, zdotdir,
                              mcp, command) if plain else None)  # fmt: skip
@@ -273,10 +295,18 @@ def run(
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir,
                      launch=launched, mcp=mcp)  # fmt: skip
     gate = _lock_gate(sup, lock_file, enforce, on_departure, mcp, name, command)
-    if contain != "off" or contain_write:
+    files = tracer is not None and (trace_files if trace_files is not None else contain != "off")
+    if files or contain != "off" or contain_write:
+        from mcpshim.cli.run_setup import file_table
+
+        table = file_table(sup, policy_file)
+        if files and tracer is not None:
+            from mcpshim.trace.filefacts import FileTracing
+
+            tracer.files = FileTracing(table)
         from mcpshim.cli.runlock import contain as hold_contained
 
-        hold_contained(sup, contain, lock_file, name, command, contain_write, tracer)
+        hold_contained(sup, contain, lock_file, name, command, contain_write, tracer, table)
     if why_not:
         click.echo(
             f"mcpshim: not tracing, recording with shims and sampling only: {escape(why_not)}",

@@ -12,6 +12,7 @@ from mcpshim.base.display import escape
 from mcpshim.cli.options import resolve_lock
 from mcpshim.contract.lockfile import load_lock, select_server
 from mcpshim.errors import UsageError
+from mcpshim.log.filetable import FileTable
 from mcpshim.relay.gate import Gate
 from mcpshim.sandbox import contained, landlock
 from mcpshim.sandbox.contained import ContainError, Containment
@@ -58,6 +59,7 @@ def contain(
     command: tuple[str, ...],
     write: tuple[Path, ...],
     tracer: trace_run.TraceRun | None,
+    table: FileTable,
 ) -> None:
     """--contain: the ruleset the server starts in, from its lock entry (sandbox); or, for
     auto, the warning and record of why it runs uncontained."""
@@ -66,7 +68,7 @@ def contain(
             raise click.UsageError("--contain-write needs --contain")
         return
     try:
-        containment = _containment(sup, lock_file, name, command, write, tracer)
+        containment = _containment(sup, lock_file, name, command, write, tracer, table)
     except (UsageError, ContainError) as exc:  # a broken lock is an error all the same
         if mode != "auto":
             raise
@@ -91,6 +93,7 @@ def _containment(
     command: tuple[str, ...],
     write: tuple[Path, ...],
     tracer: trace_run.TraceRun | None,
+    table: FileTable,
 ) -> Containment:
     abi, why = landlock.unavailable()
     if why:
@@ -107,5 +110,5 @@ def _containment(
     dirs = [str(d.resolve()) for d in write] if write else None
     return contained.build(
         server, str(path), abi, sup.loc, tracer.strace if tracer else None, sup.path, dirs,
-        command[0],
+        command[0], table,
     )  # fmt: skip

@@ -84,6 +84,11 @@ class Boundary:
     credential_env: tuple[str, ...] = ()
     users: tuple[str, ...] = ()
     outlives: bool = False
+    #: credential files its processes opened (log.filetable), persistent places they
+    #: wrote, files the session wrote that they ran
+    credential_files: tuple[str, ...] = ()
+    persistence: tuple[str, ...] = ()
+    ran_written: tuple[str, ...] = ()
 
     def executable(self, path: str) -> Executable | None:
         return next((e for e in self.executables if e.path == path), None)
@@ -155,6 +160,9 @@ def _boundary_doc(b: Boundary) -> dict[str, Any]:
         "credential_env": _strs(b.credential_env),
         "outlives": b.outlives,
     }
+    for key in ("credential_files", "persistence", "ran_written"):
+        if getattr(b, key):  # (written only when seen: older locks stay byte for byte)
+            doc[key] = _strs(getattr(b, key))
     if b.executables:
         doc["executables"] = [_exec_doc(e) for e in b.executables]
     return doc
@@ -284,6 +292,9 @@ class _Reader:
             self.strs(t, "credential_env", key),
             self.strs(t, "users", key),
             self.flag(t, "outlives", key),
+            self.strs(t, "credential_files", key),
+            self.strs(t, "persistence", key),
+            self.strs(t, "ran_written", key),
         )
 
     def server(self, name: str, t: Mapping[str, Any]) -> ServerApproval:

@@ -59,6 +59,9 @@ def _merge_boundary(old: Boundary, new: Boundary, what: str, said: list[str]) ->
         ("listens on", old.listens, new.listens),
         ("credential-like variable", old.credential_env, new.credential_env),
         ("runs as", old.users, new.users),
+        ("reads credential file", old.credential_files, new.credential_files),
+        ("writes what runs later", old.persistence, new.persistence),
+        ("runs a file it wrote", old.ran_written, new.ran_written),
     ):
         for v in sorted(set(b) - set(a)):
             said.append(f"{what}: {label} {v}")
@@ -72,6 +75,9 @@ def _merge_boundary(old: Boundary, new: Boundary, what: str, said: list[str]) ->
         _union(old.credential_env, new.credential_env),
         _union(old.users, new.users),
         old.outlives or new.outlives,
+        _union(old.credential_files, new.credential_files),
+        _union(old.persistence, new.persistence),
+        _union(old.ran_written, new.ran_written),
     )
 
 

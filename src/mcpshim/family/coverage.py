@@ -63,6 +63,23 @@ class SessionCoverage:
     #: the sockets open at a sample are evidence (untraced, or a trace before issue 29)
     network: str = "sampled"
     net: int = 0
+    #: traced: the tracer recorded the file facts (`file_records` of them); off: traced
+    #: without them (run --trace-files is off by default); sampled: untraced, only open
+    #: files a snapshot saw
+    files: str = "sampled"
+    file_records: int = 0
+
+    def files_text(self) -> str:
+        if self.files == "traced" and self.file_records:
+            return f"traced ({self.file_records} file record(s))"
+        if self.files == "traced":
+            return (
+                "traced (no credential file opened, place that runs later written, or "
+                "written file run)"
+            )
+        if self.files == "off":
+            return "not traced (run --trace-files records them)"
+        return "sampled (not traced: only the open files a snapshot saw)"
 
     def network_text(self) -> str:
         if self.network == "traced":
@@ -102,7 +119,7 @@ class SessionCoverage:
         return (
             f"{self.execs} execs: {self.through} through shims, {bypassed}, {self.no_shim} "
             f"with no shim; trace: {self.trace_text()}; network: {self.network_text()}; "
-            f"{self.contain_text()}"
+            f"files: {self.files_text()}; {self.contain_text()}"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -120,6 +137,11 @@ class SessionCoverage:
             "trace": {"status": self.trace, "text": self.trace_text()},
             "zdotdir": self.zdotdir,
             "network": {"status": self.network, "records": self.net, "text": self.network_text()},
+            "files": {
+                "status": self.files,
+                "records": self.file_records,
+                "text": self.files_text(),
+            },
             "contain": {
                 "status": (self.contain or {}).get("state", "off"),
                 "abi": (self.contain or {}).get("abi"),
@@ -328,10 +350,16 @@ def _account(
         "parent": s.parent_seen,
     }
     net = (s.summary or {}).get("net")
+    found = (s.summary or {}).get("files")
+    counted = isinstance(found, int) and not isinstance(found, bool)
+    records = found if isinstance(found, int) else 0
+    files = "traced" if counted else "off" if isinstance(net, int) else "sampled"
     return SessionCoverage(
         sid, through + len(bypassed) + no_shim, through, tuple(bypassed), no_shim, commands,
         sources, state, note, zdotdir,
         contain if isinstance(contain := start.get("contain"), dict) else None,
         "traced" if isinstance(net, int) and not isinstance(net, bool) else "sampled",
         net if isinstance(net, int) else 0,
+        files,
+        records,
     )  # fmt: skip

@@ -89,7 +89,7 @@ _FIELDS: dict[str, tuple[Check, str]] = {
     **dict.fromkeys(
         ("ppid", "start", "parent_start", "child_pid", "child_start", "uid", "exit_status",
          "error_code", "size", "survivors", "execs", "failed", "gaps", "processes",
-         "last_pid", "port", "local_port", "count", "net", "socket", "part"),
+         "last_pid", "port", "local_port", "count", "net", "socket", "files", "part"),
         (_OPT_INT, "an integer or null"),
     ),
     **dict.fromkeys(

@@ -1,7 +1,9 @@
 """From the log to traces: the review pipeline's one pass (review.pipeline.review_records,
 as `mcpshim report` uses it) gives the findings and attributions; each finding becomes an
 `mcpshim.finding` event on the span it is about: the exec its evidence names, else the tool
-call it was filed under, else the session.
+call it was filed under, else the session. A finding about a file (a credential read, a
+place that runs later written, a written file run: review.rules.file_rules) adds an
+`mcpshim.file` event beside it, at the fact's own time, with `file.path`.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from mcpshim.review.policy import Policy
 from mcpshim.review.rules.mcp_rules import SESSION_WIDE, call_ref
 from mcpshim.shim.manifest import Manifest
 
-__all__ = ["FINDING_EVENT", "collect_traces", "resource_of", "trace_for"]
+__all__ = ["FILE_EVENT", "FINDING_EVENT", "collect_traces", "resource_of", "trace_for"]
 
 FINDING_EVENT = "mcpshim.finding"
+FILE_EVENT = "mcpshim.file"
 
 
 def resource_of(att: Attribution, events: Iterable[EventRecord], host: str) -> dict[str, Any]:
@@ -112,6 +115,8 @@ class _Index:
                         attrs = attrs or _attrs(f)
                         event = SpanEvent(FINDING_EVENT, when, attrs)
                         out.setdefault(sid, {}).setdefault(span, []).append(event)
+                        if "file" in d:  # the file the finding is about, at its own time
+                            out[sid][span].append(_file_event(f, d, when))
             if attrs is not None:
                 continue
             call = self.call.get(f.call) if f.call is not None else None
@@ -130,6 +135,16 @@ class _Index:
                     SpanEvent(FINDING_EVENT, when, attrs)
                 )
         return out
+
+
+def _file_event(f: Finding, d: Mapping[str, Any], when: datetime) -> SpanEvent:
+    at = parse_time(d.get("at")) or when
+    attrs = {"file.path": str(d["file"]), "mcpshim.file.change": str(d.get("change") or ""),
+             "mcpshim.finding.rule.id": f.rule.id}  # fmt: skip
+    for key in ("credential", "persistence"):
+        if d.get(key):
+            attrs[f"mcpshim.file.{key}"] = str(d[key])
+    return SpanEvent(FILE_EVENT, at, attrs)
 
 
 def _int(v: Any) -> int:

@@ -86,6 +86,15 @@ def summary(name: str, b: Boundary, seen: Seen, called: bool) -> str:
         parts.append("it tried " + _list(list(seen.tried)) + ", and reached nothing there")
     if b.credential_env:
         parts.append("its processes held " + _list(list(b.credential_env)))
+    fs = seen.files
+    if fs.credentials:
+        parts.append("it read credential files: " + _list(fs.said(fs.credentials)))
+    if fs.persistence:
+        parts.append(
+            "it wrote places that run later without being asked: " + _list(fs.said(fs.persistence))
+        )
+    if fs.ran_written:
+        parts.append("it ran files the session wrote: " + _list(fs.said(fs.ran_written)))
     if b.outlives:
         left = sorted({n.current.command for n, _w, _t in seen.outlived})
         parts.append("it left processes running after it answered: " + _list(left))
@@ -129,11 +138,22 @@ def card_lines(card: ToolCard) -> list[tuple[str, str]]:
     if card.seen.tried:
         rows.append(("tried, not reached", _list(list(card.seen.tried))))
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
+    rows += _file_rows(card.seen)
     left = [f"{n.current.command} (pid {n.pid}): {t}" for n, _w, t in card.seen.outlived]
     rows.append(("left running after the call", _list(left)))
     if card.seen.shared:
         rows.append(("attribution", ambiguity_note(card.seen)))
     return rows
+
+
+def _file_rows(seen: Seen) -> list[tuple[str, str]]:
+    """What it did with files that matter (traced sessions; none seen is said too)."""
+    f = seen.files
+    return [
+        ("credential files read", _list(f.said(f.credentials), "none seen")),
+        ("wrote what runs later", _list(f.said(f.persistence), "none seen")),
+        ("ran files it wrote", _list(f.said(f.ran_written), "none seen")),
+    ]
 
 
 def ambiguity_note(seen: Seen) -> str:
@@ -153,7 +173,7 @@ def _outside(card: ServerCard) -> list[tuple[str, str]]:
     rows.append(("executables", _list([f"{e.path} ({e.vouched})" for e in b.executables])))
     rows.append(("network", _list([*b.destinations, *(f"listens on {x}" for x in b.listens)])))
     rows.append(("credential-like variables", _list(list(b.credential_env), "none seen")))
-    return rows
+    return rows + _file_rows(card.outside)
 
 
 def _head(card: ServerCard) -> str:

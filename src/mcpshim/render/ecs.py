@@ -1,11 +1,15 @@
 """`log --format ecs`: one Elastic Common Schema document per exec of the process model,
-and one per socket call the tracer recorded.
+one per traced process that never exec'd, and one per socket call and file fact the
+tracer recorded.
 
 Each exec once (family.model), whichever sources saw it: a shim's exec is one document
 (its hop is part of it), a traced exec no shim saw is one too, a sample of a traced
 process is none, so a shipper counts what `tree`, `review` and `sessions` count. A
 `trace-net` record is a network event on the same `process.entity_id`, in the words
-`tree` and `review` use (family.netfacts) as its message.
+`tree` and `review` use (family.netfacts) as its message. A `trace-file` record is a file
+event on it too (`file.path`, the table's label, what the call did: family.filefacts);
+a process that forked and never exec'd has its own `mcpshim.process` document, so the
+entity id of every file and network event is a document's, whichever process made it.
 """
 
 from __future__ import annotations
@@ -16,13 +20,20 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from mcpshim.base.display import json_text, quote_argv
+from mcpshim.family import filefacts
 from mcpshim.family.images import Image
 from mcpshim.family.netfacts import destination, kind_of, phrase
 from mcpshim.log.execlog import CLK_TCK
+from mcpshim.log.filerecords import FileRecord
 from mcpshim.log.logview import entity_id
 from mcpshim.log.netrecords import NetRecord
 
-__all__ = ["ecs_doc", "ecs_net_doc"]
+__all__ = ["ecs_doc", "ecs_file_doc", "ecs_fork_doc", "ecs_net_doc"]
+
+#: a file fact's change as ECS's event.type
+_FILE_TYPES = {"open": "access", "run": "access", "create": "creation",
+               "rename": "creation", "link": "creation"}  # fmt: skip
+
 
 #: the record's outcome as ECS's event.outcome
 _SUCCESS = frozenset({"connected", "accepted", "sent", "listening", "bound", "associated"})
@@ -205,6 +216,47 @@ def ecs_net_doc(n: NetRecord, user_id: int | None = None) -> dict[str, Any]:
         doc["dns"] = {"question": {"name": json_text(q.name), "type": q.type}}
     if n.count > 1:
         doc["labels"]["mcpshim_count"] = str(n.count)
+    if user_id is not None:
+        doc["user"] = {"id": str(user_id)}
+    return doc
+
+
+def ecs_file_doc(f: FileRecord, user_id: int | None = None) -> dict[str, Any]:
+    """One file fact as an ECS file event on its process's entity id: `file.path`, what
+    the call did (`event.action`: the syscall; `message`: the words review uses) and the
+    table's label (`labels.mcpshim_file_kind`, `_credential`, `_persistence`)."""
+    path = json_text(f.path) if f.path is not None else None
+    file: dict[str, Any] = {"path": path, "name": os.path.basename(path) if path else None}
+    doc: dict[str, Any] = {
+        "@timestamp": _ts(f.time),
+        "message": filefacts.phrase(f),
+        "event": {
+            "kind": "event",
+            "category": ["file"],
+            "type": [_FILE_TYPES.get(f.change, "change")],
+            "action": f.call,
+            "outcome": "success" if f.ok else "failure",
+            "module": "mcpshim",
+            "dataset": "mcpshim.file",
+        },
+        "file": {k: v for k, v in file.items() if v is not None},
+        "process": {"pid": f.pid, "entity_id": entity_id(f.boot_id, f.pid, f.start)},
+        "host": {"boot": {"id": f.boot_id}},
+        "labels": {
+            "mcpshim_session": f.session or "",
+            "mcpshim_source": "trace",
+            "mcpshim_file_kind": filefacts.kind_of(f),
+            "mcpshim_file_change": f.change,
+        },
+    }
+    for key, value in (("mcpshim_credential", f.credential), ("mcpshim_persistence", f.persistence),
+                       ("mcpshim_blocked", f.blocked)):  # fmt: skip
+        if value:
+            doc["labels"][key] = value
+    if f.written is not None:
+        doc["labels"]["mcpshim_written_by"] = entity_id(f.boot_id, f.written.pid, f.written.start)
+    if not f.ok:
+        doc["error"] = {"code": f.result}
     if user_id is not None:
         doc["user"] = {"id": str(user_id)}
     return doc

@@ -29,6 +29,8 @@ from mcpshim.family.attribution import Anchor, Attribution, Collector, Owner
 from mcpshim.family.netfacts import destination, kind_of
 from mcpshim.family.tree import Image, Node
 from mcpshim.log.execlog import EventRecord, Record
+from mcpshim.log.filerecords import FileRecord, file_record
+from mcpshim.review.fileseen import FileSeen, file_owners
 from mcpshim.review.lockscope import lock_owner, net_owner
 from mcpshim.review.rules import network, runners
 from mcpshim.review.shapes import command_name, name_pattern, shape
@@ -48,7 +50,8 @@ __all__ = [
 Ident = tuple[int, int | None]
 _KINDS = frozenset(
     {"mcp-initialize", "mcp-tools", "mcp-resources", "mcp-prompts", "mcp-refused", "socket",
-     "observed", "survivor", "terminated", "departure", "session-start", "trace-net"}
+     "observed", "survivor", "terminated", "departure", "session-start", "trace-net",
+     "trace-file"}
 )  # fmt: skip
 
 
@@ -70,6 +73,7 @@ class SessionEvidence:
     refused: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
     departures: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
     blocked: list[EventRecord] = field(default_factory=list)  # refused connects (trace-net)
+    files: list[FileRecord] = field(default_factory=list)  # file facts (trace-file)
     server_creds: tuple[str, ...] = ()
     user: str = ""
     uid: int | None = None
@@ -107,6 +111,10 @@ class SessionEvidence:
         elif k == "trace-net":
             if d.get("blocked"):  # a connect a contained session's ruleset refused
                 self.blocked.append(rec)
+        elif k == "trace-file":
+            f = file_record(rec)
+            if f is not None:
+                self.files.append(f)
         elif k == "session-start":
             self.server_creds = tuple(d.get("credential_env", ()))
             self.user, uid = str(d.get("user", "")), d.get("uid")
@@ -165,6 +173,8 @@ class Seen:
     #: calls (their indices): an approval made from them says so
     shared: int = 0
     shared_calls: set[int] = field(default_factory=set)
+    #: credential files read, places that run later written, written files run
+    files: FileSeen = field(default_factory=FileSeen)
 
 
 def images_that_ran(node: Node) -> list[Image]:
@@ -331,6 +341,8 @@ def seen_by_owner(att: Attribution, ev: SessionEvidence) -> dict[Owner, Seen]:
             owners = {net_owner(att, node, n) for n in att.net.of(node)}
             for owner in owners:
                 _add_net(out.setdefault(owner, Seen()), att, node, owner)
+    for f, owner, proc in file_owners(att, ev.files):
+        out.setdefault(owner, Seen()).files.add(f, proc)
     return out
 
 
@@ -361,6 +373,9 @@ def seen_by_tool(att: Attribution, ev: SessionEvidence) -> dict[str | None, Seen
             for owner in {net_owner(att, node, n) for n in att.net.of(node)}:
                 for tool in tool_of(att, owner):
                     _add_net(out.setdefault(tool, Seen()), att, node, owner)
+    for f, owner, proc in file_owners(att, ev.files):
+        for tool in tool_of(att, owner):
+            out.setdefault(tool, Seen()).files.add(f, proc)
     return out
 
 

@@ -78,6 +78,9 @@ def boundary_of(seen: Seen, ids: Mapping[str, Identity]) -> Boundary:
         tuple(sorted(seen.creds)),
         tuple(sorted(seen.users)),
         bool(seen.outlived),
+        tuple(sorted(seen.files.credentials)),
+        tuple(sorted(seen.files.persistence)),
+        tuple(sorted(seen.files.ran_written)),
     )
 
 

@@ -32,6 +32,7 @@ CHECK_MODULES = (
     "mcpshim.review.rules.drift",
     "mcpshim.review.rules.trace_rules",
     "mcpshim.review.rules.contain_rules",
+    "mcpshim.review.rules.persist_exec",
 )
 #: every module that defines rules: the checks', then the session-wide ones
 MODULES = (

@@ -15,6 +15,7 @@ now (contract.identity), once per path.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -42,6 +43,7 @@ from mcpshim.review.departure_rules import (
     OUTLIVED,
     SERVER_CHANGED,
 )
+from mcpshim.review.fileseen import file_departures
 from mcpshim.review.findings import Evidence, Finding, Rule, Severity
 from mcpshim.review.rules.contain_rules import (
     PAST_RULESET,
@@ -117,6 +119,9 @@ def _union(tools: Iterable[str | None], server: ServerApproval) -> Boundary:
         tuple(c for b in got for c in b.credential_env),
         tuple(u for b in got for u in b.users),
         any(b.outlives for b in got),
+        tuple(c for b in got for c in b.credential_files),
+        tuple(p for b in got for p in b.persistence),
+        tuple(r for b in got for r in b.ran_written),
     )
 
 
@@ -130,7 +135,14 @@ def _boundary(
         *_dest_departures(seen, approved, at),
         *_cred_departures(seen, approved, at),
         *_outlived_departures(seen, approved, at),
+        *file_departures(seen.files, approved, functools.partial(_made, at)),
     ]
+
+
+def _made(
+    at: _Where, rule: Rule, msg: str, ev: list[Evidence], key: str, sev: Severity | None
+) -> Finding:
+    return _finding(rule, msg, ev, at, key, sev)
 
 
 def _exec_departures(

@@ -28,6 +28,7 @@ from mcpshim.review.baseline import Baseline
 from mcpshim.review.findings import Finding
 from mcpshim.review.policy import Policy, apply_policy
 from mcpshim.review.rules.coverage_rules import bypass_findings
+from mcpshim.review.rules.file_rules import configured_said_once
 from mcpshim.review.rules.registry import Context
 from mcpshim.review.rules.session_rules import SessionEvidence
 from mcpshim.review.scan import (
@@ -133,7 +134,7 @@ def fold(
             )
         )
     families = len({linker.family_of_family(f) for f in labels})
-    findings += extra
+    findings += configured_said_once(findings, extra)  # (MCS107 once per process)
     findings += bypass_findings(coverage, policy)
     return ReviewResult(
         apply_policy(findings, policy),

@@ -27,6 +27,7 @@ from mcpshim.review.engine import review_log as _review_log
 from mcpshim.review.filing import regroup
 from mcpshim.review.findings import Finding, Severity
 from mcpshim.review.policy import Policy, apply_policy
+from mcpshim.review.rules.file_rules import allowed_reads, name_writers, writers_of
 from mcpshim.review.rules.mcp_rules import session_findings
 from mcpshim.review.verdicts import CallVerdict, call_verdicts
 from mcpshim.shim.manifest import Manifest, load_manifest
@@ -63,7 +64,9 @@ def with_calls(
     if not atts:
         return Reviewed(result)
     extra = [f for att in atts for f in session_findings(att, policy)]
-    findings = _hints(regroup(result.findings, atts), atts) + apply_policy(extra, policy)
+    filed = regroup(result.findings, atts)
+    filed = allowed_reads(name_writers(filed, writers_of(filed, atts)), policy.files)
+    findings = _hints(filed, atts) + apply_policy(extra, policy)
     done = dataclasses.replace(result, findings=findings)
     return Reviewed(done, atts, call_verdicts(atts, findings) if verdicts else [])
 

@@ -31,6 +31,7 @@ from mcpshim.shim import targets
 __all__ = [
     "DEFAULT_SENSITIVE",
     "CommandPolicy",
+    "FilesPolicy",
     "Ignore",
     "Policy",
     "apply_policy",
@@ -82,6 +83,22 @@ class CommandPolicy:
     destinations: tuple[str, ...] = ()  # network destinations (host, host:port, globs)
 
 
+@dataclass(frozen=True)
+class FilesPolicy:
+    """[files]: locations added to the table the tracer records (log.filetable), and the
+    credential files a tool (or any tool: `read`) may read without a finding."""
+
+    credentials: tuple[str, ...] = ()
+    persistence: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()  # globs (~ expanded) any process may read
+    tools: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # tool -> globs
+
+    def allows_read(self, tool: str | None, path: str) -> bool:
+        """Whether the policy lists this credential file for this tool (or for every one)."""
+        globs = self.read + (self.tools.get(tool, ()) if tool else ())
+        return any(fnmatch.fnmatchcase(path, g) for g in globs)
+
+
 #: the default grades of observed destinations the policy does not list ([network])
 NETWORK_GRADES: Mapping[str, Severity] = {
     "loopback": Severity.LOW, "unix": Severity.LOW, "remote": Severity.MEDIUM,
@@ -103,6 +120,7 @@ class Policy:
     source: str = ""  # the file it came from ("" for defaults)
     #: how an observed connection to an unlisted destination is graded, by where it goes
     grades: Mapping[str, Severity] = field(default_factory=lambda: dict(NETWORK_GRADES))
+    files: FilesPolicy = field(default_factory=FilesPolicy)
 
     def grade(self, scope: str | None) -> Severity:
         """The severity of an unlisted destination: loopback, unix, remote (any other)."""
@@ -173,7 +191,9 @@ _TOP_KEYS = (
     "commands",
     "network",
     "tools",
+    "files",
 )
+_FILES_KEYS = ("credentials", "persistence", "read", "tools")
 
 
 def _command(ctx: Keys, name: str, value: Any) -> CommandPolicy:
@@ -209,6 +229,17 @@ def _ignore(ctx: Keys, i: int, value: Any) -> Ignore:
         os.path.expanduser(path) if path else None,
         table.get("reason", ""),
     )
+
+
+def _files(ctx: Keys, table: Mapping[str, Any]) -> FilesPolicy:
+    ctx.no_unknown(table, _FILES_KEYS, "files.")
+    get = {k: _strs(ctx, table[k], f"files.{k}") for k in _FILES_KEYS[:3] if k in table}
+    tools = {
+        name: _paths(_strs(ctx, v, f"files.tools.{name}"))
+        for name, v in _table(ctx, table.get("tools", {}), "files.tools").items()
+    }
+    return FilesPolicy(get.get("credentials", ()), get.get("persistence", ()),
+                       _paths(get.get("read", ())), tools)  # fmt: skip
 
 
 def parse_policy(text: str, path: Path, known_rules: Collection[str] | None = None) -> Policy:
@@ -262,6 +293,7 @@ def parse_policy(text: str, path: Path, known_rules: Collection[str] | None = No
         name: _strs(ctx, v, f"tools.{name}")
         for name, v in _table(ctx, data.get("tools", {}), "tools").items()
     }
+    files = _files(ctx, _table(ctx, data.get("files", {}), "files"))
     strict = data.get("strict_commands", False)
     if not isinstance(strict, bool):
         raise ctx.fail("strict_commands", "expected true or false")
@@ -284,6 +316,7 @@ def parse_policy(text: str, path: Path, known_rules: Collection[str] | None = No
         tools=tools,
         source=str(path),
         grades=grades,
+        files=files,
     )
 
 

@@ -43,6 +43,9 @@ QUESTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
      frozenset({"MCS108", "MCS109", "MCS305"})),
     ("editable", "command from an editable file", frozenset({"MCS107"})),  # + hooks, scripts
     ("outlived", "outlived the call", frozenset({"MCS301", "MCS501"})),
+    ("credentials", "read credential files", frozenset({"MCS413"})),
+    ("persistence", "wrote what runs later", frozenset({"MCS414"})),
+    ("ran_written", "ran a file the session wrote", frozenset({"MCS415"})),
 )  # fmt: skip
 _MAX_RAN = 8
 

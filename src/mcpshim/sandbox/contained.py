@@ -30,10 +30,12 @@ from typing import Any
 
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.errors import McpshimError
+from mcpshim.log.filetable import FileTable
 from mcpshim.paths import Locations
 from mcpshim.sandbox import landlock, seccomp
 from mcpshim.sandbox.binfmt import started_by
-from mcpshim.sandbox.plan import DEVICES, Plan, approved_files, make_plan
+from mcpshim.sandbox.plan import DEVICES, Plan, approved_files, approved_reads, make_plan
+from mcpshim.sandbox.reads import beneath_any, read_rules, refused_reads
 from mcpshim.sandbox.shims import shim_needs
 from mcpshim.shim.manifest import load_manifest
 
@@ -52,9 +54,10 @@ class Containment:
         write = landlock.write_rights(abi) if plan.write is not None else 0
         refer = landlock.REFER if abi >= 2 else 0
         net = landlock.CONNECT_TCP if plan.connect is not None else 0
+        read = landlock.READ_FILE if plan.read else 0
         self._inodes: set[tuple[int, int]] = set()
         try:
-            self.ruleset = landlock.Ruleset(landlock.EXECUTE | write | refer, net)
+            self.ruleset = landlock.Ruleset(landlock.EXECUTE | write | refer | read, net)
         except OSError as exc:
             why = exc.strerror
             raise ContainError(f"--contain: cannot create a Landlock ruleset: {why}") from None
@@ -87,6 +90,9 @@ class Containment:
                     self.ruleset.allow_path(dev, landlock.FILE_WRITE)
         for port in plan.connect or ():
             self.ruleset.allow_port(port)
+        for path in read_rules(plan.read) if plan.read else ():
+            with contextlib.suppress(OSError):  # gone since it was listed: nothing to read
+                self.ruleset.allow_path(path, landlock.READ_FILE)
 
     def allows(self, path: str) -> bool:
         """Whether the file at `path` is one the ruleset lets the family execute."""
@@ -174,12 +180,24 @@ class Containment:
         Callable[[bytes, bytes | None, str], str | None],
         Callable[[int, str], str | None] | None,
         Callable[[bytes], str | None] | None,
+        Callable[[bytes, str], str | None] | None,
     ]:
         """What the tracer asks about its records (trace.run.TraceRun.contained): which
-        exec attempts were refused, and where ports or writes are held, which connects
-        were refused and which metadata changes were outside the write directories."""
+        exec attempts were refused, and where ports, writes or reads are held, which
+        connects were refused, which metadata changes were outside the write directories
+        and which credential files were refused."""
         ports = self.connect_refused if self.plan.connect is not None else None
-        return self.exec_refused, ports, self.write_outside if self.plan.write is not None else None
+        write = self.write_outside if self.plan.write is not None else None
+        return self.exec_refused, ports, write, self.read_refused if self.plan.read else None
+
+    def read_refused(self, path: bytes, result: str) -> str | None:
+        """Why the ruleset refused opening this credential file, or None if it did not."""
+        if result != "EACCES" or not self.plan.read:
+            return None
+        name = os.path.realpath(os.fsdecode(path))
+        if beneath_any(name, self.plan.read) or beneath_any(os.fsdecode(path), self.plan.read):
+            return "a credential file the lock does not list"
+        return None
 
     def write_outside(self, path: bytes) -> str | None:
         """Why a file at `path` is outside the write directories (where a metadata change
@@ -208,18 +226,25 @@ def build(
     child_path: str,
     write: Sequence[str] | None,
     command: str,
+    files: FileTable | None = None,
 ) -> Containment:
     """The containment of `server`'s family (the shims of `loc`, the tracer's strace, the
     child's PATH for `#!/usr/bin/env` scripts); ContainError when the server's own program
     (`command`, as the supervisor will find it) is not one the lock approved. The shims
     get no shell the lock did not approve where native ones can be built (sandbox.shims:
-    sh shims are rebuilt here)."""
+    sh shims are rebuilt here). `files`: the session's table of locations, whose
+    credential files here the lock does not list are refused reading (sandbox.reads)."""
     needs = shim_needs(loc, approved_files(server)[0])
     manifest = load_manifest(loc.shim_dir)
     names = manifest.shims if manifest is not None else {}
     log_dir = str(loc.log_dir.resolve())
+    read: tuple[str, ...] = ()
+    if files is not None:
+        here = (p for p, _place in files.credential_files(workspace=False))
+        work = (files.roots.workspace,) if files.roots.workspace else ()
+        read = refused_reads(here, approved_reads(server), work)
     plan = make_plan(server, lock, abi, needs.files, tracer, child_path, write, log_dir,
-                     needs.interpreter, needs.notes)  # fmt: skip
+                     needs.interpreter, needs.notes, read)  # fmt: skip
     containment = Containment(plan, abi)
     found = command if "/" in command else shutil.which(command, path=child_path)
     if found is None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "EXECUTE",
+    "READ_FILE",
     "REFER",
     "Ruleset",
     "abi_version",
@@ -34,6 +35,7 @@ __all__ = [
 # include/uapi/linux/landlock.h
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
 _REMOVE_DIR, _REMOVE_FILE = 1 << 4, 1 << 5
 _MAKE = (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12)
 REFER = 1 << 13  # ABI 2

@@ -7,7 +7,9 @@ it lists any and every TCP one has a port (a Unix socket or UDP destination is n
 port: it leaves the TCP rules as they are, and stays unrestricted); MPTCP sockets are then
 refused (seccomp: Landlock's port rules do not hold them). Write: only beneath the
 directories asked for and the log directory (the shims write their records there), when
-asked. Read stays open; so do UDP, Unix sockets and listening.
+asked. Read: everything but the credential files here that the lock does not list
+(log.filetable; sandbox.reads says how and what that cannot hold). UDP, Unix sockets and
+listening stay open.
 
 Pure but for the file system reads that find interpreters; `contained` builds the ruleset.
 """
@@ -24,7 +26,16 @@ from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.sandbox import seccomp
 from mcpshim.sandbox.binfmt import started_by
 
-__all__ = ["DEVICES", "Allowed", "Plan", "approved_files", "is_unix", "make_plan", "ports_of"]
+__all__ = [
+    "DEVICES",
+    "Allowed",
+    "Plan",
+    "approved_files",
+    "approved_reads",
+    "is_unix",
+    "make_plan",
+    "ports_of",
+]
 
 #: character devices anyone may write (`> /dev/null`), allowed when writes are restricted
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -51,12 +62,14 @@ class Plan:
     open_net: str  # why connections are not restricted ("" when they are)
     notes: tuple[str, ...]  # what this kernel leaves unrestricted
     unix: tuple[str, ...] = ()  # the Unix socket destinations the lock lists (not restricted)
+    read: tuple[str, ...] = ()  # credential files (or directories) reading is refused for
 
     def restricts(self) -> list[str]:
         return (
             ["execute"]
             + (["write"] if self.write is not None else [])
             + (["connect"] if self.connect is not None else [])
+            + (["read"] if self.read else [])
         )
 
     def payload(self, abi: int) -> dict[str, Any]:
@@ -72,6 +85,7 @@ class Plan:
             "write": list(self.write) if self.write is not None else None,
             "connect": list(self.connect) if self.connect is not None else None,
             "connect_open": self.open_net,
+            "read_refused": list(self.read),
             "mptcp": "refused" if self.connect is not None else "not restricted",
             "not_restricted": self.unrestricted(),
             "notes": list(self.notes),
@@ -96,6 +110,9 @@ class Plan:
             if self.write is not None
             else "write: not restricted (--contain-write DIR)"
         )
+        if self.read:
+            parts.append(f"read: refused for {len(self.read)} credential file(s) the lock "
+                         f"does not list ({_shown(self.read)})")  # fmt: skip
         if self.connect is not None:
             ports = ", ".join(map(str, self.connect))
             parts.append(f"connect: TCP ports {ports} only, MPTCP sockets refused")
@@ -161,6 +178,12 @@ def _connect(server: ServerApproval, abi: int) -> tuple[tuple[int, ...] | None, 
     return tuple(sorted(ports)), ""
 
 
+def approved_reads(server: ServerApproval) -> list[str]:
+    """The credential files the lock lists for the server (any tool's, or its own)."""
+    boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
+    return list(dict.fromkeys(p for b in boundaries for p in b.credential_files))
+
+
 def _unix(server: ServerApproval) -> tuple[str, ...]:
     boundaries = [server.startup, *(t.boundary for t in server.tools.values())]
     found = [d for b in boundaries for d in b.destinations if is_unix(d)]
@@ -195,6 +218,7 @@ def make_plan(
     log_dir: str,
     shell: tuple[str, str] | None = None,
     shim_notes: Sequence[str] = (),
+    read: Sequence[str] = (),
 ) -> Plan:
     """The rules for `server`'s family. `shims`: shim file -> why it is allowed; `shell`:
     the shims' interpreter and why, when they need one the lock did not approve
@@ -237,4 +261,5 @@ def make_plan(
         open_net,
         tuple(notes),
         _unix(server),
+        tuple(read),
     )

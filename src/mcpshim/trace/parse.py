@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpshim.log.shimhelper import is_shim_helper
+from mcpshim.trace.fileparse import FILE_CALLS, FileCall, parse_file
 from mcpshim.trace.metaparse import META_CALLS, MetaCall, parse_meta
 from mcpshim.trace.netparse import NET_CALLS, Connected, NetCall, call_only, parse_net, shrink_send
 
@@ -41,7 +42,7 @@ class Event:
 
     time: float
     tid: int
-    kind: str  # exec | spawn | chdir | exit | superseded | net | meta
+    kind: str  # exec | spawn | chdir | exit | superseded | net | meta | file
     filename: bytes = b""
     argv: tuple[bytes, ...] | None = None  # None: strace could not read the array
     truncated: bool = False
@@ -59,6 +60,7 @@ class Event:
     env_known: bool = False
     net: NetCall | None = None  # net: a socket call (trace.netparse)
     meta: MetaCall | None = None  # meta: a chmod, chown or utime call (trace.metaparse)
+    file: FileCall | None = None  # file: an open, rename, link or truncate (trace.fileparse)
 
 
 _TS = re.compile(rb"(\d+\.\d+) ")
@@ -199,8 +201,9 @@ def parse_line(tid: int, line: bytes) -> Event | None:
         net = parse_net(rest)
         return Event(t, tid, "net", net=net) if net is not None else None
     if rest.startswith(META_CALLS):
-        meta = parse_meta(rest)
-        return Event(t, tid, "meta", meta=meta) if meta is not None else None
+        return Event(t, tid, "meta", meta=mc) if (mc := parse_meta(rest)) is not None else None
+    if rest.startswith(FILE_CALLS):
+        return Event(t, tid, "file", file=f) if (f := parse_file(rest)) is not None else None
     if rest.startswith(b"+++ "):
         if e := _EXITED.search(rest):
             return Event(t, tid, "exit", status=int(e.group(1)))

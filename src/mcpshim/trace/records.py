@@ -23,6 +23,8 @@ from mcpshim.log.redact import redact_argv, redact_text
 from mcpshim.log.shimhelper import is_shim_helper
 from mcpshim.proc.procinfo import start_ticks
 from mcpshim.shim.native import FALLBACK_MARK
+from mcpshim.trace.configrun import configured_runs
+from mcpshim.trace.filefacts import FileTracing, file_records, meta_place, program_of
 from mcpshim.trace.metaparse import MetaFact
 from mcpshim.trace.net import NetAttempt
 from mcpshim.trace.selfexe import Images, is_exe_link
@@ -30,6 +32,7 @@ from mcpshim.trace.strace import ExecAttempt, Process, Trace
 
 __all__ = [
     "ExecRefused",
+    "FileTracing",
     "PortRefused",
     "WriteOutside",
     "exact_starts",
@@ -81,19 +84,30 @@ def trace_payloads(
     port_refused: PortRefused | None = None,
     shim_paths: Mapping[int, Iterable[bytes]] | None = None,
     write_outside: WriteOutside | None = None,
+    files: FileTracing | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every record of one trace: its execs and forks, and its socket calls. In a contained
     session (`refused`, `port_refused`) an exec or a connect the ruleset refused says why
     (`blocked`) on its own record: one record per fact; with write rules
-    (`write_outside`), each metadata change outside them is a `trace-file` record."""
+    (`write_outside`), each metadata change outside them is a `trace-file` record. With
+    file tracing (`files`), so is each file fact (trace.filefacts): a credential opened, a
+    place that runs later written or made executable, a written file run, a program run
+    after its parent read the project's configuration (trace.configrun)."""
     yield from exec_payloads(trace, session, boot_id, exact, shim_dirs, refused, shim_paths)
     starts = process_starts(trace, exact)
+    program = program_of(trace) if files is not None else None
     for m in trace.meta:
-        if write_outside is None:
-            break
-        why = write_outside(m.path) if m.path is not None else "a file the trace did not name"
-        if why:
-            yield "trace-file", meta_payload(m, session, boot_id, starts, why)
+        why = None
+        if write_outside is not None:
+            why = write_outside(m.path) if m.path is not None else "a file the trace did not name"
+        place = meta_place(m, files.table, program) if files and program else None
+        if why or place:
+            payload = meta_payload(m, session, boot_id, starts, why or None)
+            if place is not None:
+                payload["persistence"] = place.label
+            yield "trace-file", payload
+    if files is not None:
+        yield from _file_records(trace, session, boot_id, starts, files, shim_dirs)
     clients = _client_sockets(trace.net)
     for a in trace.net:
         payload = net_payload(a, session, boot_id, starts)
@@ -107,6 +121,22 @@ def trace_payloads(
         ):
             payload["blocked"] = why
         yield "trace-net", payload
+
+
+def _file_records(trace: Trace, session: str, boot_id: str, starts: Mapping[int, int | None],
+                  files: FileTracing, shim_dirs: Sequence[bytes],
+                  ) -> Iterator[tuple[str, dict[str, Any]]]:  # fmt: skip
+    def head(t: float, pid: int, tid: int) -> dict[str, Any]:
+        out = {"session": session, "time": iso_time(t), "boot_id": boot_id, "pid": pid,
+               "start": starts.get(pid)}  # fmt: skip
+        if tid != pid:
+            out["tid"] = tid
+        return out
+
+    for fields in file_records(trace, head, files, starts):
+        yield "trace-file", fields
+    for _t, fields in configured_runs(trace, head, files.table, starts, shim_dirs):
+        yield "trace-file", fields
 
 
 def _client_sockets(net: Iterable[NetAttempt]) -> set[tuple[int, int | None]]:
@@ -255,7 +285,7 @@ def net_payload(
 
 
 def meta_payload(
-    m: MetaFact, session: str, boot_id: str, starts: Mapping[int, int | None], outside: str
+    m: MetaFact, session: str, boot_id: str, starts: Mapping[int, int | None], outside: str | None
 ) -> dict[str, Any]:
     """A `trace-file` record: a chmod, chown or utime call of a contained family's process
     on a file outside its write directories (Landlock does not refuse them). The path goes
@@ -271,8 +301,9 @@ def meta_payload(
         **_redacted_field("path", m.path),
         "detail": m.call.detail,
         "result": m.call.result,
-        "outside": outside,
     }
+    if outside:
+        out["outside"] = outside
     if m.tid != m.pid:
         out["tid"] = m.tid
     return out

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import os
 import re
 import shutil
@@ -45,8 +46,9 @@ from mcpshim.trace.strace import strace_argv
 from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
 
 if TYPE_CHECKING:
+    from mcpshim.trace.filefacts import ReadRefused
     from mcpshim.trace.parse import Event, ExecFeed, LinePump, OutputParser
-    from mcpshim.trace.records import ExecRefused, PortRefused, WriteOutside
+    from mcpshim.trace.records import ExecRefused, FileTracing, PortRefused, WriteOutside
     from mcpshim.trace.store import TraceParams
 
 __all__ = ["TraceRun", "is_gone", "tracer_of"]
@@ -88,6 +90,7 @@ class TraceRun:
         self._cmdline = b""  # strace's own command line (wrap), the child's until it execs
         self._exec_refused: ExecRefused | None = None  # run --contain (see `contained`)
         self._port_refused: PortRefused | None = None
+        self.files: FileTracing | None = None  # trace the file calls too (trace.filefacts)
         self._params: TraceParams | None = None  # set by finish, for the drain too
         try:
             self._open()
@@ -176,23 +179,25 @@ class TraceRun:
         exec_refused: ExecRefused,
         port_refused: PortRefused | None,
         write_outside: WriteOutside | None = None,
+        read_refused: ReadRefused | None = None,
     ) -> None:
         """The session runs under a ruleset (`run --contain`): the exec attempts it refused
         say so, and with `port_refused` so do the connects it refused (their `trace-net`
         record, outcome denied, says why: `blocked`). With write rules (`write_outside`)
         the metadata calls Landlock does not refuse are traced too, and each change
-        outside the write directories is recorded (`trace-file`: trace.metaparse)."""
+        outside the write directories is recorded (`trace-file`: trace.metaparse). Where
+        reads of credential files are held (`read_refused`), a refused open says why."""
         self._exec_refused, self._port_refused = exec_refused, port_refused
         self._write_outside = write_outside
+        if self.files is not None:
+            self.files.read_refused = read_refused
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
-        extra: tuple[str, ...] = ()
-        if self._write_outside is not None:
-            from mcpshim.trace.metaparse import META_SYSCALLS
-
-            extra = META_SYSCALLS
-        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra)
+        files = self.files is not None
+        meta = self._write_outside is not None or files  # (metaparse loads only then)
+        extra = importlib.import_module("mcpshim.trace.metaparse").META_SYSCALLS if meta else ()
+        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra, files=files)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -239,6 +244,8 @@ class TraceRun:
             if out:
                 self._store(out)
                 self._note_pids(out)
+                if self.files is not None:
+                    self.files.inodes.feed(out)  # what was written and run, while it is there
                 if self._exec_hooks and b"exec" in out:
                     for ev in self._execs.feed(out):
                         for hook in self._exec_hooks:
@@ -388,17 +395,18 @@ class TraceRun:
             complete = self._tracer_gone(0.1 if alive else 5.0)
         self._params = self.params(session, boot_id, root_cwd)
         self._close(complete)
+        counts: dict[str, int] = {}
         try:
-            # Complete, what was parsed as it was stored is the whole output; survivors
-            # still traced: the file, which the drain goes on writing.
+            # complete: the events parsed as stored; else the file (the drain writes on)
             trace, gaps = write_trace(
                 self.loc, self.output, self._params, complete, self._live, self._log_mark,
                 refused=(self._exec_refused, self._port_refused),
                 parsed=self._parser.events() if complete and not self.lost else None,
-                write_outside=self._write_outside,
+                write_outside=self._write_outside, files=self.files, counts=counts,
             )  # fmt: skip
             # (the shim library's helper, which reads a parent's argv, is mcpshim's own)
-            summary = summary_payload(self._params, self.strace, trace, gaps, complete)
+            nfiles = None if self.files is None else counts.get("trace-file", 0)
+            summary = summary_payload(self._params, self.strace, trace, gaps, complete, nfiles)
             if self.lost:
                 summary["lost"] = self.lost  # the execs after it are not on record
             if not complete:

@@ -29,6 +29,7 @@ from mcpshim.paths import Locations
 from mcpshim.trace.parse import Event, read_output
 from mcpshim.trace.records import (
     ExecRefused,
+    FileTracing,
     PortRefused,
     WriteOutside,
     exact_starts,
@@ -107,7 +108,8 @@ def _written(records: Iterable[Record]) -> set[tuple[str, Any, Any]]:
     return {
         (r.kind, r.data.get("pid"), r.data.get("time"))
         for r in records
-        if isinstance(r, EventRecord) and r.kind in ("trace-exec", "trace-fork", "trace-net")
+        if isinstance(r, EventRecord)
+        and r.kind in ("trace-exec", "trace-fork", "trace-net", "trace-file")
     }
 
 
@@ -122,15 +124,19 @@ def write_trace(
     refused: tuple[ExecRefused | None, PortRefused | None] = (None, None),
     parsed: Mapping[int, Sequence[Event]] | None = None,
     write_outside: WriteOutside | None = None,
+    files: FileTracing | None = None,
+    counts: dict[str, int] | None = None,
 ) -> tuple[Trace, int]:
     """Parse the output and append its records; (the trace, how many gaps were found).
     `late` (the drain): only records the log does not hold yet, marked so, and no gaps
     (the session's own check found them, with the family it knew). `refused`: a contained
     session's ruleset (`run --contain`), whose refusals the records say. `parsed`: the
-    output's events as they were stored (trace.run parses while the session runs)."""
-    files = read_output(output, final=final) if parsed is None else parsed
+    output's events as they were stored (trace.run parses while the session runs).
+    `files`: the file facts are recorded too (trace.filefacts; the drain records none).
+    `counts`: filled with the records written, by kind."""
+    lines = read_output(output, final=final) if parsed is None else parsed
     trace = build_trace(
-        files, p.root_pid, p.root_cwd, p.root_start, p.supervisor, execlog.now_anchor(),
+        lines, p.root_pid, p.root_cwd, p.root_start, p.supervisor, execlog.now_anchor(),
         execlog.CLK_TCK,
     )  # fmt: skip
     records = list(session_records(loc, mark, p.session))
@@ -138,13 +144,15 @@ def write_trace(
     skip = _written(records) if late else set()
     exec_refused, port_refused = refused
     found = trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused,
-                           port_refused, shim_paths(records), write_outside)  # fmt: skip
+                           port_refused, shim_paths(records), write_outside, files)  # fmt: skip
     for kind, payload in found:
         if late:
             if (kind, payload.get("pid"), payload.get("time")) in skip:
                 continue
             payload["late"] = True  # recorded after the session, by the drain
         eventlog.append_event(loc, kind, payload)
+        if counts is not None:
+            counts[kind] = counts.get(kind, 0) + 1
     if late:
         return trace, 0
     gaps = list(find_gaps(trace, records, exact, {p.tracer_pid}))
@@ -155,12 +163,14 @@ def write_trace(
 
 
 def summary_payload(
-    p: TraceParams, strace: str, trace: Trace, gaps: int, complete: bool
-) -> dict[str, Any]:
-    """The `trace-summary` record of a session's trace as written (trace.store)."""
+    p: TraceParams, strace: str, trace: Trace, gaps: int, complete: bool,
+    files: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The `trace-summary` record of a session's trace as written (trace.store); `files`:
+    the `trace-file` records written, None when the file calls were not traced."""
     helper = shim_helper_pids(trace)
     execs = [e for e in trace.execs if e.pid not in helper]
-    return {
+    out: dict[str, Any] = {
         "session": p.session,
         "time": iso_time(time.time()),
         "boot_id": p.boot_id,
@@ -173,3 +183,6 @@ def summary_payload(
         "net": len(trace.net),  # the trace-net records written
         "complete": complete,
     }
+    if files is not None:
+        out["files"] = files
+    return out

@@ -50,12 +50,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mcpshim.trace.fileparse import FILE_SYSCALLS, FileFact
+
 if TYPE_CHECKING:  # the parser and the follower load with build_trace: strace_argv needs neither
     from mcpshim.trace.metaparse import MetaFact
     from mcpshim.trace.net import NetAttempt
     from mcpshim.trace.parse import Event
 
 __all__ = [
+    "FILE_SYSCALLS",
     "MAX_ARG_STRLEN",
     "NET_SYSCALLS",
     "SYSCALLS",
@@ -108,12 +111,15 @@ def strace_argv(
     env: bool = True,
     net: bool = True,
     extra: Sequence[str] = (),
+    files: bool = False,
 ) -> list[str]:
     """The full command line: strace with its options, then COMMAND exactly as given.
 
     `env`: print each exec's environment (-v); `net`: trace the socket calls too. With
     either, the output must go through parse.sanitize before it is stored (trace.run reads
-    it from a pipe). `extra`: more system calls to trace."""
+    it from a pipe). `extra`: more system calls to trace; `files`: the file calls too
+    (FILE_SYSCALLS: opens, renames, links; trace.fileparse)."""
+    extra = (*extra, *(FILE_SYSCALLS if files else ()))  # the file calls after the others
     return [
         strace,
         "-DD",  # the tracer: a grandchild in its own process group (no terminal signals)
@@ -182,6 +188,7 @@ class Trace:
     execs: list[ExecAttempt]
     net: list[NetAttempt] = field(default_factory=list)
     meta: list[MetaFact] = field(default_factory=list)  # chmod, chown, utime (trace.metaparse)
+    files: list[FileFact] = field(default_factory=list)  # opens, renames (trace.fileparse)
 
     def last_exec(self, pid: int) -> ExecAttempt | None:
         ok = [e for e in self.execs if e.pid == pid and e.result == "ok"]
@@ -218,6 +225,7 @@ def build_trace(
     execs: list[ExecAttempt] = []
     net: list[tuple[int, Event]] = []
     meta: list[MetaFact] = []
+    opened: list[FileFact] = []
     for ev in _merged(files):
         pid = tgid.get(ev.tid)
         if pid is None:  # a thread or process whose creation we did not see
@@ -275,9 +283,16 @@ def build_trace(
             path = ev.meta.path
             path = path if path is None or path.startswith(b"/") else _join(proc.cwd, path)
             meta.append(MetaFact(ev.time, pid, ev.tid, ev.meta, path))
+        elif ev.kind == "file" and ev.file is not None:  # (only traced with file tracing)
+            f = ev.file
+            path = f.path if f.path is None or f.path[:1] == b"/" else _join(proc.cwd, f.path)
+            target = f.target
+            if target is not None and target[:1] != b"/":
+                target = _join(proc.cwd, target)
+            opened.append(FileFact(ev.time, pid, ev.tid, f, path, target))
     from mcpshim.trace.net import follow
 
-    return Trace(procs, _mark_search_steps(execs), follow(net), meta)
+    return Trace(procs, _mark_search_steps(execs), follow(net), meta, opened)
 
 
 def _mark_search_steps(execs: list[ExecAttempt]) -> list[ExecAttempt]:

@@ -8,11 +8,13 @@ benign_cclsp.py; there the line runs: curl to a host it was told about (worlds.R
 127.0.0.1, in no policy), then the real language server.
 
 True under find_definition: a project-defined configuration chose the command the server
-ran (MEDIUM MCS107, naming cclsp.json); curl connected to an unlisted host (MEDIUM MCS306
-traced; untraced its shim record names it, MCS108) after reaching its pinned shim (INFO
-MCS101), as did sh (INFO MCS101); sh ran a composed line (LOW MCS105); the tool started
-sh and curl, which its name does not explain (LOW MCS502, with node and
-typescript-language-server: four); the rest as in benign_cclsp.py.
+ran (MEDIUM MCS107, naming cclsp.json: traced with --trace-files, the server's read of it
+and then its child's sh; untraced nothing shows the read); curl connected to an unlisted
+host (MEDIUM MCS306 traced; untraced its shim record names it, MCS108) after reaching its
+pinned shim (INFO MCS101), as did sh (INFO MCS101); sh ran a composed line (LOW MCS105),
+whose programs it says (curl); the tool started sh, which its name does not explain (LOW
+MCS502, with node and typescript-language-server traced: three); the rest as in
+benign_cclsp.py.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def _expected(traced: bool) -> tuple[Expect, ...]:
         Expect("MCS108", "medium", tool, names=("curl", "127.0.0.1")),
         Expect("MCS101", "info", tool, count=3),  # sh, curl, and node (env's lookup)
         Expect("MCS105", "low", tool, names=("curl",)),
-        Expect("MCS502", "low", tool, count=4 if traced else 3),  # sh, curl, node (+ the script)
+        # sh, node (+ the script); curl is a program of sh's line, which MCS105 says
+        Expect("MCS502", "low", tool, count=3 if traced else 2),
         Expect("MCS405", "info", tool, optional=not traced, names=("node",)),
         KEPT if traced else KEPT_UNTRACED,
     )
@@ -64,6 +67,7 @@ SCENARIO = Scenario(
     server_env=lambda w: {"CCLSP_CONFIG_PATH": str(w.ws / ".claude/cclsp.json")},
     needs=("servers",),
     shims=("git", "sh", "npm", "node", "curl"),
+    run_options=("--trace-files",),  # traced: the server's read of cclsp.json (issue 40)
     proof=lambda w: heard(w, b"/lsp", "the configured line's curl"),
     expected=_expected(traced=False),
     traced_expected=_expected(traced=True),

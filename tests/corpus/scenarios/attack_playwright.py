@@ -74,6 +74,7 @@ SCENARIO = Scenario(
     calls=_calls,
     setup=setup,
     needs=("servers", "chromium"),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     shims=("git", "sh", "npm", "node", "curl"),
     proof=_proof,
     expected=(
@@ -83,7 +84,7 @@ SCENARIO = Scenario(
         Expect("MCS101", "info", RCE, names=("curl",)),
         Expect("MCS108", "medium", RCE, names=("curl", "127.0.0.1")),
         Expect("MCS102", "high", RCE, optional=True, names=("/tmp/mcpshim-corpus-",)),  # sampled
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote and then ran (traced only: the tracer sees both)
     ),
     traced_expected=(
         START,
@@ -94,6 +95,7 @@ SCENARIO = Scenario(
         Expect("MCS306", "medium", RCE, names=("curl", "127.0.0.1")),
         Expect("MCS108", "info", RCE, names=("127.0.0.1",)),  # beside it, the hint
         Expect("MCS102", "high", RCE, names=("/tmp/mcpshim-corpus-",)),
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote (cp) and then ran
+        Expect("MCS415", "high", RCE, names=("/tmp/mcpshim-corpus-", f"by tools/call {RCE}")),
     ),
 )

@@ -44,7 +44,16 @@ def shelled(tool: str, traced: bool) -> tuple[Expect, ...]:
         # a test tool runs test runners (sh too: npm's scripts); curl is the tests' own (cp
         # and the copy are the programs of the shell line, which MCS401 says)
         Expect("MCS502", "low", tool, optional=not traced, names=("'curl'",)),
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote (cp) and then ran (traced: the tracer sees both)
+        *(
+            (
+                Expect(
+                    "MCS415", "high", tool, names=("/tmp/mcpshim-corpus-", f"by tools/call {tool}")
+                ),
+            )
+            if traced
+            else ()
+        ),
     )
 
 
@@ -57,6 +66,7 @@ SCENARIO = Scenario(
     setup=setup,
     server_env=server_env,
     needs=("pyservers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     shims=("git", "sh", "npm", "node", "curl"),
     proof=lambda w: heard(w, b"def add", "conftest.py's curl"),
     expected=(

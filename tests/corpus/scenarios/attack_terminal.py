@@ -55,6 +55,7 @@ SCENARIO = Scenario(
     calls=_calls,
     setup=setup,
     needs=("pyservers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     shims=("git", "sh", "npm", "node", "curl"),
     proof=lambda w: heard(w, b"first", "curl"),
     expected=(
@@ -63,7 +64,7 @@ SCENARIO = Scenario(
         Expect("MCS108", "medium", "session_interact", nth=2, names=("curl", "127.0.0.1")),
         Expect("MCS501", "info", NO_CALL, optional=True, names=("bash",)),  # sampled
         SAMPLED_BASH,
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote and then ran (traced only: the tracer sees both)
     ),
     traced_expected=(
         Expect("MCS102", "high", "session_interact", nth=1, names=TMP),
@@ -71,6 +72,13 @@ SCENARIO = Scenario(
         Expect("MCS306", "medium", "session_interact", nth=2, names=("curl", "127.0.0.1")),
         Expect("MCS108", "info", "session_interact", nth=2, names=("127.0.0.1",)),  # the hint
         KEPT,
-        # issue 40: a file the session wrote and then ran
+        # issue 40: a file the session wrote (cp) and then ran, both in the same call
+        Expect(
+            "MCS415",
+            "high",
+            "session_interact",
+            nth=1,
+            names=(*TMP, "by tools/call session_interact"),
+        ),
     ),
 )

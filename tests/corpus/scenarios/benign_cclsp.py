@@ -100,6 +100,7 @@ SCENARIO = Scenario(
     setup=setup,
     server_env=server_env,
     needs=("servers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     expected=(START, *started("find_definition", traced=False)),
     traced_expected=(START, *started("find_definition", traced=True)),
 )

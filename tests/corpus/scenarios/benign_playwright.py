@@ -138,6 +138,7 @@ SCENARIO = Scenario(
     calls=_calls,
     setup=setup,
     needs=("servers", "chromium"),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     expected=(START, *sampled("browser_navigate", 1)),
     traced_expected=(START, KEPT, *launch("browser_navigate", 1)),
 )

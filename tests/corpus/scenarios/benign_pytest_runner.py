@@ -62,6 +62,7 @@ SCENARIO = Scenario(
     setup=lambda w: plant(w, TESTS),
     server_env=server_env,
     needs=("pyservers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     expected=ran("test_calc.py", optional=True),  # sampled: pytest has no shim
     traced_expected=ran("test_calc.py"),
 )

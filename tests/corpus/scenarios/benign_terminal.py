@@ -69,6 +69,7 @@ SCENARIO = Scenario(
     calls=_calls,
     setup=git_repo,
     needs=("pyservers",),
+    run_options=("--trace-files",),  # traced: the file facts too (issue 40)
     expected=(
         Expect("MCS101", "info", "session_interact", nth=1, names=("git",)),
         Expect("MCS501", "info", NO_CALL, optional=True, names=("bash",)),  # sampled

@@ -27,7 +27,7 @@ from mcpshim.review.findings import Evidence, Finding, Severity, define_rule
 from mcpshim.review.policy import Policy
 from mcpshim.review.rules.connections import net_finding, net_message
 from mcpshim.review.rules.contain_rules import blocked_connect
-from mcpshim.review.rules.file_rules import metadata_finding
+from mcpshim.review.rules.file_rules import file_finding
 from mcpshim.review.rules.network import HELPERS, allowed
 from mcpshim.review.rules.terminated import terminated_finding
 
@@ -134,6 +134,8 @@ class _Session:
     relayed: bool = False
     #: credential-like names the session's command was started with, or the server had
     given: set[str] = field(default_factory=set)
+    #: the file facts' findings by (rule, key), each fact's moment its own evidence
+    files: dict[tuple[str, str], tuple[Finding, set[Any]]] = field(default_factory=dict)
 
 
 class SessionEvidence:
@@ -173,6 +175,7 @@ class SessionEvidence:
         out: list[Finding] = []
         for sid, s in self._sessions.items():
             out += s.findings + [replace(f, message=net_message(f)) for f, _ids in s.net.values()]
+            out += [f for f, _ids in s.files.values()]
             if not s.net_traced:
                 out += s.sampled_listens + self._outbound(sid, s)
             out += self._credential_findings(sid, s)
@@ -307,10 +310,19 @@ class SessionEvidence:
         s.findings.append(terminated_finding(sid, rec.data, rec.where))  # MCS537, as --lock
 
     def _file(self, s: _Session, sid: str, rec: EventRecord) -> None:
-        ident = (rec.data.get("pid"), rec.data.get("start"))
-        found = metadata_finding(sid, rec, self._names.get(ident) or "?")  # type: ignore[arg-type]
-        if found is not None:
-            s.findings.append(found)
+        d = rec.data
+        ident = (d.get("pid"), d.get("start"))
+        name = self._names.get(ident) or "?"  # type: ignore[arg-type]
+        who = (d.get("boot_id"), *ident)
+        for found in file_finding(sid, rec, name, self.policy.files, self._names):
+            key = (found.rule.id, found.key or found.message)
+            had = s.files.get(key)
+            if had is None:
+                s.files[key] = (found, {who})
+            elif len(had[0].evidence) < _MOMENTS:  # each moment its own (review files each)
+                f, whose = had[0], had[1] | {who}
+                s.files[key] = (replace(f, evidence=f.evidence + found.evidence,
+                                        count=len(whose)), whose)  # fmt: skip
 
     def _net(self, s: _Session, sid: str, rec: EventRecord) -> None:
         d = rec.data
