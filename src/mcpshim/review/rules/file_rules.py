@@ -27,6 +27,7 @@ METADATA = define_rule(
     "Find the tool call that did it and why: a mode made executable outside the workspace "
     "is how a planted program is readied to run later.",
     cwe=["CWE-732"],
+    answers=(),
 )
 
 
