@@ -23,8 +23,7 @@ from typing import overload
 from mcpshim.base.frozen import positional
 from mcpshim.family.images import Image
 from mcpshim.family.tree import Forest, Linker, Node
-from mcpshim.log.execlog import ExecRecord, Record, _utc
-from mcpshim.log.rows import Tail
+from mcpshim.log.execlog import ExecRecord, Record, Tail, _utc
 
 __all__ = ["CompactRoots", "build_compact_forest", "forest_of"]
 
