@@ -7,20 +7,20 @@ time as a float, its integers, its place in the log as (segment, offset), and an
 a table of the values images share (cwd, command, argv, target, session, PATH...), which a
 log repeats. Images given as objects (the process model's, per session, and the sources
 other than shims) stay `Image` objects. Linking is `family.linker.Linker`'s, one image at a
-time (`add_image`) or a run of rows at a time (forestread.add_rows), so a forest is the
-same whichever way its images came; family.tree makes `Node` views of it, render.text
-prints it straight from the columns.
+time (`add_image`) or a run of rows at a time (forestread.add_rows), both placed by `link`,
+so a forest is the same whichever way its images came; family.tree makes `Node` views of
+it, render.text prints it straight from the columns.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from mcpshim.base.frozen import positional
 from mcpshim.family.images import Image
-from mcpshim.family.linker import Linker
+from mcpshim.family.linker import NOT_NEW, Linker
 from mcpshim.log.execlog import Tail, _utc
 
 __all__ = ["Columns"]
@@ -103,11 +103,7 @@ class Columns:
         else:
             self._put(self.start, start)
         self.known.append(known)
-        node = len(self.pid) - 1
-        if node >= len(self.parent):  # the links start as -1, a block at a time
-            for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
-                col.extend(_UNSET)
-        return node
+        return len(self.pid) - 1
 
     def _static(self, tail: Tail) -> int:
         sid = self._static_ids.get(tail)
@@ -123,17 +119,6 @@ class Columns:
             self.segs.append(seg)
         return s
 
-    def _append_image(self, node: int, ref: int) -> None:
-        k = len(self.i_ref)
-        self.i_ref.append(ref)
-        self.i_next.append(-1)
-        last = self.img_last[node]
-        if last < 0:
-            self.img[node] = k
-        else:
-            self.i_next[last] = k
-        self.img_last[node] = k
-
     def chain(self, node: int) -> Iterator[int]:
         """The node's images, in order (their indices)."""
         k = self.img[node]
@@ -145,51 +130,70 @@ class Columns:
         """One image of the process model (family.model), kept as the object it is."""
         ref = -1 - len(self.others)
         self.others.append(img)
-        self._link(img.boot_id, img.pid, img.ppid, img.start, img.parent_start,
-                   img.session, ref, img.entry)  # fmt: skip
+        self.link((img.boot_id,), (img.pid,), (img.ppid,), (img.start,), (img.parent_start,),
+                  (img.session,), (ref,), img.entry)  # fmt: skip
 
-    def _link(
+    def link(
         self,
-        boot: str,
-        pid: int,
-        ppid: int | None,
-        start: int | None,
-        pstart: int | None,
-        sess: str,
-        ref: int,
-        entry: bool = True,
+        boots: Sequence[str],
+        pids: Sequence[int],
+        ppids: Sequence[int | None],
+        starts: Sequence[int | None],
+        pstarts: Sequence[int | None],
+        sessions: Sequence[str],
+        refs: Iterable[int],
+        entries: int,
     ) -> None:
-        link = self.linker.add(boot, pid, ppid, start, pstart, sess)
-        self.total += entry
-        if not link.new:
-            self._append_image(link.node, ref)
-            return
-        if link.unknown_parent and link.parent == len(self.pid):
-            assert link.parent is not None
-            self._new_node(boot, self.linker.unknown_pid[link.parent], None, False)
-        node = self._new_node(boot, pid, start, True)
-        k = len(self.i_ref)  # its first image (_append_image, for a node that has none)
-        self.i_ref.append(ref)
-        self.i_next.append(-1)
-        self.img[node] = self.img_last[node] = k
-        self.count += 1
-        parent = link.parent
-        if parent is not None:  # _adopt_child
-            self.parent[node] = parent
-            last = self.kid_last[parent]
-            if last < 0:
-                self.kid[parent] = node
-            else:
-                self.sib[last] = node
-            self.kid_last[parent] = node
-        if link.adopted is not None:
-            orphanage = link.adopted
-            c = self.kid[orphanage]
-            while c >= 0:
-                self.parent[c] = node
-                c = self.sib[c]
-            self.kid[node], self.kid_last[node] = self.kid[orphanage], self.kid_last[orphanage]
-            self.kid[orphanage] = self.kid_last[orphanage] = -1
+        """A run of images linked (`Linker.add_many`) and placed: each the next image of its
+        process, a new process a child of its parent (`refs`: each image's shim row, or -1
+        - its index in `others`; `entries`: how many are execs)."""
+        links = self.linker.add_many(boots, pids, ppids, starts, pstarts, sessions)
+        k0 = len(self.i_ref)
+        self.i_ref.extend(refs)
+        self.i_next.extend([-1] * (len(self.i_ref) - k0))
+        self.total += entries
+        while len(self.parent) < self.linker.nodes:  # the link columns, -1 a block at a time
+            for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
+                col.extend(_UNSET)
+        img, img_last, i_next = self.img, self.img_last, self.i_next
+        parent_col, kid, kid_last, sib = self.parent, self.kid, self.kid_last, self.sib
+        unknown, adopted = links.unknown_parent, links.adopted
+        new_node = self._new_node
+        count = 0
+        k = k0 - 1
+        for i, (node, parent) in enumerate(zip(links.node, links.parent, strict=True)):
+            k += 1
+            if parent == NOT_NEW:  # an image of a known process
+                last = img_last[node]
+                if last < 0:
+                    img[node] = k
+                else:
+                    i_next[last] = k
+                img_last[node] = k
+                continue
+            boot = boots[i]
+            if parent >= 0 and parent == len(self.pid) and i in unknown:
+                new_node(boot, self.linker.unknown_pid[parent], None, False)
+            new_node(boot, pids[i], starts[i], True)
+            img[node] = img_last[node] = k
+            count += 1
+            if parent >= 0:
+                parent_col[node] = parent
+                last = kid_last[parent]
+                if last < 0:
+                    kid[parent] = node
+                else:
+                    sib[last] = node
+                kid_last[parent] = node
+            if adopted and i in adopted:  # an unknown node it turned out to be: its children
+                orphanage = adopted[i]
+                c = kid[orphanage]
+                while c >= 0:
+                    parent_col[c] = node
+                    c = sib[c]
+                kid[node], kid_last[node] = kid[orphanage], kid_last[orphanage]
+                kid[orphanage] = kid_last[orphanage] = -1
+        self.count += count
 
     # ---- reading back ----------------------------------------------------------------
 

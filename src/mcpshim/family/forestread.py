@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable
 from operator import add
 from typing import cast
 
-from mcpshim.family.compact import _MAX, _NONE, _UNSET, _WIDE, Columns
+from mcpshim.family.compact import _MAX, _NONE, _WIDE, Columns
 from mcpshim.family.coverage import CoverageCollector
-from mcpshim.family.linker import NOT_NEW
 from mcpshim.family.model import Assembler, every_session
 from mcpshim.family.tree import Forest, forest_of
 from mcpshim.log.execlog import EventRecord, Record, session_of
@@ -117,14 +116,12 @@ def _extend(cols: Columns, col: array[int], values: tuple[int | None, ...]) -> N
 def add_rows(
     cols: Columns, run: list[Row], sids: list[int], segs: list[int], sessions: list[str]
 ) -> None:
-    """Each row linked and kept as `Columns.add_image` links and keeps an image (its
-    links made as `Columns._link` makes them, a run at a time), in order: rows of
+    """A run of rows kept as shim rows and linked (`Columns.link`), in order: rows of
     `log.rows` whose tail is static `sids[i]` here, whose segment index maps through
     `segs`."""
     n = len(run)
     seg_i, offs, _, boots, pids, ppids, starts, pstarts, btimes, uptimes = zip(*run, strict=True)
-    links = cols.linker.add_many(boots, pids, ppids, starts, pstarts, sessions)
-    ref0, k0 = len(cols.r_static), len(cols.i_ref)
+    ref0 = len(cols.r_static)
     cols.r_seg.extend(map(segs.__getitem__, seg_i))
     cols.r_off.extend(offs)
     if None in btimes or None in uptimes:
@@ -138,48 +135,4 @@ def add_rows(
     _extend(cols, cols.r_start, starts)
     _extend(cols, cols.r_pstart, pstarts)
     cols.r_static.extend(sids)
-    cols.i_ref.extend(range(ref0, ref0 + n))  # each row is its node's next image, in order
-    cols.i_next.extend([-1] * n)
-    cols.total += n
-    while len(cols.parent) < cols.linker.nodes:  # the link columns' blocks, as _new_node
-        for col in (cols.parent, cols.kid, cols.kid_last, cols.sib, cols.img, cols.img_last):
-            col.extend(_UNSET)
-    img, img_last, i_next = cols.img, cols.img_last, cols.i_next
-    parent_col, kid, kid_last, sib = cols.parent, cols.kid, cols.kid_last, cols.sib
-    unknown, adopted = links.unknown_parent, links.adopted
-    new_node = cols._new_node
-    count = 0
-    k = k0 - 1
-    for i, (node, parent) in enumerate(zip(links.node, links.parent, strict=True)):
-        k += 1
-        if parent == NOT_NEW:  # Columns._link of an image of a known process
-            last = img_last[node]
-            if last < 0:
-                img[node] = k
-            else:
-                i_next[last] = k
-            img_last[node] = k
-            continue
-        boot = boots[i]
-        if parent >= 0 and parent == len(cols.pid) and i in unknown:
-            new_node(boot, cols.linker.unknown_pid[parent], None, False)
-        new_node(boot, pids[i], starts[i], True)
-        img[node] = img_last[node] = k
-        count += 1
-        if parent >= 0:
-            parent_col[node] = parent
-            last = kid_last[parent]
-            if last < 0:
-                kid[parent] = node
-            else:
-                sib[last] = node
-            kid_last[parent] = node
-        if adopted and i in adopted:
-            orphanage = adopted[i]
-            c = kid[orphanage]
-            while c >= 0:
-                parent_col[c] = node
-                c = sib[c]
-            kid[node], kid_last[node] = kid[orphanage], kid_last[orphanage]
-            kid[orphanage] = kid_last[orphanage] = -1
-    cols.count += count
+    cols.link(boots, pids, ppids, starts, pstarts, sessions, range(ref0, ref0 + n), n)
