@@ -19,8 +19,12 @@ as rows and linking every one, `Linker.add` per row: the least a command that li
 families does in this Python) and, with --jq, jq selecting the
 shell lines from the same records as JSON lines (a C program's plain scan).
 
+With `--src DIR` (another checkout's root, e.g. a `git archive` of main), review and tree
+also run from DIR/src in the same run, the two in alternation over `--rounds` rounds, and
+the last lines give this checkout's CPU, peak PSS and wall against that code's (medians).
+
     python benchmarks/review_scale.py [--records N] [--keep DIR [--reuse]] [--skip-tree]
-        [--skip-review] [--jq]
+        [--skip-review] [--jq] [--src DIR [--rounds N]]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -226,13 +231,13 @@ class Usage(NamedTuple):
     cpu: float  # user + system seconds of the process and its children
 
 
-def measure(argv: list[str]) -> Usage:
+def measure(argv: list[str], env: dict[str, str] | None = None) -> Usage:
     """Wall time, peak memory and exit code of one child process (and its workers)."""
     peak = [0, 0]
     done = threading.Event()
     t0 = time.perf_counter()
     with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE, env=env)
 
         def sample() -> None:
             while not done.wait(0.02):
@@ -294,6 +299,38 @@ def bound_line(name: str, u: Usage, floor: Usage, pss_mb: int) -> str:
     )
 
 
+def against(src: Path, runs: dict[str, list[str]], rounds: int) -> None:
+    """Each command here and from `src`/src, alternating (which goes first alternates
+    too), `rounds` times, after the runs above (which warmed the page cache and built
+    the session index both read); the medians and their ratios."""
+    mine = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    other = {**mine, "PYTHONPATH": str((src / "src").resolve())}
+    here: dict[str, list[Usage]] = {k: [] for k in runs}
+    there: dict[str, list[Usage]] = {k: [] for k in runs}
+    for r in range(rounds):
+        for name, argv in runs.items():
+            pair = [(here, mine), (there, other)]
+            for into, env in pair if r % 2 == 0 else pair[::-1]:
+                u = measure(argv, env)
+                into[name].append(u)
+                side = "here" if into is here else "src"
+                print(f"round {r + 1} {name:6} {side:4} CPU {u.cpu:6.2f} s  wall {u.wall:6.2f} s"
+                      f"  peak PSS {u.pss:5.0f} MB ({u.anon:.0f} MB not file pages)  "
+                      f"exit {u.code}")  # fmt: skip
+
+    def med(us: list[Usage], f: str) -> float:
+        return float(statistics.median(float(getattr(u, f)) for u in us))
+
+    for name in runs:
+        a, b = here[name], there[name]
+        print(
+            f"{name}: CPU {med(a, 'cpu'):.2f} s here, {med(b, 'cpu'):.2f} s at {src} "
+            f"({med(a, 'cpu') / med(b, 'cpu'):.3f} x); peak PSS {med(a, 'pss'):.0f} MB, "
+            f"{med(b, 'pss'):.0f} MB ({med(a, 'pss') / med(b, 'pss'):.3f} x); wall "
+            f"{med(a, 'wall'):.2f} s, {med(b, 'wall'):.2f} s (medians of {rounds})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -302,6 +339,8 @@ def main() -> None:
     ap.add_argument("--skip-tree", action="store_true")
     ap.add_argument("--skip-review", action="store_true")
     ap.add_argument("--jq", action="store_true", help="Time jq over the log as JSON lines.")
+    ap.add_argument("--src", type=Path, help="Also run review and tree from DIR/src.")
+    ap.add_argument("--rounds", type=int, default=3, help="With --src: rounds of each.")
     args = ap.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="mcpshim-scale-"))
     log_dir, shim_dir = base / "log", base / "shims"
@@ -342,6 +381,8 @@ def main() -> None:
     for name, mb in PSS_BOUND_MB.items():
         if name in got:
             print(bound_line(name, got[name], got["floor"], mb))
+    if args.src is not None:
+        against(args.src, {k: runs[k] for k in ("review", "tree") if k in runs}, args.rounds)
     if args.keep is None:
         import shutil
 

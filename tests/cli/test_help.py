@@ -135,10 +135,10 @@ SESSIONS_IMPORTS = [
     "mcpshim", "mcpshim.base", "mcpshim.base.display", "mcpshim.base.fdio", "mcpshim.base.flock",
     "mcpshim.base.frozen", "mcpshim.base.safewrite", "mcpshim.cli", "mcpshim.cli.options",
     "mcpshim.cli.sessions_cmd", "mcpshim.errors", "mcpshim.log", "mcpshim.log.boot",
-    "mcpshim.log.events", "mcpshim.log.execlog", "mcpshim.log.framing", "mcpshim.log.indexscan",
-    "mcpshim.log.ledger", "mcpshim.log.marks", "mcpshim.log.parentfield", "mcpshim.log.rows",
-    "mcpshim.log.sessionindex", "mcpshim.log.sessions", "mcpshim.log.shimhelper", "mcpshim.paths",
-    "mcpshim.shim", "mcpshim.shim.manifest",
+    "mcpshim.log.events", "mcpshim.log.execfields", "mcpshim.log.execlog", "mcpshim.log.framing",
+    "mcpshim.log.indexscan", "mcpshim.log.ledger", "mcpshim.log.marks", "mcpshim.log.parentfield",
+    "mcpshim.log.rows", "mcpshim.log.sessionindex", "mcpshim.log.sessions",
+    "mcpshim.log.shimhelper", "mcpshim.paths", "mcpshim.shim", "mcpshim.shim.manifest",
 ]  # fmt: skip
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcpshim.log import execlog
+import pytest
+
+from mcpshim.log import execlog, framing
 from mcpshim.log.rows import ExecRows
 from mcpshim.paths import Locations
 from tests.fixtures.logfuzz import LogFuzzer
@@ -78,3 +80,32 @@ def test_rows_edge_cases(tmp_path: Path) -> None:
     loc = Locations(tmp_path / "shims", log_dir)
     assert _same(loc) >= 6
     assert _same(loc, max_tails=1) >= 6
+
+
+def _untabled(loc: Locations) -> tuple[list[execlog.Record], list[execlog.LogProblem]]:
+    """Every piece decoded alone (`decode_piece` with no table of tails): the reference."""
+    problems: list[execlog.LogProblem] = []
+    out: list[execlog.Record] = []
+    for p in execlog.segments(loc):
+        with p.open("rb") as fh:
+            for pos, piece in framing.pieces(fh, p.name, problems):
+                rec = execlog.decode_piece(pos, piece, p.name, loc.spill_dir, problems)
+                if rec is not None:
+                    out.append(rec)
+    return out, problems
+
+
+@pytest.mark.parametrize("kept", [1, 3, 4096])
+def test_the_table_of_tails_decodes_as_each_record_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """execlog's reader looks each exec record's tail up in a table (log.execfields), as
+    log.rows does: the records and problems are those of each piece decoded on its own,
+    whether the table holds every tail or starts again at each new one."""
+    monkeypatch.setattr(execlog, "_TAILS_KEPT", kept)
+    for seed in range(0, 60, 3):
+        log_dir = tmp_path / f"case{seed}" / "log"
+        LogFuzzer(seed).write_case(log_dir)
+        loc = Locations(tmp_path / "no-shims", log_dir)
+        problems: list[execlog.LogProblem] = []
+        assert (list(execlog.iter_records(loc, problems)), problems) == _untabled(loc)

@@ -183,6 +183,37 @@ def test_a_cycle_within_a_package_is_caught(tmp_path: Path, plant: str) -> None:
     assert all({"mcpshim.family.images", "mcpshim.family.model"} <= set(c) for c in found)
 
 
+def _package(root: Path, modules: dict[str, str]) -> Path:
+    """A small package `mcpshim.pkg` under `root`, one module per entry (dotted under pkg)."""
+    src = root / "mcpshim"
+    for name, text in {"__init__": "", "pkg.__init__": "", **modules}.items():
+        path = src.joinpath(*name.split(".")).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return src
+
+
+def test_the_cycle_check_on_a_small_package(tmp_path: Path) -> None:
+    """The checker run on a package built here, not on a copy of the tree: a three-module
+    cycle within one package, closed by a relative import, an absolute one and one in a
+    function, is found once, whole; the same package without the closing import has none,
+    and neither has a module that imports only its own package's __init__."""
+    acyclic = {
+        "pkg.a": "from . import b\n",
+        "pkg.b": "from mcpshim.pkg.c import thing\n",
+        "pkg.c": "import mcpshim.pkg\nthing = 1\n",
+    }
+    assert module_cycles(_package(tmp_path / "ok", acyclic)) == []
+    cyclic = {**acyclic, "pkg.c": "thing = 1\n\n\ndef f() -> None:\n    from .a import b\n"}
+    assert module_cycles(_package(tmp_path / "bad", cyclic)) == [
+        "mcpshim.pkg.a -> mcpshim.pkg.b -> mcpshim.pkg.c -> mcpshim.pkg.a"
+    ]
+    two = {"pkg.a": "from .b import x\n", "pkg.b": "from mcpshim.pkg import a\nx = 1\n"}
+    assert module_cycles(_package(tmp_path / "two", two)) == [
+        "mcpshim.pkg.a -> mcpshim.pkg.b -> mcpshim.pkg.a"
+    ]
+
+
 @pytest.mark.parametrize("name", ["errors", "paths"])
 def test_root_modules_import_no_stage(name: str) -> None:
     assert not [d for d in imports_of(SRC / f"{name}.py") if stage_of(d)]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,60 @@ def test_save_refuses_an_empty_session(
         capsys, "baseline", "save", "--session", "nope", "-o", str(tmp_path / "b.toml")
     )
     assert code == 2 and "no records" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("version = 1\n[commands.git]\ntargets = 'x'\n",
+         "3: baseline key commands.git.targets: expected a list of strings"),
+        ("version = 1\n[commands.git]\ntargets = ['a']\nshapes = [1]\n",
+         "4: baseline key commands.git.shapes: expected a list of strings"),
+        ("version = 1\ncommands = 3\n", "2: baseline key commands: expected a table"),
+        ("version = 1\n[commands]\ngit = 3\n", "3: baseline key commands.git: expected a table"),
+        ("version = 1\ncwd_roots = ['a', 2]\nsession = 4\n",
+         "3: baseline key session: expected a string"),
+        ("version = 1\nrecords = true\n", "2: baseline key records: expected a whole number"),
+        ("version = 1\ncreated = 'x'\n", "2: baseline key created: expected a date and time"),
+        ("version = 1\ncwd_roots = 'x'\n", "2: baseline key cwd_roots: expected a list of strings"),
+        ("version = 2\n", "1: baseline key version: expected 1"),
+    ],
+)  # fmt: skip
+def test_a_malformed_baseline_is_said_as_before(tmp_path: Path, text: str, said: str) -> None:
+    """Read through the lock's reader (contract.lockfile.Reader), each error still names the
+    file, the line and the key, word for word as the baseline's own reader said it."""
+    f = tmp_path / "b.toml"
+    f.write_text(text)
+    with pytest.raises(InputError) as err:
+        baseline.load_baseline(f)
+    assert str(err.value) == f"{f}:{said}"
+
+
+def test_a_baseline_is_written_as_the_lock_is(tmp_path: Path) -> None:
+    """The same bytes as before for what a terminal shows as it is; what a terminal or a diff
+    would act on (U+202E, which reverses the text after it; U+0085) is escaped as the lock
+    escapes it, and a byte that was not UTF-8 kept as \\xNN text; reading gives it back."""
+    base = baseline.Baseline(
+        {"git": ("/usr/bin/git", "/x\udcff")},
+        {"git": ("", "status"), "x": ("a\u202eb",)},
+        ("/w", "/a\u0085b"),
+        "s1",
+        created=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+        records=7,
+    )
+    text = baseline.dumps_baseline(base)
+    assert text == (
+        "# mcpshim baseline: what an approved session ran. `mcpshim review --baseline FILE`\n"
+        "# reports executables, subcommands/argument shapes and cwds outside it as drift.\n"
+        'version = 1\nsession = "s1"\nrecords = 7\n'
+        'cwd_roots = [\n    "/w",\n    "/a\\u0085b",\n]\n'
+        "created = 2026-01-02 03:04:05+00:00\n\n"
+        '[commands.git]\ntargets = [\n    "/usr/bin/git",\n    "/x\\\\xff",\n]\n'
+        'shapes = [\n    "",\n    "status",\n]\n\n'
+        '[commands.x]\ntargets = []\nshapes = [\n    "a\\u202eb",\n]\n'
+    )
+    f = tmp_path / "b.toml"
+    baseline.save_baseline(base, f)
+    got = baseline.load_baseline(f)
+    assert got.shapes["x"] == ("a\u202eb",) and got.cwd_roots == ("/w", "/a\u0085b")
+    assert got.executables["git"] == ("/usr/bin/git", "/x\\xff")

@@ -113,7 +113,7 @@ def tree_(
     from mcpshim.cli.sealnote import seal_note
     from mcpshim.family.attribution import anchors_for, attribute_log, scoped_collector
     from mcpshim.family.coverage import CoverageCollector
-    from mcpshim.family.forestread import read_compact_forest
+    from mcpshim.family.forestread import read_forest
     from mcpshim.family.view import session_parents
     from mcpshim.log import scope
     from mcpshim.log.rows import ExecRows
@@ -138,7 +138,7 @@ def tree_(
     collector = scoped_collector(loc, session) if fmt == "text" and root_pid is None else None
     if collector is not None:  # the calls' part below, from this one read
         items = collector.tee_rows(items, rows)
-    forest, seen = read_compact_forest(items, rows, session, cov, note)
+    forest, seen = read_forest(items, rows, session, cov, note)
     _problems_to_stderr(problems)
     if not seen and session is not None:
         raise execlog.missing_session(loc, session)

@@ -5,17 +5,22 @@ fixed order, so writing what was read gives the same bytes and a diff of two loc
 a diff of two approvals. It is meant to be committed next to a project's `.mcp.json`, like
 a package lock. docs/lock-format.md documents every key.
 
-(`contract.lockmerge` adds a session's approval to a lock.) `find_lock` and `default_path`
-say where a lock is looked for: from here up, the first directory that holds a lock or a
-client config (`.mcp.json`, `.cursor/mcp.json` or `.vscode/mcp.json`), then the user's
-config directory; a new lock goes next to the nearest client config, else here, so the
-`mcpshim.lock` that `approve` just wrote is the one `--lock mcpshim.lock` and `--lock` name.
+(`contract.lockmerge` adds a session's approval to a lock.) Its machinery is shared with
+the baseline (review.baseline, MCS115-117), the other record of what a session ran: a
+document written whole with what a terminal or a diff would act on escaped (`toml_text`,
+`toml_str`, `write_toml`), read back with every key checked (`Reader`).
+
+`find_lock` and `default_path` say where a lock is looked for: from here up, the first
+directory that holds a lock or a client config (`.mcp.json`, `.cursor/mcp.json` or
+`.vscode/mcp.json`), then the user's config directory; a new lock goes next to the nearest
+client config, else here, so the `mcpshim.lock` that `approve` just wrote is the one
+`--lock mcpshim.lock` and `--lock` name.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,7 @@ __all__ = [
     "Boundary",
     "Executable",
     "Lock",
+    "Reader",
     "ServerApproval",
     "ToolApproval",
     "default_path",
@@ -50,6 +56,10 @@ __all__ = [
     "loads_lock",
     "save_lock",
     "select_server",
+    "toml_str",
+    "toml_strs",
+    "toml_text",
+    "write_toml",
 ]
 
 VERSION = 1
@@ -132,37 +142,37 @@ class Lock:
 # ---- writing -------------------------------------------------------------------------------
 
 
-def _safe(s: str) -> str:
+def toml_str(s: str) -> str:
     """TOML holds no lone surrogate (a byte that was not UTF-8): keep it as \\xNN text."""
     return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _strs(values: Iterable[str]) -> list[str]:
-    return [_safe(v) for v in values]
+def toml_strs(values: Iterable[str]) -> list[str]:
+    return [toml_str(v) for v in values]
 
 
 def _exec_doc(e: Executable) -> dict[str, Any]:
     return {
-        "path": _safe(e.path),
+        "path": toml_str(e.path),
         "sha256": e.sha256,
-        "vouched": _safe(e.vouched),
-        "reached": _strs(e.reached),
-        "shapes": _strs(e.shapes),
+        "vouched": toml_str(e.vouched),
+        "reached": toml_strs(e.reached),
+        "shapes": toml_strs(e.shapes),
     }
 
 
 def _boundary_doc(b: Boundary) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "users": _strs(b.users),
-        "cwd_roots": _strs(b.cwd_roots),
-        "destinations": _strs(b.destinations),
-        "listens": _strs(b.listens),
-        "credential_env": _strs(b.credential_env),
+        "users": toml_strs(b.users),
+        "cwd_roots": toml_strs(b.cwd_roots),
+        "destinations": toml_strs(b.destinations),
+        "listens": toml_strs(b.listens),
+        "credential_env": toml_strs(b.credential_env),
         "outlives": b.outlives,
     }
     for key in ("credential_files", "persistence", "ran_written"):
         if getattr(b, key):  # (written only when seen: older locks stay byte for byte)
-            doc[key] = _strs(getattr(b, key))
+            doc[key] = toml_strs(getattr(b, key))
     if b.executables:
         doc["executables"] = [_exec_doc(e) for e in b.executables]
     return doc
@@ -170,26 +180,26 @@ def _boundary_doc(b: Boundary) -> dict[str, Any]:
 
 def _server_doc(s: ServerApproval) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "command": _strs(s.command),
-        "session": _safe(s.session),
+        "command": toml_strs(s.command),
+        "session": toml_str(s.session),
         "approved": s.approved,
-        "server_name": _safe(s.server_name),
-        "server_version": _safe(s.server_version),
-        "protocol_version": _safe(s.protocol_version),
+        "server_name": toml_str(s.server_name),
+        "server_version": toml_str(s.server_version),
+        "protocol_version": toml_str(s.protocol_version),
         "server_sha256": s.server_sha256,
-        "instructions": _safe(s.instructions),
-        "resources": {_safe(k): v for k, v in sorted(s.resources.items())},
-        "prompts": {_safe(k): v for k, v in sorted(s.prompts.items())},
+        "instructions": toml_str(s.instructions),
+        "resources": {toml_str(k): v for k, v in sorted(s.resources.items())},
+        "prompts": {toml_str(k): v for k, v in sorted(s.prompts.items())},
     }
     if s.program is not None:
         doc["program"] = _exec_doc(s.program)
     doc["startup"] = _boundary_doc(s.startup)
     doc["tools"] = {
-        _safe(name): {
+        toml_str(name): {
             "sha256": t.sha256,
             "order_sha256": t.order_sha256,
-            "description": _safe(t.description),
-            "definition": _safe(t.definition),
+            "description": toml_str(t.description),
+            "definition": toml_str(t.definition),
             "called": t.called,
             **_boundary_doc(t.boundary),
         }
@@ -213,30 +223,42 @@ def _toml_escape(c: str) -> str:
     return f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
 
 
+def toml_text(head: str, doc: Mapping[str, Any]) -> str:
+    """`head` (comment lines) and the document as tomli-w writes it, escaped (`_escaped`)."""
+    return head + _escaped(tomli_w.dumps(doc))
+
+
 def dumps_lock(lock: Lock) -> str:
-    servers = {_safe(k): _server_doc(v) for k, v in sorted(lock.servers.items())}
-    return _HEAD + _escaped(tomli_w.dumps({"version": VERSION, "servers": servers}))
+    servers = {toml_str(k): _server_doc(v) for k, v in sorted(lock.servers.items())}
+    return toml_text(_HEAD, {"version": VERSION, "servers": servers})
+
+
+def write_toml(
+    path: Path, text: str, what: str, mode: int | None = None, parents: bool = False
+) -> None:
+    """Write the whole file or nothing (a temporary file renamed over it); `what` names
+    the file in the error (`parents`: make its directory first)."""
+    try:
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, text.encode("utf-8"), mode)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write {what}: {exc.strerror}") from None
 
 
 def save_lock(lock: Lock, path: Path) -> None:
-    """Write the whole file or nothing (a temporary file renamed over it)."""
-    data = dumps_lock(lock).encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, data, 0o644)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the lock: {exc.strerror}") from None
+    write_toml(path, dumps_lock(lock), "the lock", 0o644, parents=True)
 
 
 # ---- reading -------------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, source: str) -> None:
-        self.source = source
+class Reader:
+    """Typed values out of a TOML document; `bad(key, what)` is the error for a key whose
+    value is not `what` (the lock names the file and key, the baseline the line too)."""
 
-    def bad(self, key: str, what: str) -> InputError:
-        return InputError(f"{self.source}: lock key {key}: expected {what}")
+    def __init__(self, bad: Callable[[str, str], InputError]) -> None:
+        self.bad = bad
 
     def table(self, value: Any, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -246,25 +268,25 @@ class _Reader:
     def text(self, t: Mapping[str, Any], k: str, key: str) -> str:
         v = t.get(k, "")
         if not isinstance(v, str):
-            raise self.bad(f"{key}.{k}", "a string")
+            raise self.bad(_at(key, k), "a string")
         return v
 
     def strs(self, t: Mapping[str, Any], k: str, key: str) -> tuple[str, ...]:
         v = t.get(k, [])
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise self.bad(f"{key}.{k}", "a list of strings")
+            raise self.bad(_at(key, k), "a list of strings")
         return tuple(v)
 
     def flag(self, t: Mapping[str, Any], k: str, key: str) -> bool:
         v = t.get(k, False)
         if not isinstance(v, bool):
-            raise self.bad(f"{key}.{k}", "true or false")
+            raise self.bad(_at(key, k), "true or false")
         return v
 
     def hashes(self, t: Mapping[str, Any], k: str, key: str) -> dict[str, str]:
-        v = self.table(t.get(k, {}), f"{key}.{k}")
+        v = self.table(t.get(k, {}), _at(key, k))
         if not all(isinstance(x, str) for x in v.values()):
-            raise self.bad(f"{key}.{k}", "a table of strings")
+            raise self.bad(_at(key, k), "a table of strings")
         return dict(v)
 
     def executable(self, item: Any, k: str) -> Executable:
@@ -330,6 +352,10 @@ class _Reader:
         )
 
 
+def _at(key: str, k: str) -> str:
+    return f"{key}.{k}" if key else k
+
+
 def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
     text = without_bom(text)
     try:
@@ -343,7 +369,7 @@ def loads_lock(text: str, source: str = "mcpshim.lock") -> Lock:
             f"{source}: lock key version: expected {VERSION} (this mcpshim reads version "
             f"{VERSION} locks), found {data.get('version')!r}"
         )
-    r = _Reader(source)
+    r = Reader(lambda key, what: InputError(f"{source}: lock key {key}: expected {what}"))
     servers = r.table(data.get("servers", {}), "servers")
     return Lock({n: r.server(n, r.table(t, f"servers.{n}")) for n, t in servers.items()}, source)
 

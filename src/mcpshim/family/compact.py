@@ -1,16 +1,15 @@
-"""The forest of a whole log in columns, for `tree` over a million records.
+"""The one forest model: processes and their images in columns (family.tree.Forest holds it).
 
-`tree.build_forest` keeps a `Node` and an `Image` object per record: about 700 bytes each,
-700 MB for a million. Here a process is a row of integer arrays (its parent, its first
-child and next sibling, its first and last image) and a shim's image is a row too: its
-time as a float, its integers, its place in the log as (segment, offset), and an index
-into a table of the values images share (cwd, command, argv, target, session, PATH...),
-which a log repeats. Images of other sources (observed, traced) stay `Image` objects.
-
-Linking is `tree.Linker`'s, exactly as in `build_forest`, so the forest is the same; its
-roots are `Node` trees made one at a time as a renderer asks for them (`Forest.roots` is
-a sequence that builds each root's subtree on access), so the views need no change and
-memory holds the columns plus one family's objects.
+A `Node` and an `Image` object per record cost about 700 bytes each, 700 MB for a million.
+Here a process is a row of integer arrays (its parent, its first child and next sibling, its
+first and last image) and a shim's image read as a row (family.forestread) is a row too: its
+time as a float, its integers, its place in the log as (segment, offset), and an index into
+a table of the values images share (cwd, command, argv, target, session, PATH...), which a
+log repeats. Images given as objects (the process model's, per session, and the sources
+other than shims) stay `Image` objects. Linking is `family.linker.Linker`'s, one image at a
+time (`add_image`) or a run of rows at a time (forestread.add_rows), both placed by `link`,
+so a forest is the same whichever way its images came; family.tree makes `Node` views of
+it, render.text prints it straight from the columns.
 """
 
 from __future__ import annotations
@@ -18,25 +17,23 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
 
 from mcpshim.base.frozen import positional
 from mcpshim.family.images import Image
-from mcpshim.family.tree import Forest, Linker, Node
-from mcpshim.log.execlog import ExecRecord, Record, _utc
-from mcpshim.log.rows import Tail
+from mcpshim.family.linker import NOT_NEW, Linker
+from mcpshim.log.execlog import Tail, _utc
 
-__all__ = ["CompactRoots", "build_compact_forest", "forest_of"]
+__all__ = ["Columns"]
 
 _NONE = -(1 << 63)  # None in an int column
-_WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in _Columns.wide
+_WIDE = _NONE + 1  # a value wider than int64 (a pid may have 19 digits): in Columns.wide
 _MAX = (1 << 63) - 1
 _make_image = positional(Image)
 #: -1 for the link columns of nodes to come; they run ahead of `pid`, whose length counts
 _UNSET = array("i", [-1]) * 4096
 
 
-class _Columns:
+class Columns:
     """Nodes and images as arrays; indices are the Linker's node ids."""
 
     def __init__(self) -> None:
@@ -78,12 +75,12 @@ class _Columns:
             self.wide[(id(col), len(col))] = v
             col.append(_WIDE)
 
-    def _pid(self, node: int) -> int:
-        pid = self._get(self.pid, node)
+    def pid_of(self, node: int) -> int:
+        pid = self.value(self.pid, node)
         assert pid is not None  # a node's pid (an unknown node's: the ppid it stands for)
         return pid
 
-    def _get(self, col: array[int], i: int) -> int | None:
+    def value(self, col: array[int], i: int) -> int | None:
         v = col[i]
         if v == _NONE:
             return None
@@ -106,11 +103,7 @@ class _Columns:
         else:
             self._put(self.start, start)
         self.known.append(known)
-        node = len(self.pid) - 1
-        if node >= len(self.parent):  # the links start as -1, a block at a time
-            for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
-                col.extend(_UNSET)
-        return node
+        return len(self.pid) - 1
 
     def _static(self, tail: Tail) -> int:
         sid = self._static_ids.get(tail)
@@ -126,110 +119,100 @@ class _Columns:
             self.segs.append(seg)
         return s
 
-    def _row(self, rec: ExecRecord) -> int:
-        sid = self._static(
-            Tail(
-                rec.cwd,
-                rec.cwd_unknown,
-                rec.shim,
-                rec.target,
-                rec.invoked_as,
-                rec.session,
-                rec.path,
-                rec.redactions,
-                rec.parent_cmdline,
-                rec.args,
-                rec.parent_argv,
-            )
-        )
-        row = len(self.r_static)
-        seg, sep, off = rec.where.rpartition("@")
-        if sep and off.isascii() and off.isdigit() and str(int(off)) == off:
-            self.r_seg.append(self._seg(seg))
-            self.r_off.append(int(off))
-        else:
-            self.r_seg.append(-1)
-            self.r_off.append(0)
-            self.wheres[row] = rec.where
-        t = math.nan if rec.btime is None or rec.uptime is None else rec.btime + rec.uptime
-        self.r_time.append(t)
-        self._put(self.r_ppid, rec.ppid)
-        self._put(self.r_start, rec.start)
-        self._put(self.r_pstart, rec.parent_start)
-        self.r_static.append(sid)
-        return row
-
-    def _append_image(self, node: int, ref: int) -> None:
-        k = len(self.i_ref)
-        self.i_ref.append(ref)
-        self.i_next.append(-1)
-        last = self.img_last[node]
-        if last < 0:
-            self.img[node] = k
-        else:
-            self.i_next[last] = k
-        self.img_last[node] = k
-
-    def _chain(self, node: int) -> Iterator[int]:
+    def chain(self, node: int) -> Iterator[int]:
+        """The node's images, in order (their indices)."""
         k = self.img[node]
         while k >= 0:
             yield k
             k = self.i_next[k]
 
-    def add_image(self, img: Image, rec: ExecRecord | None = None) -> None:
-        """One image of the process model (family.model); a shim's (`rec`) goes in as a row."""
-        if rec is not None:
-            ref = self._row(rec)
-        else:
-            ref = -1 - len(self.others)
-            self.others.append(img)
-        self._link(img.boot_id, img.pid, img.ppid, img.start, img.parent_start,
-                   img.session, ref, img.entry)  # fmt: skip
+    def add_image(self, img: Image) -> None:
+        """One image of the process model (family.model), kept as the object it is."""
+        ref = -1 - len(self.others)
+        self.others.append(img)
+        self.link((img.boot_id,), (img.pid,), (img.ppid,), (img.start,), (img.parent_start,),
+                  (img.session,), (ref,), img.entry)  # fmt: skip
 
-    def _link(
+    def link(
         self,
-        boot: str,
-        pid: int,
-        ppid: int | None,
-        start: int | None,
-        pstart: int | None,
-        sess: str,
-        ref: int,
-        entry: bool = True,
+        boots: Sequence[str],
+        pids: Sequence[int],
+        ppids: Sequence[int | None],
+        starts: Sequence[int | None],
+        pstarts: Sequence[int | None],
+        sessions: Sequence[str],
+        refs: Iterable[int],
+        entries: int,
     ) -> None:
-        link = self.linker.add(boot, pid, ppid, start, pstart, sess)
-        self.total += entry
-        if not link.new:
-            self._append_image(link.node, ref)
-            return
-        if link.unknown_parent and link.parent == len(self.pid):
-            assert link.parent is not None
-            self._new_node(boot, self.linker.unknown_pid[link.parent], None, False)
-        node = self._new_node(boot, pid, start, True)
-        k = len(self.i_ref)  # its first image (_append_image, for a node that has none)
-        self.i_ref.append(ref)
-        self.i_next.append(-1)
-        self.img[node] = self.img_last[node] = k
-        self.count += 1
-        parent = link.parent
-        if parent is not None:  # _adopt_child
-            self.parent[node] = parent
-            last = self.kid_last[parent]
-            if last < 0:
-                self.kid[parent] = node
-            else:
-                self.sib[last] = node
-            self.kid_last[parent] = node
-        if link.adopted is not None:
-            orphanage = link.adopted
-            c = self.kid[orphanage]
-            while c >= 0:
-                self.parent[c] = node
-                c = self.sib[c]
-            self.kid[node], self.kid_last[node] = self.kid[orphanage], self.kid_last[orphanage]
-            self.kid[orphanage] = self.kid_last[orphanage] = -1
+        """A run of images linked (`Linker.add_many`) and placed: each the next image of its
+        process, a new process a child of its parent (`refs`: each image's shim row, or -1
+        - its index in `others`; `entries`: how many are execs)."""
+        links = self.linker.add_many(boots, pids, ppids, starts, pstarts, sessions)
+        k0 = len(self.i_ref)
+        self.i_ref.extend(refs)
+        self.i_next.extend([-1] * (len(self.i_ref) - k0))
+        self.total += entries
+        while len(self.parent) < self.linker.nodes:  # the link columns, -1 a block at a time
+            for col in (self.parent, self.kid, self.kid_last, self.sib, self.img, self.img_last):
+                col.extend(_UNSET)
+        img, img_last, i_next = self.img, self.img_last, self.i_next
+        parent_col, kid, kid_last, sib = self.parent, self.kid, self.kid_last, self.sib
+        unknown, adopted = links.unknown_parent, links.adopted
+        new_node = self._new_node
+        count = 0
+        k = k0 - 1
+        for i, (node, parent) in enumerate(zip(links.node, links.parent, strict=True)):
+            k += 1
+            if parent == NOT_NEW:  # an image of a known process
+                last = img_last[node]
+                if last < 0:
+                    img[node] = k
+                else:
+                    i_next[last] = k
+                img_last[node] = k
+                continue
+            boot = boots[i]
+            if parent >= 0 and parent == len(self.pid) and i in unknown:
+                new_node(boot, self.linker.unknown_pid[parent], None, False)
+            new_node(boot, pids[i], starts[i], True)
+            img[node] = img_last[node] = k
+            count += 1
+            if parent >= 0:
+                parent_col[node] = parent
+                last = kid_last[parent]
+                if last < 0:
+                    kid[parent] = node
+                else:
+                    sib[last] = node
+                kid_last[parent] = node
+            if adopted and i in adopted:  # an unknown node it turned out to be: its children
+                orphanage = adopted[i]
+                c = kid[orphanage]
+                while c >= 0:
+                    parent_col[c] = node
+                    c = sib[c]
+                kid[node], kid_last[node] = kid[orphanage], kid_last[orphanage]
+                kid[orphanage] = kid_last[orphanage] = -1
+        self.count += count
 
     # ---- reading back ----------------------------------------------------------------
+
+    def walk(self, root: int) -> Iterator[int]:
+        """The subtree of `root`, parents first, children in order (Node.walk's order)."""
+        kid, sib = self.kid, self.sib
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            yield n
+            kids = []
+            c = kid[n]
+            while c >= 0:
+                kids.append(c)
+                c = sib[c]
+            stack.extend(reversed(kids))
+
+    def ident(self, node: int) -> tuple[str, int, int | None]:
+        return (self.boots[self.boot[node]], self.pid_of(node), self.value(self.start, node))
 
     def image(self, k: int, node: int) -> Image:
         ref = self.i_ref[k]
@@ -246,10 +229,10 @@ class _Columns:
             where,
             None if math.isnan(t) else _utc(t),
             self.boots[self.boot[node]],
-            self._pid(node),
-            self._get(self.r_ppid, ref),
-            self._get(self.r_start, ref),
-            self._get(self.r_pstart, ref),
+            self.pid_of(node),
+            self.value(self.r_ppid, ref),
+            self.value(self.r_start, ref),
+            self.value(self.r_pstart, ref),
             cwd,
             shim,
             target,
@@ -267,84 +250,36 @@ class _Columns:
             pargv,
         )
 
-    def node(self, i: int, parent: Node | None) -> Node:
-        imgs = [self.image(k, i) for k in self._chain(i)]
-        boot = self.boots[self.boot[i]]
-        return Node(
-            i,
-            boot,
-            self._pid(i),
-            self._get(self.start, i),
-            bool(self.known[i]),
-            imgs,
-            [],
-            parent,
+    def finish(self) -> array[int]:
+        """The roots' node ids, in node order; what only building needed is let go (the
+        linker's state, the last child and image of each node: a tenth of the memory)."""
+        known, parent, kid = self.known, self.parent, self.kid
+        ids = array(
+            "i", (n for n in range(len(self.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))
         )
+        self.linker = Linker()
+        self.kid_last, self.img_last = array("i"), array("i")
+        n = len(self.pid)
+        for col in (self.parent, self.kid, self.sib, self.img):
+            del col[n:]
+        return ids
 
-    def subtree(self, root: int) -> Node:
-        top = self.node(root, None)
-        stack = [(root, top)]
-        while stack:
-            i, n = stack.pop()
-            c = self.kid[i]
-            while c >= 0:
-                child = self.node(c, n)
-                n.children.append(child)
-                stack.append((c, child))
-                c = self.sib[c]
-        return top
-
-
-class CompactRoots(Sequence[Node]):
-    """The roots in node order, each built (with its subtree) when asked for."""
-
-    def __init__(self, cols: _Columns, ids: array[int]) -> None:
-        self._cols, self._ids = cols, ids
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @overload
-    def __getitem__(self, i: int) -> Node: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Node]: ...
-    def __getitem__(self, i: int | slice) -> Node | Sequence[Node]:
-        if isinstance(i, slice):
-            return [self._cols.subtree(r) for r in self._ids[i]]
-        return self._cols.subtree(self._ids[i])
-
-    def __iter__(self) -> Iterator[Node]:
-        for r in self._ids:
-            yield self._cols.subtree(r)
-
-
-def build_compact_forest(records: Iterable[Record], session: str | None = None) -> Forest:
-    """`build_forest(entries(records, session))`, the same forest, kept in columns."""
-    from mcpshim.family.model import Assembler, every_session
-
-    cols = _Columns()
-    model = Assembler(session, keep_net=every_session)
-    for rec in records:
-        for img in model.feed(rec):
-            own = rec if isinstance(rec, ExecRecord) and img.source == "shim" else None
-            cols.add_image(img, own)
-    for img in model.finish():
-        cols.add_image(img)
-    forest = forest_of(cols)
-    forest.net = model.net
-    return forest
-
-
-def forest_of(cols: _Columns) -> Forest:
-    """The forest of built columns; what only building needed is let go (the linker's
-    state, the last child and image of each node: a tenth of the memory)."""
-    known, parent, kid = cols.known, cols.parent, cols.kid
-    ids = array(
-        "i", (n for n in range(len(cols.pid)) if parent[n] < 0 and (known[n] or kid[n] >= 0))
-    )
-    cols.linker = Linker()
-    cols.kid_last, cols.img_last = array("i"), array("i")
-    n = len(cols.pid)
-    for col in (cols.parent, cols.kid, cols.sib, cols.img):
-        del col[n:]
-    return Forest(CompactRoots(cols, ids), cols.count, cols.total)
+    def move(self, node: int, parent: int) -> None:
+        """Make `node` the last child of `parent` (family.tree.relink_traced)."""
+        old = self.parent[node]
+        prev, c = -1, self.kid[old]
+        while c != node:
+            prev, c = c, self.sib[c]
+        if prev < 0:
+            self.kid[old] = self.sib[node]
+        else:
+            self.sib[prev] = self.sib[node]
+        self.sib[node] = -1
+        self.parent[node] = parent
+        c = self.kid[parent]
+        if c < 0:
+            self.kid[parent] = node
+            return
+        while self.sib[c] >= 0:
+            c = self.sib[c]
+        self.sib[c] = node

@@ -1,8 +1,9 @@
-"""`tree`'s reading of a whole log into a compact forest (family.compact), from rows.
+"""`tree`'s reading of a whole log into its forest's columns (family.compact), from rows.
 
 `log.rows` gives a shim's common exec record as a row, its tail decoded once; here a row
 goes into the columns without becoming an `ExecRecord` or an `Image`, the coverage
-collector is fed its fields, and every other record takes `build_compact_forest`'s path.
+collector is fed its fields, and every other record goes through the process model
+(family.model) into the columns as an image.
 Rows are linked a run at a time (`Linker.add_many`, up to `RUN` rows, a run ends at any
 other record so the log's order holds) and their columns extended a run at a time.
 """
@@ -15,30 +16,30 @@ from collections.abc import Callable, Iterable
 from operator import add
 from typing import cast
 
-from mcpshim.family.compact import _MAX, _NONE, _UNSET, _WIDE, _Columns, forest_of
+from mcpshim.family.compact import _MAX, _NONE, _WIDE, Columns
 from mcpshim.family.coverage import CoverageCollector
-from mcpshim.family.linker import NOT_NEW
 from mcpshim.family.model import Assembler, every_session
-from mcpshim.family.tree import Forest
+from mcpshim.family.tree import Forest, forest_of
 from mcpshim.log.execlog import EventRecord, Record, session_of
 from mcpshim.log.rows import ExecRows, Row
 
-__all__ = ["RUN", "read_compact_forest"]
+__all__ = ["RUN", "read_forest"]
 
 RUN = 4096  # rows linked in one call: long enough to spread its cost, short to stay small
 
 
-def read_compact_forest(
+def read_forest(
     items: Iterable[Row | Record],
     rows: ExecRows,
     session: str | None,
     cov: CoverageCollector,
     on_event: Callable[[EventRecord], None],
 ) -> tuple[Forest, bool]:
-    """`build_compact_forest` over `log.rows`' rows and records, the process model
+    """The forest of `log.rows`' rows and records (of `session`, or all), the process model
     (family.model) feeding `cov`, and `on_event` each event record; and whether any record
-    is of `session` (a session that matches nothing is a typo, see execlog.SessionSeen)."""
-    cols = _Columns()
+    is of `session` (a session that matches nothing is a typo, see execlog.SessionSeen).
+    Its roots are made one at a time, as a renderer asks for them (Forest.keep False)."""
+    cols = Columns()
     model = Assembler(session, cov, keep_net=every_session)  # the tree shows each exec's sockets
     seen = session is None
     sids: list[int] = []  # rows' tail index -> static here
@@ -93,12 +94,10 @@ def read_compact_forest(
         add_rows(cols, run, run_sids, segs, run_sessions)
     for img in model.finish():
         cols.add_image(img)
-    forest = forest_of(cols)
-    forest.net = model.net
-    return forest, seen
+    return forest_of(cols, model.net, keep=False), seen
 
 
-def _extend(cols: _Columns, col: array[int], values: tuple[int | None, ...]) -> None:
+def _extend(cols: Columns, col: array[int], values: tuple[int | None, ...]) -> None:
     """`cols._put` of each value: in one call when all are None, or none is None or wider
     than int64."""
     nones = values.count(None)
@@ -115,14 +114,14 @@ def _extend(cols: _Columns, col: array[int], values: tuple[int | None, ...]) -> 
 
 
 def add_rows(
-    cols: _Columns, run: list[Row], sids: list[int], segs: list[int], sessions: list[str]
+    cols: Columns, run: list[Row], sids: list[int], segs: list[int], sessions: list[str]
 ) -> None:
-    """What `_Columns.add` does with each row's record, in order (rows of `log.rows`
-    whose tail is static `sids[i]` here, whose segment index maps through `segs`)."""
+    """A run of rows kept as shim rows and linked (`Columns.link`), in order: rows of
+    `log.rows` whose tail is static `sids[i]` here, whose segment index maps through
+    `segs`."""
     n = len(run)
     seg_i, offs, _, boots, pids, ppids, starts, pstarts, btimes, uptimes = zip(*run, strict=True)
-    links = cols.linker.add_many(boots, pids, ppids, starts, pstarts, sessions)
-    ref0, k0 = len(cols.r_static), len(cols.i_ref)
+    ref0 = len(cols.r_static)
     cols.r_seg.extend(map(segs.__getitem__, seg_i))
     cols.r_off.extend(offs)
     if None in btimes or None in uptimes:
@@ -136,48 +135,4 @@ def add_rows(
     _extend(cols, cols.r_start, starts)
     _extend(cols, cols.r_pstart, pstarts)
     cols.r_static.extend(sids)
-    cols.i_ref.extend(range(ref0, ref0 + n))  # each row is its node's next image, in order
-    cols.i_next.extend([-1] * n)
-    cols.total += n
-    while len(cols.parent) < cols.linker.nodes:  # the link columns' blocks, as _new_node
-        for col in (cols.parent, cols.kid, cols.kid_last, cols.sib, cols.img, cols.img_last):
-            col.extend(_UNSET)
-    img, img_last, i_next = cols.img, cols.img_last, cols.i_next
-    parent_col, kid, kid_last, sib = cols.parent, cols.kid, cols.kid_last, cols.sib
-    unknown, adopted = links.unknown_parent, links.adopted
-    new_node = cols._new_node
-    count = 0
-    k = k0 - 1
-    for i, (node, parent) in enumerate(zip(links.node, links.parent, strict=True)):
-        k += 1
-        if parent == NOT_NEW:  # _Columns._link of an image of a known process
-            last = img_last[node]
-            if last < 0:
-                img[node] = k
-            else:
-                i_next[last] = k
-            img_last[node] = k
-            continue
-        boot = boots[i]
-        if parent >= 0 and parent == len(cols.pid) and i in unknown:
-            new_node(boot, cols.linker.unknown_pid[parent], None, False)
-        new_node(boot, pids[i], starts[i], True)
-        img[node] = img_last[node] = k
-        count += 1
-        if parent >= 0:
-            parent_col[node] = parent
-            last = kid_last[parent]
-            if last < 0:
-                kid[parent] = node
-            else:
-                sib[last] = node
-            kid_last[parent] = node
-        if adopted and i in adopted:
-            orphanage = adopted[i]
-            c = kid[orphanage]
-            while c >= 0:
-                parent_col[c] = node
-                c = sib[c]
-            kid[node], kid_last[node] = kid[orphanage], kid_last[orphanage]
-            kid[orphanage] = kid_last[orphanage] = -1
-    cols.count += count
+    cols.link(boots, pids, ppids, starts, pstarts, sessions, range(ref0, ref0 + n), n)

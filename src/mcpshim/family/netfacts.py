@@ -175,7 +175,7 @@ class NetFacts:
 
     def said_at(self, ident: Identity, images: Sequence[Image]) -> dict[int, list[str]]:
         """`said` of the process `ident` whose images are `images`, by index there (the
-        tree's compact printer has no Node to give)."""
+        tree printer reads columns: it has no Node to give)."""
         out: dict[int, list[str]] = {}
         for n in self.by_ident.get(ident, ()):
             img = exec_of(n, images)

@@ -9,16 +9,21 @@ several images (a shim for sh, then `exec git`): one node, its images in order.
 Every record source becomes an `Image` (images), and the process model (family.model) makes
 each exec one image, whichever sources saw it: `images` here is the model's.
 `Linker` (family.linker, re-exported here) does the linking while streaming, in memory
-bounded by the pid space, so review can walk a million records; `build_forest` keeps the
-nodes for the views in `render.text`.
+bounded by the pid space, so review can walk a million records. A `Forest` keeps what it
+linked in columns (family.compact), whoever built it: `build_forest` from the model's images
+(attribution, per session), family.forestread from a whole log's rows (`tree`); its roots
+are `Node` views made from the columns, and render.text prints it from the columns.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import overload
 
+from mcpshim.family.compact import Columns
 from mcpshim.family.images import Image, image_of
 from mcpshim.family.linker import Link, Linker
 from mcpshim.family.model import entries as images
@@ -31,9 +36,11 @@ __all__ = [
     "Linker",
     "Node",
     "build_forest",
+    "forest_of",
     "image_of",
     "images",
     "relink_traced",
+    "subtree",
 ]
 
 
@@ -73,87 +80,95 @@ class Node:
             stack.extend(reversed(n.children))
 
 
-@dataclass
+@dataclass(eq=False)
 class Forest:
-    roots: Sequence[Node]  # a list, or family.compact's roots built on access
+    """Processes linked into trees, held in `cols`; `ids` the roots' nodes, in order."""
+
+    cols: Columns
+    ids: Sequence[int]
     count: int  # processes (known nodes)
     images: int
     #: the processes' socket calls, where the reader kept them (tree does), by identity
     net: NetFacts = field(default_factory=NetFacts)
+    #: the roots as Node trees made once and kept (attribution's: it files each node), or
+    #: each root's made when asked for and let go (a whole log's `tree`: one family at a time)
+    keep: bool = True
+    _kept: list[Node] | None = field(default=None, repr=False)
+
+    @property
+    def roots(self) -> Sequence[Node]:
+        if not self.keep:
+            return _Roots(self.cols, self.ids)
+        if self._kept is None:
+            self._kept = [subtree(self.cols, r) for r in self.ids]
+        return self._kept
 
     def select_pid(self, pid: int) -> Forest:
-        roots = [n for r in self.roots for n in r.walk() if n.pid == pid]
-        known = [m for r in roots for m in r.walk() if m.known]
-        return Forest(roots, len(known), sum(len(m.images) for m in known), self.net)
+        """The subtrees of the processes with this pid (a nested one is a root of its own)."""
+        c = self.cols
+        ids = [n for r in self.ids for n in c.walk(r) if c.pid_of(n) == pid]
+        known = [m for r in ids for m in c.walk(r) if c.known[m]]
+        images = sum(1 for m in known for _ in c.chain(m))
+        return Forest(c, ids, len(known), images, self.net, self.keep)
 
 
-class _Pool:
-    """Shares equal values between images: logs repeat their cwds, targets and argvs."""
+class _Roots(Sequence[Node]):
+    """The roots in order, each built (with its subtree) when asked for."""
 
-    def __init__(self) -> None:
-        self._d: dict[object, object] = {}
+    def __init__(self, cols: Columns, ids: Sequence[int]) -> None:
+        self._cols, self._ids = cols, ids
 
-    def __call__(self, img: Image) -> Image:
-        d = self._d
-        return Image(
-            img.source,
-            img.where,
-            img.time,
-            d.setdefault(img.boot_id, img.boot_id),  # type: ignore[arg-type]
-            img.pid,
-            img.ppid,
-            img.start,
-            img.parent_start,
-            d.setdefault(img.cwd, img.cwd),  # type: ignore[arg-type]
-            d.setdefault(img.command, img.command),  # type: ignore[arg-type]
-            d.setdefault(img.target, img.target),  # type: ignore[arg-type]
-            d.setdefault(img.argv0, img.argv0),  # type: ignore[arg-type]
-            d.setdefault(img.args, img.args),  # type: ignore[arg-type]
-            d.setdefault(img.session, img.session),  # type: ignore[arg-type]
-            img.redactions,
-            img.uid,
-            img.cwd_unknown,
-            img.parent_cmdline,
-            d.setdefault(img.path, img.path),  # type: ignore[arg-type]
-            img.shim_hop,
-            img.entry,
-            img.attempts,
-            img.parent_argv,
-        )
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Node: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Node]: ...
+    def __getitem__(self, i: int | slice) -> Node | Sequence[Node]:
+        if isinstance(i, slice):
+            return [subtree(self._cols, r) for r in self._ids[i]]
+        return subtree(self._cols, self._ids[i])
+
+    def __iter__(self) -> Iterator[Node]:
+        for r in self._ids:
+            yield subtree(self._cols, r)
+
+
+def _node(c: Columns, i: int, parent: Node | None) -> Node:
+    imgs = [c.image(k, i) for k in c.chain(i)]
+    boot, pid, start = c.ident(i)
+    return Node(i, boot, pid, start, bool(c.known[i]), imgs, [], parent)
+
+
+def subtree(c: Columns, root: int) -> Node:
+    """The Node tree of `root` (its parent left None)."""
+    top = _node(c, root, None)
+    stack = [(root, top)]
+    kid, sib = c.kid, c.sib
+    while stack:
+        i, n = stack.pop()
+        ch = kid[i]
+        while ch >= 0:
+            child = _node(c, ch, n)
+            n.children.append(child)
+            stack.append((ch, child))
+            ch = sib[ch]
+    return top
+
+
+def forest_of(cols: Columns, net: NetFacts | None = None, keep: bool = True) -> Forest:
+    """The forest of built columns (`Columns.finish` lets go what only building needed)."""
+    ids = cols.finish()
+    return Forest(cols, ids, cols.count, cols.total, net or NetFacts(), keep)
 
 
 def build_forest(imgs: Iterable[Image]) -> Forest:
-    linker = Linker()
-    nodes: list[Node] = []
-    count = 0
-    total = 0
-    pool = _Pool()
-    for raw in imgs:
-        img = pool(raw)
-        link = linker.add(img.boot_id, img.pid, img.ppid, img.start, img.parent_start, img.session)
-        total += img.entry
-        if not link.new:
-            nodes[link.node].images.append(img)
-            continue
-        if link.unknown_parent and link.parent == len(nodes):
-            assert link.parent is not None
-            nodes.append(
-                Node(link.parent, img.boot_id, linker.unknown_pid[link.parent], None, False)
-            )
-        node = Node(link.node, img.boot_id, img.pid, img.start, True, [img])
-        nodes.append(node)
-        count += 1
-        if link.parent is not None:
-            node.parent = nodes[link.parent]
-            node.parent.children.append(node)
-        if link.adopted is not None:
-            orphanage = nodes[link.adopted]
-            for child in orphanage.children:
-                child.parent = node
-            node.children.extend(orphanage.children)
-            orphanage.children = []
-    roots = [n for n in nodes if n.parent is None and (n.known or n.children)]
-    return Forest(roots, count, total)
+    """The forest of the process model's images (family.model.entries), kept as Nodes."""
+    cols = Columns()
+    for img in imgs:
+        cols.add_image(img)
+    return forest_of(cols)
 
 
 def relink_traced(
@@ -164,36 +179,39 @@ def relink_traced(
     its shim reads /proc/self/stat is recorded with the subreaper as its ppid; the linker
     links at the first record, and the tracer's records of the same process, written
     later, hold the fork's real parent."""
-    known: dict[tuple[str, int], list[Node]] = {}
-    for root in forest.roots:
-        for n in root.walk():
-            if n.known:
-                known.setdefault((n.boot_id, n.pid), []).append(n)
+    c = forest.cols
+    known: dict[tuple[str, int], list[int]] = {}
+    for root in forest.ids:
+        for n in c.walk(root):
+            if c.known[n]:
+                known.setdefault((c.boots[c.boot[n]], c.pid_of(n)), []).append(n)
     moved = False
-    for root in list(forest.roots):
-        if root.known:
+    for root in forest.ids:
+        if c.known[root]:
             continue
-        for node in list(root.children):
-            traced = forked_by.get((node.boot_id, node.pid, node.start))
-            if traced is None or traced[0] == root.pid:
+        kids, ch = [], c.kid[root]
+        while ch >= 0:
+            kids.append(ch)
+            ch = c.sib[ch]
+        for node in kids:
+            boot, pid, start = c.ident(node)
+            traced = forked_by.get((boot, pid, start))
+            if traced is None or traced[0] == c.pid_of(root):
                 continue
             ppid, pstart = traced
-            cands = [p for p in known.get((node.boot_id, ppid), ())
-                     if pstart is None or p.start == pstart]  # fmt: skip
-            if len(cands) != 1 or any(a is node for a in _above(cands[0])):
+            cands = [p for p in known.get((boot, ppid), ())
+                     if pstart is None or c.value(c.start, p) == pstart]  # fmt: skip
+            if len(cands) != 1 or node in _above(c, cands[0]):
                 continue
-            root.children.remove(node)
-            node.parent = cands[0]
-            cands[0].children.append(node)
+            c.move(node, cands[0])
             moved = True
     if not moved:
         return forest
-    roots = [r for r in forest.roots if r.known or r.children]
-    return Forest(roots, forest.count, forest.images, forest.net)
+    ids = array("i", (r for r in forest.ids if c.known[r] or c.kid[r] >= 0))
+    return Forest(c, ids, forest.count, forest.images, forest.net, forest.keep)
 
 
-def _above(node: Node) -> Iterator[Node]:
-    p: Node | None = node
-    while p is not None:
-        yield p
-        p = p.parent
+def _above(c: Columns, node: int) -> Iterator[int]:
+    while node >= 0:
+        yield node
+        node = c.parent[node]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,9 +33,9 @@ from mcpshim.log.boot import (
     now_anchor,
 )
 from mcpshim.log.events import event_data
-from mcpshim.log.framing import LogProblem, Readable, body_of, encode_record, pieces
-from mcpshim.log.framing import bodies as _bodies
-from mcpshim.log.parentfield import parent_fields
+from mcpshim.log.execfields import EXEC_HEAD, TAIL_AT, Tail, Tails, decode_tail
+from mcpshim.log.execfields import int_field as _int
+from mcpshim.log.framing import LogProblem, Readable, bodies, body_of, encode_record, pieces
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -46,10 +46,11 @@ __all__ = [
     "LogProblem",
     "Record",
     "SessionSeen",
-    "bodies",
+    "Tail",
     "current_boot_id",
     "decode_piece",
     "encode_record",
+    "exec_record",
     "iter_records",
     "missing_session",
     "now_anchor",
@@ -167,18 +168,6 @@ def missing_session(loc: Locations, session: str) -> InputError:
 # ---- decoding ----------------------------------------------------------------------------
 
 
-def _int(b: bytes) -> int | None:
-    """A pid or a tick count; anything longer than 18 digits is not one (unknown)."""
-    if b.isdigit() and len(b) <= 18:  # the common cases first, without raising
-        return int(b)
-    if not b or len(b) > 19:
-        return None
-    try:
-        return int(b)
-    except ValueError:
-        return None
-
-
 def _utc(seconds: float) -> datetime | None:
     if not 0 <= seconds < MAX_SECONDS:
         return None
@@ -186,6 +175,39 @@ def _utc(seconds: float) -> datetime | None:
 
 
 _NO_ANCHORS = Anchors(None)
+_TAILS_KEPT = 4096  # distinct tails a reader keeps decoded (then it starts again)
+_make_exec = positional(ExecRecord)
+
+
+def exec_record(
+    btime: float | None,
+    uptime: float | None,
+    boot_id: str,
+    pid: int,
+    ppid: int | None,
+    start: int | None,
+    parent_start: int | None,
+    t: Tail,
+    where: str,
+) -> ExecRecord:
+    """The record of the fields before the cwd, decoded, and its tail."""
+    return _make_exec(btime, uptime, boot_id, pid, ppid, start, parent_start, t.cwd, t.shim,
+                      t.target, t.invoked_as, t.session, t.path, t.redactions, t.args, where,
+                      t.parent_cmdline, "exec", t.cwd_unknown, t.parent_argv)  # fmt: skip
+
+
+def _exec(head: Sequence[bytes], tail: Tail | str, where: str, anchors: Anchors) -> ExecRecord:
+    """The record of its fields before the cwd (boot time, uptime, boot id, pid, ppid,
+    start, parent start) and its tail decoded (`decode_tail`); ValueError for a bad one."""
+    if isinstance(tail, str):
+        raise ValueError(tail)
+    pid, ppid, start, pstart = map(_int, head[3:7])
+    if pid is None:
+        raise ValueError("exec record without a pid")
+    boot_id = head[2].decode("ascii", "replace")
+    btime = clock_seconds(head[0]) if head[0] else anchors.get(boot_id)
+    return exec_record(btime, clock_seconds(head[1]), boot_id, pid, ppid, start, pstart, tail,
+                       where)  # fmt: skip
 
 
 def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> Record:
@@ -196,66 +218,7 @@ def _decode(fields: list[bytes], where: str, anchors: Anchors = _NO_ANCHORS) -> 
         if len(fields) != 3:
             raise ValueError(f"{kind} record with {len(fields)} fields")
         return EventRecord(kind, event_data(fields[2]), where)
-    # The fields by index (2 + the position after version and kind): one record per exec,
-    # so no slices, and the common integers parsed without a call.
-    if len(fields) < _EXEC_FIELDS + 2:
-        raise ValueError("exec record too short")
-    argc = _int(fields[17])
-    args = tuple(fields[18:])
-    if argc is None or argc != len(args):
-        raise ValueError("exec record argument count does not match")
-    pid, ppid, start, pstart = [
-        int(b) if b.isdigit() and len(b) <= 18 else _int(b) for b in fields[5:9]
-    ]
-    if pid is None:
-        raise ValueError("exec record without a pid")
-    red = fields[15]
-    boot_id = fields[4].decode("ascii", "replace")
-    cwd, cwd_unknown = fields[9], ""
-    if not cwd.startswith(b"/"):
-        cwd, cwd_unknown = b"", _cwd_reason(cwd)
-    pcmd, pargv = parent_fields(fields[16])
-    return _make_exec(
-        clock_seconds(fields[2]) if fields[2] else anchors.get(boot_id),
-        clock_seconds(fields[3]),
-        boot_id,
-        pid,
-        ppid,
-        start,
-        pstart,
-        cwd,
-        fields[10].decode("utf-8", "replace"),
-        fields[11],
-        fields[12],
-        fields[13].decode("utf-8", "replace"),
-        fields[14],
-        _redactions(red) if red else (),
-        args,
-        where,
-        pcmd,
-        "exec",
-        cwd_unknown,
-        pargv,
-    )
-
-
-_make_exec = positional(ExecRecord)
-
-
-def _redactions(field: bytes) -> tuple[str, ...]:
-    return tuple(sorted(set(field.decode("ascii", "replace").split(","))))
-
-
-#: what a shim writes for a cwd it could not resolve (a path starts with /)
-_CWD_REASONS = {
-    b"?no-search": "not searchable by the process",
-    b"?unresolvable": "not resolvable (deleted, or outside the process's root)",
-}
-
-
-def _cwd_reason(field: bytes) -> str:
-    # "" and "." came from older shims, in a deleted directory
-    return _CWD_REASONS.get(field, "not resolved by the shim")
+    return _exec(fields[2:9], decode_tail(fields[9:]), where, anchors)
 
 
 def spill_name(fields: list[bytes]) -> str | None:
@@ -318,9 +281,10 @@ def read_stream(
     base: int = 0,
 ) -> Iterator[Record]:
     """Stream records from one log file (read from offset `base` on); memory holds one
-    chunk plus the largest record."""
+    chunk plus the largest record, and a bounded table of tails."""
+    tails = Tails(_TAILS_KEPT)
     for pos, piece in pieces(stream, name, problems, base):
-        rec = decode_piece(pos, piece, name, spill_dir, problems, anchors)
+        rec = decode_piece(pos, piece, name, spill_dir, problems, anchors, tails)
         if rec is not None:
             yield rec
 
@@ -332,12 +296,25 @@ def decode_piece(
     spill_dir: Path | None,
     problems: list[LogProblem],
     anchors: Anchors = _NO_ANCHORS,
+    tails: Tails | None = None,
 ) -> Record | None:
     """The record one framed piece holds (framing.pieces), or None with the problem said.
 
-    The common piece is one whole record, `\\0R` then fields and no other NUL: it is
-    split once and decoded here; anything else (a pointer, a torn record, stray bytes)
-    takes the general path (`framing.body_of`, `_parse_one`), which says what is wrong."""
+    The common piece is one whole record, `\\0R` then fields and no other NUL: an exec
+    record's tail is looked up in `tails` (each decoded once), any other record split
+    once and decoded here; anything else (a pointer, a torn record, stray bytes) takes the
+    general path (`framing.body_of`, `_parse_one`), which says what is wrong."""
+    if tails is not None and piece.startswith(EXEC_HEAD):
+        parts = piece.split(b"\0=", TAIL_AT)
+        if len(parts) == TAIL_AT + 1:
+            tid = tails.index(parts[TAIL_AT])
+            if tid >= 0 and piece.count(b"\0") == tails.nuls[tid]:
+                where = f"{name}@{pos}"
+                try:
+                    return _exec(parts[3:TAIL_AT], tails.tails[tid], where, anchors)
+                except ValueError as exc:
+                    problems.append(LogProblem(where, str(exc)))
+                    return None
     if piece.startswith(b"\0R"):
         parts = piece.split(b"\0=")
         if parts[0] == b"\0R" and piece.count(b"\0") == len(parts):
@@ -356,12 +333,6 @@ def decode_piece(
     return rec
 
 
-def bodies(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """The reader's framing alone: (offset, body) of each record or pointer of one log
-    file, what is not a whole record skipped (rotation reads a segment it deletes so)."""
-    return _bodies(stream, "", [])
-
-
 def pointer_name(body: bytes) -> str | None:
     """The spill file a body names when it is a valid pointer (see spill_name), else None."""
     fields = _fields(body) if body[1:2] == b"P" else None
@@ -370,7 +341,7 @@ def pointer_name(body: bytes) -> str | None:
 
 def spill_names(stream: BinaryIO) -> Iterator[str]:
     """The spill files the valid pointers of one log file name (what rotation may delete)."""
-    for _, body in bodies(stream):
+    for _, body in bodies(stream, "", []):  # what is not a whole record: skipped
         if (name := pointer_name(body)) is not None:
             yield name
 

@@ -20,7 +20,8 @@ from mcpshim.base import fdio
 from mcpshim.errors import InputError
 from mcpshim.log.eventlog import encode_event, log_lock
 from mcpshim.log.events import event_data
-from mcpshim.log.execlog import bodies, current_boot_id, pointer_name, segments
+from mcpshim.log.execlog import current_boot_id, pointer_name, segments
+from mcpshim.log.framing import bodies
 from mcpshim.paths import Locations
 
 __all__ = [
@@ -46,7 +47,7 @@ def _contents(path: Path) -> tuple[list[str], dict[int, str]]:
     names: list[str] = []
     seals: dict[int, str] = {}
     with path.open("rb") as fh:
-        for _, body in bodies(fh):
+        for _, body in bodies(fh, "", []):
             if (name := pointer_name(body)) is not None:
                 names.append(name)
             elif body.startswith(_SEAL):

@@ -1,13 +1,12 @@
 """Exec records as rows: what links a process decoded per record, the rest once per tail.
 
-A log repeats its command lines: the fields from the cwd on (cwd, command, target, the
-path the caller exec'd, session, PATH, redactions, the shell's line, argv) are the same
-bytes for every run of one command in one place and session, a few thousand distinct
-tails in a million records. `ExecRows.read` cuts a common exec record into its ten leading
-fields and that tail, decodes the integers and clocks, and decodes each distinct tail
-once (`Tail`). Every other piece (an event, a spill pointer, a torn or malformed record,
-a pid of 19 digits...) goes through `execlog.decode_piece`, the reader's own decoding, so
-the records read and the problems said are the same as `execlog.read_stream`'s.
+`ExecRows.read` cuts a common exec record into its ten leading fields and its tail,
+decodes the integers and clocks, and looks the tail up in a table that decodes each
+distinct one once (log.execfields: the reader's own decoding, as execlog's reader does).
+Every other piece (an event, a spill pointer, a torn or malformed record, a pid of 19
+digits...) goes through `execlog.decode_piece`, so the records read and the problems said
+are the same as `execlog.read_stream`'s. The session index reads a segment through it too
+(log.indexscan): every reader decodes a record one way.
 
 `ExecRows.record(row)` gives the very `ExecRecord` the reader would have made, for the
 few a command keeps (evidence, a family's first image).
@@ -18,73 +17,24 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 from mcpshim.base.fdio import open_regular
 from mcpshim.errors import InputError
 from mcpshim.log import execlog
 from mcpshim.log.boot import Anchors, clock_seconds
-from mcpshim.log.execlog import ExecRecord, LogProblem, Record
+from mcpshim.log.execfields import EXEC_HEAD, TAIL_AT, Tail, Tails
+from mcpshim.log.execfields import int_field as _int
+from mcpshim.log.execlog import ExecRecord, LogProblem, Record, exec_record
 from mcpshim.log.framing import Readable, pieces
-from mcpshim.log.parentfield import parent_fields
 from mcpshim.paths import Locations
 
-__all__ = ["ExecRows", "Row", "Tail"]
-
-_HEAD = b"\0R\0=1\0=exec\0="
-_HEAD_NULS = 11  # the record's tag and the ten separators before the tail
-
-
-class Tail(NamedTuple):
-    """The fields of an exec record from its cwd on, decoded as `execlog._decode` does."""
-
-    cwd: bytes
-    cwd_unknown: str
-    shim: str
-    target: bytes
-    invoked_as: bytes
-    session: str
-    path: bytes
-    redactions: tuple[str, ...]
-    parent_cmdline: bytes
-    args: tuple[bytes, ...]
-    parent_argv: tuple[bytes, ...] = ()
+__all__ = ["ExecRows", "Row"]
 
 
 #: (segment index, offset, tail index, boot id, pid, ppid, start, parent start, btime,
 #: uptime): a common exec record; the segment's name is `ExecRows.names[segment]`
 Row = tuple[int, int, int, str, int, int | None, int | None, int | None, float | None, float | None]
-
-
-def _tail(raw: bytes) -> Tail | None:
-    """The tail's fields, or None when `_decode` would refuse the record or decode it
-    otherwise (then the record takes the general path)."""
-    if raw.count(b"\0") != raw.count(b"\0="):
-        return None
-    f = raw.split(b"\0=")
-    if len(f) < 9:
-        return None
-    args = tuple(f[9:])
-    if not (f[8].isdigit() and len(f[8]) <= 18 and int(f[8]) == len(args)):
-        return None
-    cwd, cwd_unknown = f[0], ""
-    if not cwd.startswith(b"/"):
-        cwd, cwd_unknown = b"", execlog._cwd_reason(cwd)
-    red = f[6]
-    pcmd, pargv = parent_fields(f[7])
-    return Tail(
-        cwd,
-        cwd_unknown,
-        f[1].decode("utf-8", "replace"),
-        f[2],
-        f[3],
-        f[4].decode("utf-8", "replace"),
-        f[5],
-        execlog._redactions(red) if red else (),
-        pcmd,
-        args,
-        pargv,
-    )
 
 
 class ExecRows:
@@ -94,11 +44,8 @@ class ExecRows:
         self.anchors = anchors if anchors is not None else Anchors(None)
         #: with `max_tails`, the tables start again when full and `epoch` counts up: a
         #: row's tail index holds until the next row is read (keep the Tail, not the index)
-        self.max_tails = max_tails
-        self.epoch = 0
-        self.tails: list[Tail] = []
-        self._tail_ids: dict[bytes, int] = {}
-        self._tail_nuls: list[int] = []
+        self._tails = Tails(max_tails)
+        self.tails: list[Tail] = self._tails.tails
         self.names: list[str] = []
         self._btimes: dict[bytes, float | None] = {}
         self._boots: dict[bytes, str] = {}
@@ -117,20 +64,21 @@ class ExecRows:
         """Rows for common exec records, records for the rest, in log order."""
         seg = len(self.names)
         self.names.append(name)
-        tail_ids, btimes, boots = self._tail_ids, self._btimes, self._boots
-        anchors = self.anchors
+        btimes, boots = self._btimes, self._boots
+        anchors, tails = self.anchors, self._tails
+        index, ids, nuls = tails.index, tails.ids, tails.nuls
         general = execlog.decode_piece
         for pos, piece in pieces(stream, name, problems, base):
-            if piece.startswith(_HEAD):
-                parts = piece.split(b"\0=", 10)
-                if len(parts) == 11:
+            if piece.startswith(EXEC_HEAD):
+                parts = piece.split(b"\0=", TAIL_AT)
+                if len(parts) == TAIL_AT + 1:
                     _, _, _, bt, up, boot_b, pid_b, ppid_b, st_b, pst_b, raw = parts
-                    tid = tail_ids.get(raw)
+                    tid = ids.get(raw)
                     if tid is None:
-                        tid = self._add_tail(raw)
+                        tid = index(raw)
                     if (
                         tid >= 0
-                        and piece.count(b"\0") == self._tail_nuls[tid]
+                        and piece.count(b"\0") == nuls[tid]
                         and pid_b.isdigit()
                         and len(pid_b) <= 18
                     ):
@@ -161,27 +109,14 @@ class ExecRows:
                             clock_seconds(up),
                         )
                         continue
-            rec = general(pos, piece, name, spill_dir, problems, anchors)
+            rec = general(pos, piece, name, spill_dir, problems, anchors, tails)
             if rec is not None:
                 self.at, self.end = pos, pos + len(piece) + 2
                 yield rec
 
-    def _add_tail(self, raw: bytes) -> int:
-        """The new tail's index, -1 for one the fast path does not take (remembered too:
-        the same malformed bytes repeat)."""
-        if self.max_tails is not None and len(self._tail_ids) >= self.max_tails:
-            self.tails.clear()  # in place: readers hold the list
-            self._tail_nuls.clear()
-            self._tail_ids.clear()
-            self.epoch += 1
-        tail = _tail(raw)
-        tid = -1
-        if tail is not None:
-            tid = len(self.tails)
-            self.tails.append(tail)
-            self._tail_nuls.append(_HEAD_NULS + raw.count(b"\0"))
-        self._tail_ids[raw] = tid
-        return tid
+    @property
+    def epoch(self) -> int:
+        return self._tails.epoch
 
     def where(self, row: Row) -> str:
         return f"{self.names[row[0]]}@{row[1]}"
@@ -190,28 +125,8 @@ class ExecRows:
         """The `ExecRecord` execlog.read_stream makes of this row's record (`tail`: its
         tail, kept by a reader that reads on before it asks, see `max_tails`)."""
         t = self.tails[row[2]] if tail is None else tail
-        return _make_exec(
-            row[8],
-            row[9],
-            row[3],
-            row[4],
-            row[5],
-            row[6],
-            row[7],
-            t.cwd,
-            t.shim,
-            t.target,
-            t.invoked_as,
-            t.session,
-            t.path,
-            t.redactions,
-            t.args,
-            self.where(row),
-            t.parent_cmdline,
-            "exec",
-            t.cwd_unknown,
-            t.parent_argv,
-        )
+        return exec_record(row[8], row[9], row[3], row[4], row[5], row[6], row[7], t,
+                           self.where(row))  # fmt: skip
 
     def iter_log(self, loc: Locations, problems: list[LogProblem]) -> Iterator[Row | Record]:
         """Every segment's rows and records, in log order, as `execlog.iter_records` reads
@@ -239,7 +154,3 @@ class ExecRows:
         finally:
             for _, fh in files:
                 fh.close()
-
-
-_int = execlog._int
-_make_exec = execlog._make_exec

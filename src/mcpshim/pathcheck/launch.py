@@ -42,6 +42,7 @@ BARE = define_rule(
     "working directory decides which program starts.",
     "Write the absolute path of the program in `command`.",
     ("CWE-426", "CWE-427"),
+    answers=(),
 )
 UNSAFE_DIR = define_rule(
     "MCS221",
@@ -50,6 +51,7 @@ UNSAFE_DIR = define_rule(
     "The server's program lives in a temporary directory or one that others can write.",
     "Install the server somewhere owned by you or root and point `command` there.",
     ("CWE-427",),
+    answers=(),
 )
 FETCHES = define_rule(
     "MCS222",
@@ -59,6 +61,7 @@ FETCHES = define_rule(
     "docker run with a mutable tag), so what runs can change without any local edit.",
     "Install a pinned version once and run it by absolute path, or pin the image by digest.",
     ("CWE-494",),
+    answers=(),
 )
 SHELL = define_rule(
     "MCS223",
@@ -68,6 +71,7 @@ SHELL = define_rule(
     "real program and lets quoting and variables change it.",
     "Put the program in `command` and its arguments in `args`; drop the shell.",
     ("CWE-78",),
+    answers=(),
 )
 CREDENTIAL = define_rule(
     "MCS224",
@@ -77,6 +81,7 @@ CREDENTIAL = define_rule(
     "Reference it from the environment or a secret store (e.g. ${env:NAME} or an input "
     "prompt) instead of writing the value in the file.",
     ("CWE-798",),
+    answers=(),
 )
 
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "ash", "busybox"}

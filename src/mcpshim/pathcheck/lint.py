@@ -34,6 +34,7 @@ EMPTY = define_rule(
     "An empty PATH entry means the current directory, which the process does not control.",
     "Remove the empty entry (a leading, trailing or doubled ':').",
     CWE,
+    answers=(),
 )
 RELATIVE = define_rule(
     "MCS202",
@@ -42,6 +43,7 @@ RELATIVE = define_rule(
     "A '.' or relative PATH entry is looked up from whatever directory the process is in.",
     "Replace the entry with an absolute directory, or drop it.",
     CWE,
+    answers=(),
 )
 MISSING = define_rule(
     "MCS203",
@@ -51,6 +53,7 @@ MISSING = define_rule(
     "what bare names mean.",
     "Remove the entry or create it as a root-owned, non-writable directory.",
     CWE,
+    answers=(),
 )
 TEMP = define_rule(
     "MCS204",
@@ -59,6 +62,7 @@ TEMP = define_rule(
     "A PATH entry is inside a temporary directory that other processes can write.",
     "Never put a temporary directory on a server's PATH; install tools somewhere owned.",
     CWE,
+    answers=(),
 )
 WRITABLE = define_rule(
     "MCS205",
@@ -68,6 +72,7 @@ WRITABLE = define_rule(
     "by everyone, or by another non-root user.",
     "chmod go-w the directory, fix its owner, or remove the entry from PATH.",
     CWE,
+    answers=(),
 )
 PROJECT = define_rule(
     "MCS206",
@@ -78,6 +83,7 @@ PROJECT = define_rule(
     "bare names mean.",
     "Move project directories after the system directories, or call project tools by path.",
     CWE,
+    answers=(),
 )
 SHIM = define_rule(
     "MCS207",
@@ -86,6 +92,7 @@ SHIM = define_rule(
     "The mcpshim shim directory is not the first PATH entry, so commands found earlier run "
     "without a record.",
     "Put the shim directory first (`mcpshim path`, or `mcpshim wrap-config`).",
+    answers=(),
 )
 DUPLICATE = define_rule(
     "MCS208",
@@ -93,6 +100,7 @@ DUPLICATE = define_rule(
     Severity.LOW,
     "A PATH entry appears more than once; the later copy only adds confusion about order.",
     "Remove the later duplicate.",
+    answers=(),
 )
 SHADOWED = define_rule(
     "MCS209",
@@ -103,6 +111,7 @@ SHADOWED = define_rule(
     "Remove the directory from PATH or move it after the trusted directories; pin the "
     "command by absolute path.",
     CWE,
+    answers=(),
 )
 
 

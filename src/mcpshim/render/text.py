@@ -2,24 +2,38 @@
 
 Everything that came from a process goes through display.escape/quote_argv, so a crafted
 argument cannot move the cursor or fake a line.
+
+The forest is printed straight from its columns (family.compact), whoever built it, by one
+printer: a shim image read as a row is printed without becoming an `Image` (its text after
+the time stamp made once per command line, a stamp's date and time to the second once per
+second), any other image by `_image_text`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
-from mcpshim.base.display import escape, quote_argv, safe
-from mcpshim.family.compact import CompactRoots
-from mcpshim.family.compact_text import compact_lines, net_lines
-from mcpshim.family.tree import Forest, Image, Node
+from mcpshim.base.display import escape, quote_arg, quote_argv, safe
+from mcpshim.family.compact import _WIDE, Columns
+from mcpshim.family.netfacts import NetFacts
+from mcpshim.family.tree import Forest, Image
 from mcpshim.family.view import argv_of, fork_words, parent_line, stamp
+from mcpshim.log.boot import MAX_SECONDS
 from mcpshim.log.logview import cwd_text
 from mcpshim.render.report import Report, coverage_lines, sorted_findings
 from mcpshim.review.findings import Finding, Severity, finding_json
 from mcpshim.review.verdicts import CallVerdict
 
-__all__ = ["iter_tree_text", "render_findings_text", "render_tree_text", "write_tree_text"]
+__all__ = [
+    "iter_tree_text",
+    "render_findings_text",
+    "render_tree_text",
+    "stamp_of_seconds",
+    "write_tree_text",
+]
 
 
 def _call_block(v: CallVerdict) -> list[str]:
@@ -137,29 +151,189 @@ def _image_text(img: Image) -> str:
     return f"[{img.source}] {stamp(img)} {rest}"
 
 
-def _mark(mark: Callable[[str], str] | None, img: Image) -> str:
-    word = mark(img.where) if mark is not None else ""
-    return f"  [{word}]" if word else ""
+_SECONDS: dict[int, str] = {}
 
 
-def _cwd(img: Image) -> str:
-    return cwd_text(img.cwd, img.cwd_unknown)
+def stamp_of_seconds(t: float) -> str:
+    """family.view.stamp of the time `t` (UTC seconds, NaN for unknown), without a datetime
+    per image: the microseconds are rounded as datetime.fromtimestamp rounds them (half to
+    even), and the text up to the second is kept per second."""
+    if not 0 <= t < MAX_SECONDS:  # NaN too
+        return "?"
+    frac, whole = math.modf(t)
+    us = round(frac * 1e6)
+    if us >= 1_000_000:
+        us -= 1_000_000
+        whole += 1.0
+    sec = int(whole)
+    head = _SECONDS.get(sec)
+    if head is None:
+        if len(_SECONDS) >= 1 << 16:
+            _SECONDS.clear()
+        d = datetime.fromtimestamp(sec, tz=timezone.utc)
+        if d.year < 1000:
+            head = d.strftime("%Y-%m-%dT%H:%M:%S")
+        else:
+            head = f"{d.year}-{d.month:02}-{d.day:02}T{d.hour:02}:{d.minute:02}:{d.second:02}"
+        _SECONDS[sec] = head
+    return f"{head}.{us // 1000:03}Z"
 
 
-def _parent_cwd(node: Node) -> bytes | None:
-    p = node.parent
-    while p is not None and not p.images:
-        p = p.parent
-    return p.current.cwd if p is not None else None
+def _net_lines(pad: str, said: Iterable[str]) -> Iterator[str]:
+    """The lines under an exec for what it did on the network (family.netfacts' words)."""
+    for phrase in said:
+        yield f"{pad}net: {escape(phrase)}"
 
 
-def _node_head(node: Node, supervisors: Mapping[tuple[str, int], str]) -> str:
-    if not node.known:
-        known = supervisors.get((node.boot_id, node.pid))
+class _Printer:
+    """One forest's lines, from its columns."""
+
+    def __init__(
+        self,
+        cols: Columns,
+        supervisors: Mapping[tuple[str, int], str],
+        mark: Callable[[str], str] | None,
+        net: NetFacts,
+    ) -> None:
+        self.c = cols
+        self.supervisors = supervisors
+        self.mark = mark
+        self.net = net if net.by_ident else None
+        self.rest: list[str | None] = [None] * len(cols.statics)
+
+    def _rest(self, sid: int) -> str:
+        """_image_text's text after the stamp, for a shim row's static."""
+        text = self.rest[sid]
+        if text is None:
+            st = self.c.statics[sid]
+            shim, target, pcmd, args = st.shim, st.target, st.parent_cmdline, st.args
+            parent = quote_argv(st.parent_argv) if st.parent_argv else ""
+            parent = parent or (quote_arg(pcmd) if pcmd else "")
+            text = self.rest[sid] = (
+                f"{quote_argv([shim.encode(), *args])}  -> {escape(target) if target else '?'}"
+                + (f"  started by {parent}" if parent else "")
+            )
+        return text
+
+    def _where(self, ref: int) -> str:
+        c = self.c
+        seg = c.r_seg[ref]
+        return c.wheres[ref] if seg < 0 else f"{c.segs[seg]}@{c.r_off[ref]}"
+
+    def image(self, k: int) -> tuple[str, bytes, str]:
+        """(text after the node's head or `exec`, cwd, cwd_unknown) of image k."""
+        c = self.c
+        ref = c.i_ref[k]
+        if ref < 0:
+            img = c.others[-1 - ref]
+            return _image_text(img), img.cwd, img.cwd_unknown
+        sid = c.r_static[ref]
+        static = c.statics[sid]
+        return f"[shim] {stamp_of_seconds(c.r_time[ref])} {self._rest(sid)}", static[0], static[1]
+
+    def _mark_of(self, k: int) -> str:
+        if self.mark is None:
+            return ""
+        ref = self.c.i_ref[k]
+        word = self.mark(self.c.others[-1 - ref].where if ref < 0 else self._where(ref))
+        return f"  [{word}]" if word else ""
+
+    def _cwd_of(self, k: int) -> bytes:
+        ref = self.c.i_ref[k]
+        return self.c.others[-1 - ref].cwd if ref < 0 else self.c.statics[self.c.r_static[ref]][0]
+
+    def parent_cwd(self, node: int) -> bytes | None:
+        """The cwd a node's first image is told apart from: its nearest ancestor's that has
+        images, its last image's (what a root is printed under when it is not a root)."""
+        c = self.c
+        p = c.parent[node]
+        while p >= 0 and c.img[p] < 0:
+            p = c.parent[p]
+        if p < 0:
+            return None
+        *_, last = c.chain(p)
+        return self._cwd_of(last)
+
+    def _said(self, node: int) -> dict[int, list[str]]:
+        """netfacts' lines of a process by its images' order (an empty dict: none)."""
+        c, net = self.c, self.net
+        if net is None or not c.known[node]:
+            return {}
+        ident = c.ident(node)
+        if ident not in net.by_ident:
+            return {}
+        return net.said_at(ident, [c.image(k, node) for k in c.chain(node)])
+
+    def _head(self, node: int) -> str:
+        c = self.c
+        pid = c.pid_of(node)
+        if c.known[node]:
+            return f"{pid}"
+        boot = c.boots[c.boot[node]]
+        known = self.supervisors.get((boot, pid))
         if known is not None:
-            return f"{node.pid} {safe(known)}"
-        return f"? {node.pid} (parent not in log) boot {escape(node.boot_id[:8])}"
-    return f"{node.pid}"
+            return f"{pid} {safe(known)}"
+        return f"? {pid} (parent not in log) boot {escape(boot[:8])}"
+
+    def lines(self, root: int) -> Iterator[str]:
+        """One root's lines. The common case (a known process, a shim row) is inlined: a
+        million lines."""
+        c = self.c
+        kid, sib, img, nxt, iref = c.kid, c.sib, c.img, c.i_next, c.i_ref
+        pids, known, r_static, r_time, statics = c.pid, c.known, c.r_static, c.r_time, c.statics
+        rests, marking = self.rest, self.mark is not None
+        # (node, lead, cont, the cwd of the nearest ancestor's last image: parent_cwd)
+        stack: list[tuple[int, str, str, bytes | None]] = [(root, "", "", self.parent_cwd(root))]
+        while stack:
+            node, lead, cont, pcwd = stack.pop()
+            pid = pids[node]
+            head = str(pid) if known[node] and pid > _WIDE else self._head(node)
+            k = img[node]
+            if k < 0:
+                yield lead + head
+                cwd = pcwd
+            else:
+                prev = pcwd
+                pad = under = ""
+                said = self._said(node) if self.net is not None else None
+                j = 0
+                while k >= 0:
+                    ref = iref[k]
+                    if ref >= 0:
+                        sid = r_static[ref]
+                        st = statics[sid]
+                        cwd, unknown = st[0], st[1]
+                        rest = rests[sid]
+                        if rest is None:
+                            rest = self._rest(sid)
+                        text = f"[shim] {stamp_of_seconds(r_time[ref])} {rest}"
+                    else:
+                        text, cwd, unknown = self.image(k)
+                    extra = f"  cwd {cwd_text(cwd, unknown)}" if unknown or cwd != prev else ""
+                    mk = self._mark_of(k) if marking else ""
+                    if not pad:
+                        yield f"{lead}{head} {text}{extra}{mk}"
+                        under = f"{cont}{' ' * len(head)} "
+                        pad = under + "exec "
+                    else:
+                        yield f"{pad}{text}{extra}{mk}"
+                    if said and j in said:
+                        yield from _net_lines(under, said[j])
+                    j += 1
+                    prev = cwd
+                    k = nxt[k]
+            ch = kid[node]
+            if ch < 0:
+                continue
+            kids = []
+            while ch >= 0:
+                kids.append(ch)
+                ch = sib[ch]
+            stack.append((kids.pop(), cont + "└─ ", cont + "   ", cwd))
+            if kids:
+                mid_lead, mid_cont = cont + "├─ ", cont + "│  "
+                for ch in reversed(kids):
+                    stack.append((ch, mid_lead, mid_cont, cwd))
 
 
 def iter_tree_text(
@@ -171,47 +345,19 @@ def iter_tree_text(
     """The text view line by line, so a large forest is written without one huge string.
     `supervisors`: (boot id, pid) -> what a process missing from the log is, from the
     sessions' start records (family.view.session_parents). `mark(where)`: a word to show
-    after an image (a record no verified seal covers)."""
-    supervisors = supervisors or {}
+    after an image (a record no verified seal covers). With the forest's socket calls
+    (`forest.net`), each exec's are under it."""
     yield from _tree_header(forest, subject)
-    if isinstance(forest.roots, CompactRoots):  # printed from its columns, the same lines
-        yield from compact_lines(forest.roots, supervisors, mark, _image_text, forest.net)
-        return
-    net = forest.net
-    for root in forest.roots:
+    printer = _Printer(forest.cols, supervisors or {}, mark, forest.net)
+    for root in forest.ids:
         yield ""
-        stack: list[tuple[Node, str, str]] = [(root, "", "")]
-        while stack:
-            node, lead, cont = stack.pop()
-            head = _node_head(node, supervisors)
-            if not node.images:
-                yield (lead + head)
-            else:
-                first, *rest = node.images
-                said = net.said_at((node.boot_id, node.pid, node.start), node.images)
-                pad = f"{cont}{' ' * len(head)} "
-                cwd = _parent_cwd(node)
-                extra = f"  cwd {_cwd(first)}" if first.cwd != cwd or first.cwd_unknown else ""
-                yield (f"{lead}{head} {_image_text(first)}{extra}{_mark(mark, first)}")
-                yield from net_lines(pad, said.get(0, ()))
-                prev = first.cwd
-                for i, img in enumerate(rest, 1):
-                    extra = f"  cwd {_cwd(img)}" if img.cwd != prev or img.cwd_unknown else ""
-                    yield f"{pad}exec {_image_text(img)}{extra}{_mark(mark, img)}"
-                    yield from net_lines(pad, said.get(i, ()))
-                    prev = img.cwd
-            kids = node.children
-            for i in range(len(kids) - 1, -1, -1):
-                last = i == len(kids) - 1
-                stack.append(
-                    (kids[i], cont + ("└─ " if last else "├─ "), cont + ("   " if last else "│  "))
-                )
+        yield from printer.lines(root)
 
 
 def _tree_header(forest: Forest, subject: Mapping[str, Any]) -> Iterator[str]:
     for k, v in subject.items():
         yield f"{k}: {escape(str(v))}"
-    yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.roots)} root(s)"
+    yield f"{forest.count} process(es), {forest.images} image(s), {len(forest.ids)} root(s)"
 
 
 def render_tree_text(

@@ -1,7 +1,10 @@
 """Baselines: what a routine, approved session ran (executables, argument shapes, cwd roots).
 
-`mcpshim baseline save` collects one from the log and writes it with tomli-w; `review
---baseline` reports everything outside it as drift (rules MCS115-MCS117).
+`mcpshim baseline save` collects one from the log; `review --baseline` reports everything
+outside it as drift (rules MCS115-MCS117). It is the lock's kind of record (what a session
+ran: executables, shapes, cwd roots) kept per command instead of per tool, so it is written
+and read by the lock's machinery (contract.lockfile: the same escaping, whole-file writes
+and key checks; contract.lockmerge's cwd roots), in its own file format (baseline-1).
 """
 
 from __future__ import annotations
@@ -12,11 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from mcpshim.base.fdio import read_regular
-from mcpshim.base.safewrite import write_file
 from mcpshim.base.tomlfile import Keys, parse_toml
+from mcpshim.contract.lockfile import Reader, toml_str, toml_strs, toml_text, write_toml
+from mcpshim.contract.lockmerge import roots
 from mcpshim.errors import InputError
 from mcpshim.family.tree import Image
 from mcpshim.review.shapes import command_name, shape
@@ -40,15 +42,6 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
-def _roots(cwds: Iterable[str]) -> tuple[str, ...]:
-    """The smallest set of directories that covers every cwd (an ancestor covers its subtree)."""
-    out: list[str] = []
-    for c in sorted(set(cwds)):
-        if not any(c == r or c.startswith(r.rstrip("/") + "/") for r in out):
-            out.append(c)
-    return tuple(out)
-
-
 def collect(images: Iterable[Image], session: str = "") -> Baseline:
     """One streaming pass; memory grows with distinct commands, targets, shapes and cwds only."""
     execs: dict[str, set[str]] = {}
@@ -69,28 +62,23 @@ def collect(images: Iterable[Image], session: str = "") -> Baseline:
     return Baseline(
         {k: tuple(sorted(v)) for k, v in sorted(execs.items())},
         {k: tuple(sorted(v)) for k, v in sorted(shapes.items())},
-        _roots(cwds),
+        roots(cwds),
         session,
         created=datetime.now(timezone.utc).replace(microsecond=0),
         records=n,
     )
 
 
-def _safe(s: str) -> str:
-    """TOML cannot hold lone surrogates (bytes that were not UTF-8): keep them as \\xNN text."""
-    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
 def dumps_baseline(base: Baseline) -> str:
     doc: dict[str, Any] = {
         "version": 1,
-        "session": base.session,
+        "session": toml_str(base.session),
         "records": base.records,
-        "cwd_roots": [_safe(r) for r in base.cwd_roots],
+        "cwd_roots": toml_strs(base.cwd_roots),
         "commands": {
             name: {
-                "targets": [_safe(t) for t in base.executables.get(name, ())],
-                "shapes": [_safe(s) for s in base.shapes.get(name, ())],
+                "targets": toml_strs(base.executables.get(name, ())),
+                "shapes": toml_strs(base.shapes.get(name, ())),
             }
             for name in sorted(set(base.executables) | set(base.shapes))
         },
@@ -101,24 +89,15 @@ def dumps_baseline(base: Baseline) -> str:
         "# mcpshim baseline: what an approved session ran. `mcpshim review --baseline FILE`\n"
         "# reports executables, subcommands/argument shapes and cwds outside it as drift.\n"
     )
-    return head + tomli_w.dumps(doc)
+    return toml_text(head, doc)
 
 
 def save_baseline(base: Baseline, path: Path) -> None:
-    try:
-        write_file(path, dumps_baseline(base).encode())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write baseline: {exc.strerror}") from None
+    write_toml(path, dumps_baseline(base), "baseline")
 
 
 _TOP_KEYS = ("version", "session", "records", "created", "cwd_roots", "commands")
 _COMMAND_KEYS = ("targets", "shapes")
-
-
-def _strs(keys: Keys, value: Any, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise keys.fail(key, "expected a list of strings")
-    return tuple(value)
 
 
 def load_baseline(path: Path) -> Baseline:
@@ -132,33 +111,23 @@ def load_baseline(path: Path) -> Baseline:
         raise InputError(f"{path}: baseline is not UTF-8 text") from None
     data = parse_toml(text, path, "baseline")
     keys = Keys(path, text, "baseline")
+    r = Reader(lambda key, what: keys.fail(key, f"expected {what}"))
     keys.no_unknown(data, _TOP_KEYS, "")
     if data.get("version") != 1:
         raise keys.fail("version", "expected 1")
-    cmds = data.get("commands", {})
-    if not isinstance(cmds, dict):
-        raise keys.fail("commands", "expected a table")
     execs: dict[str, tuple[str, ...]] = {}
     shapes: dict[str, tuple[str, ...]] = {}
-    for name, table in cmds.items():
-        if not isinstance(table, dict):
-            raise keys.fail(f"commands.{name}", "expected a table")
+    for name, table in r.table(data.get("commands", {}), "commands").items():
+        r.table(table, f"commands.{name}")
         keys.no_unknown(table, _COMMAND_KEYS, f"commands.{name}.")
-        execs[name] = _strs(keys, table.get("targets", []), f"commands.{name}.targets")
-        shapes[name] = _strs(keys, table.get("shapes", []), f"commands.{name}.shapes")
-    session, records, created = data.get("session", ""), data.get("records", 0), data.get("created")
-    if not isinstance(session, str):
-        raise keys.fail("session", "expected a string")
+        execs[name] = r.strs(table, "targets", f"commands.{name}")
+        shapes[name] = r.strs(table, "shapes", f"commands.{name}")
+    records, created = data.get("records", 0), data.get("created")
+    session = r.text(data, "session", "")
     if not isinstance(records, int) or isinstance(records, bool) or records < 0:
         raise keys.fail("records", "expected a whole number")
     if created is not None and not isinstance(created, datetime):
         raise keys.fail("created", "expected a date and time")
     return Baseline(
-        execs,
-        shapes,
-        _strs(keys, data.get("cwd_roots", []), "cwd_roots"),
-        session,
-        str(path),
-        created,
-        records,
+        execs, shapes, r.strs(data, "cwd_roots", ""), session, str(path), created, records
     )

@@ -35,6 +35,7 @@ DRIFT = define_rule(
     "--update`, which shows the diff first); run the server with `run --mcp --lock L "
     "--enforce` to refuse calls to a drifted tool.",
     cwe=["CWE-494"],
+    answers=(),
 )
 NEW_TOOL = define_rule(
     "MCS521",
@@ -42,6 +43,7 @@ NEW_TOOL = define_rule(
     Severity.MEDIUM,
     "The server listed a tool the lock does not approve.",
     "Read the tool's card (`mcpshim approve`) and approve it, or remove it from the server.",
+    answers=(),
 )
 GONE_TOOL = define_rule(
     "MCS522",
@@ -49,6 +51,7 @@ GONE_TOOL = define_rule(
     Severity.LOW,
     "An approved tool was not in the server's tool list.",
     "If the tool was removed on purpose, approve again; the lock never forgets on its own.",
+    answers=(),
 )
 NEW_SERVER = define_rule(
     "MCS523",
@@ -57,6 +60,7 @@ NEW_SERVER = define_rule(
     "A relayed session's server has no entry in the lock.",
     "Approve it (`mcpshim approve --session S --server NAME`), or run it under the name it "
     "was approved as (`run --name`).",
+    answers=(),
 )
 SERVER_CHANGED = define_rule(
     "MCS524",
@@ -65,6 +69,7 @@ SERVER_CHANGED = define_rule(
     "The server's version, protocol version, capabilities or instructions to the model "
     "differ from what was approved.",
     "Read what changed; instructions are read by the model like a tool description.",
+    answers=(),
 )
 LISTING_CHANGED = define_rule(
     "MCS525",
@@ -72,6 +77,7 @@ LISTING_CHANGED = define_rule(
     Severity.MEDIUM,
     "A resource or prompt the server lists is new, or its definition changed.",
     "Read the change and approve the session again if it is expected.",
+    answers=(),
 )
 NEW_EXEC = define_rule(
     "MCS530",
@@ -80,6 +86,7 @@ NEW_EXEC = define_rule(
     "A tool ran an executable its approval card does not list.",
     "Find out why the tool runs it (the evidence names the chain); approve it if expected.",
     cwe=["CWE-78"],
+    answers=(),
 )
 NEW_IDENTITY = define_rule(
     "MCS531",
@@ -89,6 +96,7 @@ NEW_IDENTITY = define_rule(
     "Check who replaced it (a package update says so in its vouching line); approve again "
     "only once the new file is accounted for.",
     cwe=["CWE-494"],
+    answers=(),
 )
 NEW_SHAPE = define_rule(
     "MCS532",
@@ -96,6 +104,7 @@ NEW_SHAPE = define_rule(
     Severity.LOW,
     "An approved executable ran with a subcommand or argument shape the card does not list.",
     "Approve it if the new use is expected.",
+    answers=(),
 )
 NEW_CWD = define_rule(
     "MCS533",
@@ -103,6 +112,7 @@ NEW_CWD = define_rule(
     Severity.LOW,
     "A tool's process ran in a working directory outside its approved cwd roots.",
     "Approve it if the directory is expected.",
+    answers=(),
 )
 NEW_DEST = define_rule(
     "MCS534",
@@ -113,6 +123,7 @@ NEW_DEST = define_rule(
     "on one that reached nothing is low.",
     "Find out which program connected and why; approve it if expected.",
     cwe=["CWE-200"],
+    answers=(),
 )
 NEW_CRED = define_rule(
     "MCS535",
@@ -121,6 +132,7 @@ NEW_CRED = define_rule(
     "A tool's process held a credential-like environment variable its card does not list.",
     "Clear the variable from the server's environment, or approve it if the tool needs it.",
     cwe=["CWE-214"],
+    answers=(),
 )
 OUTLIVED = define_rule(
     "MCS536",
@@ -128,6 +140,7 @@ OUTLIVED = define_rule(
     Severity.MEDIUM,
     "A process outlived its tool call, where the card said the tool leaves nothing running.",
     "Find out what the process does; run the server with --on-exit terminate.",
+    answers=(),
 )
 TERMINATED = define_rule(
     "MCS537",
@@ -135,4 +148,5 @@ TERMINATED = define_rule(
     Severity.HIGH,
     "`run --on-departure terminate` ended the server's family at an exec departure.",
     "Read the departure's evidence; approve the executable if it was expected.",
+    answers=(),
 )

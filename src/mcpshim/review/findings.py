@@ -19,6 +19,7 @@ from typing import Any
 from mcpshim.errors import UsageError
 
 __all__ = [
+    "CALL_QUESTIONS",
     "CONFIDENCES",
     "CallRef",
     "Evidence",
@@ -55,6 +56,20 @@ class Severity(IntEnum):
 #: records (a composed line's words, which files a runner imports); a guess from names
 CONFIDENCES = ("observed", "inferred", "hint")
 
+#: what a tool call's verdict asks (review.verdicts), by key, in the order it is answered;
+#: each rule declares which its findings answer "yes" to, so none can be left out of it
+CALL_QUESTIONS = {
+    "new": "new executable path",
+    "network": "reached the network",
+    "tried": "tried the network without reaching it",
+    "hint": "named a network destination in its arguments",
+    "editable": "command from an editable file",  # also: git hooks, scripts (verdicts)
+    "outlived": "outlived the call",
+    "credentials": "read credential files",
+    "persistence": "wrote what runs later",
+    "ran_written": "ran a file the session wrote",
+}
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -65,6 +80,9 @@ class Rule:
     remediation: str
     cwe: tuple[str, ...] = ()
     confidence: str = "observed"
+    #: the CALL_QUESTIONS its findings answer, () for none; None: it did not say (a bug
+    #: tests/review/test_verdicts.py catches)
+    answers: tuple[str, ...] | None = None
 
 
 def define_rule(
@@ -75,13 +93,18 @@ def define_rule(
     remediation: str,
     cwe: Iterable[str] = (),
     confidence: str = "observed",
+    answers: Iterable[str] | None = None,
 ) -> Rule:
     """A rule's metadata, beside the function that finds it; ids are stable and never
     reused (review.catalogue collects every rule and refuses an id defined twice).
-    `confidence`: how its findings are known, beside how bad they are."""
+    `confidence`: how its findings are known, beside how bad they are; `answers`: the
+    questions of a call's verdict its findings answer (CALL_QUESTIONS' keys; () none)."""
     if confidence not in CONFIDENCES:
         raise ValueError(f"{rule_id}: confidence {confidence!r} is none of {CONFIDENCES}")
-    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe), confidence)
+    said = None if answers is None else tuple(answers)
+    if said is not None and not set(said) <= set(CALL_QUESTIONS):
+        raise ValueError(f"{rule_id}: answers {said!r}: not all of {tuple(CALL_QUESTIONS)}")
+    return Rule(rule_id, name, severity, summary, remediation, tuple(cwe), confidence, said)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from mcpshim.family.linker import NOT_NEW, Linker
 from mcpshim.family.model import Assembler
 from mcpshim.family.tree import Image, image_of
 from mcpshim.family.view import evidence_line, session_parents, stamp
-from mcpshim.log.execlog import EventRecord, Record, session_of
+from mcpshim.log.execlog import EventRecord, Record, Tail, session_of
 from mcpshim.log.ledger import Ledger
-from mcpshim.log.rows import ExecRows, Row, Tail
+from mcpshim.log.rows import ExecRows, Row
 from mcpshim.review.findings import Evidence
 from mcpshim.review.rules.execpaths import UNTRUSTED_DIR
 from mcpshim.review.rules.registry import Context, Hit, run_checks

@@ -16,6 +16,7 @@ Untraced, the sampler's sockets (MCS303, MCS304). A destination a helper's argum
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,28 +26,25 @@ from mcpshim.family.netfacts import destination, fact_json, kind_of, phrase
 from mcpshim.family.overlap import calls_label, ran_images, ran_line
 from mcpshim.family.tree import Image, Node
 from mcpshim.log.netrecords import NetRecord
+from mcpshim.review import catalogue
 from mcpshim.review.filing import started_by
-from mcpshim.review.findings import CallRef, Finding, Severity
+from mcpshim.review.findings import CALL_QUESTIONS, CallRef, Finding, Severity
 from mcpshim.review.rules.execpaths import script_of
 from mcpshim.review.rules.mcp_rules import AMBIGUOUS, call_group, call_ref, overlap_group
 from mcpshim.review.shapes import canonical
 
-__all__ = ["QUESTIONS", "CallVerdict", "call_verdicts"]
+__all__ = ["CallVerdict", "call_verdicts", "questions"]
 
-#: the questions, in the order they are answered, and the rules whose findings answer "yes"
-QUESTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("new", "new executable path", frozenset({"MCS102", "MCS103", "MCS111", "MCS112",
-                                              "MCS115", "MCS119", "MCS120", "MCS402"})),
-    ("network", "reached the network", frozenset({"MCS303", "MCS304", "MCS306"})),
-    ("tried", "tried the network without reaching it", frozenset({"MCS307"})),
-    ("hint", "named a network destination in its arguments",
-     frozenset({"MCS108", "MCS109", "MCS305"})),
-    ("editable", "command from an editable file", frozenset({"MCS107"})),  # + hooks, scripts
-    ("outlived", "outlived the call", frozenset({"MCS301", "MCS501"})),
-    ("credentials", "read credential files", frozenset({"MCS413"})),
-    ("persistence", "wrote what runs later", frozenset({"MCS414"})),
-    ("ran_written", "ran a file the session wrote", frozenset({"MCS415"})),
-)  # fmt: skip
+
+@functools.cache
+def questions() -> tuple[tuple[str, str, frozenset[str]], ...]:
+    """The questions, in the order they are answered, and the rules whose findings answer
+    "yes", as each rule declares where it is defined (findings.define_rule)."""
+    every = catalogue.rules().values()
+    return tuple((key, text, frozenset(r.id for r in every if key in (r.answers or ())))
+                 for key, text in CALL_QUESTIONS.items())  # fmt: skip
+
+
 _MAX_RAN = 8
 
 
@@ -193,7 +191,7 @@ def _maybe(att: Attribution, findings: Sequence[Finding]) -> dict[int, dict[str,
     for f in findings:
         if f.group not in heads or f.rule.id == AMBIGUOUS.id:
             continue
-        keys = [key for key, _q, rules in QUESTIONS if f.rule.id in rules]
+        keys = [key for key, _q, rules in questions() if f.rule.id in rules]
         if not keys:
             continue
         calls: set[int] = set()
@@ -236,7 +234,7 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
                 (key, question, (*(_short(f) for f in mine if f.rule.id in rules
                                    and not (traced and key in ("network", "tried"))),
                                  *extra.get(key, ())))
-                for key, question, rules in QUESTIONS
+                for key, question, rules in questions()
             )  # fmt: skip
             worst = max((f.level for f in mine), default=None)
             filed = tuple(
@@ -246,7 +244,9 @@ def call_verdicts(atts: Iterable[Attribution], findings: Sequence[Finding]) -> l
                 if n.id in att.among
             )
             may = maybe.get(call.index, {})
-            maybes = tuple((k, tuple(dict.fromkeys(may[k]))) for k, _q, _r in QUESTIONS if k in may)
+            maybes = tuple(
+                (k, tuple(dict.fromkeys(may[k]))) for k, _q, _r in questions() if k in may
+            )
             out.append(
                 CallVerdict(
                     ref,

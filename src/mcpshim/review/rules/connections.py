@@ -31,6 +31,7 @@ CONNECTED = define_rule(
     "If the destination is expected, add it to [network].destinations (or the command's "
     "destinations) in the policy; otherwise find which tool call made the connection.",
     cwe=["CWE-200"],
+    answers=("network",),
 )
 ATTEMPT = define_rule(
     "MCS307",
@@ -41,6 +42,7 @@ ATTEMPT = define_rule(
     "Find out why it tried (the tool call's arguments, a configuration file); if it should "
     "reach that destination, list it in [network].destinations.",
     cwe=["CWE-200"],
+    answers=("tried",),
 )
 
 

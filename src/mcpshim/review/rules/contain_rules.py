@@ -50,6 +50,7 @@ BLOCKED = define_rule(
     "run contained again; otherwise find out why it tried: the call's arguments, an edited "
     "project file or script, a changed server.",
     cwe=["CWE-284"],
+    answers=(),
 )
 PAST_RULESET = define_rule(
     "MCS411",
@@ -61,6 +62,7 @@ PAST_RULESET = define_rule(
     "Find the tool call that did it (review files it there) and what it loaded; a tool has "
     "no ordinary reason to do either.",
     cwe=["CWE-284", "CWE-693"],
+    answers=(),
 )
 
 _LOADER = re.compile(rb"^ld(?:-linux[\w.-]*|-musl[\w.-]*)?\.so(?:\.\d+)*$")

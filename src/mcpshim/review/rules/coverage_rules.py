@@ -38,6 +38,7 @@ BYPASSED = define_rule(
     "Debian; zsh login shells keep the shims first through `mcpshim run`'s ZDOTDIR route); "
     "keep tracing on (the default) so such execs stay on record.",
     cwe=["CWE-778"],
+    answers=(),
 )
 
 

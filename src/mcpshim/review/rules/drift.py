@@ -15,6 +15,7 @@ NEW_EXEC = define_rule(
     Severity.MEDIUM,
     "An executable ran that the baseline session never ran (for that command).",
     "If the new program is expected, save a new baseline from an approved session.",
+    answers=("new",),
 )
 NEW_SHAPE = define_rule(
     "MCS116",
@@ -22,6 +23,7 @@ NEW_SHAPE = define_rule(
     Severity.LOW,
     "A command ran with a subcommand or argument shape the baseline session never used.",
     "If the new use is expected, save a new baseline from an approved session.",
+    answers=(),
 )
 NEW_CWD = define_rule(
     "MCS117",
@@ -29,6 +31,7 @@ NEW_CWD = define_rule(
     Severity.LOW,
     "A command ran in a working directory outside every cwd root of the baseline.",
     "If the directory is expected, save a new baseline from an approved session.",
+    answers=(),
 )
 
 

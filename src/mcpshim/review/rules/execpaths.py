@@ -28,6 +28,7 @@ PATH_RESOLVED = define_rule(
     "Nothing to do when the lookup reached a shim; otherwise call the program by its "
     "absolute path, or pin it with `mcpshim install NAME`.",
     cwe=["CWE-426", "CWE-427"],
+    answers=(),
 )
 TEMP_EXEC = define_rule(
     "MCS102",
@@ -36,6 +37,7 @@ TEMP_EXEC = define_rule(
     "An executable or script ran from a temporary directory anyone can write to.",
     "Install the program into a trusted, root-owned directory and call it from there.",
     cwe=["CWE-426", "CWE-379"],
+    answers=("new",),
 )
 WRITABLE_EXEC = define_rule(
     "MCS103",
@@ -44,6 +46,7 @@ WRITABLE_EXEC = define_rule(
     "An executable or script ran from a group- or world-writable directory, or is writable itself.",
     "Remove group/world write permission (chmod go-w) from the file and its directory.",
     cwe=["CWE-732"],
+    answers=("new",),
 )
 TEMP_CWD = define_rule(
     "MCS104",
@@ -52,6 +55,7 @@ TEMP_CWD = define_rule(
     "A process ran with its working directory in a temporary directory.",
     "Run the server's tools in a dedicated workspace, not in /tmp or Downloads.",
     cwe=["CWE-427"],
+    answers=(),
 )
 HASH_CHANGED = define_rule(
     "MCS111",
@@ -60,6 +64,7 @@ HASH_CHANGED = define_rule(
     "The program a shim runs no longer matches the hash recorded when it was installed.",
     "Check who replaced the program; if the update is legitimate, run `mcpshim install` again.",
     cwe=["CWE-494"],
+    answers=("new",),
 )
 SHADOWED = define_rule(
     "MCS120",
@@ -72,6 +77,7 @@ SHADOWED = define_rule(
     "program by its absolute path.",
     cwe=["CWE-426", "CWE-427"],
     confidence="inferred",
+    answers=("new",),
 )
 UNTRUSTED_DIR = define_rule(
     "MCS119",
@@ -80,6 +86,7 @@ UNTRUSTED_DIR = define_rule(
     "An executable ran from a directory that is not on the policy's trusted list.",
     "Add the directory to trusted_dirs in the policy if it is expected, or call a trusted copy.",
     cwe=["CWE-426"],
+    answers=("new",),
 )
 
 #: per interpreter: the options whose value is the next argument, and those that mean

@@ -73,6 +73,7 @@ METADATA = define_rule(
     "Find the tool call that did it and why: a mode made executable outside the workspace "
     "is how a planted program is readied to run later.",
     cwe=["CWE-732"],
+    answers=(),
 )
 CREDENTIAL_READ = define_rule(
     "MCS413",
@@ -87,6 +88,7 @@ CREDENTIAL_READ = define_rule(
     "arguments, a changed server, a script it ran.",
     cwe=["CWE-522"],
     confidence="observed",
+    answers=("credentials",),
 )
 PERSISTENCE_WRITE = define_rule(
     "MCS414",
@@ -100,6 +102,7 @@ PERSISTENCE_WRITE = define_rule(
     "minute, the next commit), and remove it unless the user asked for it.",
     cwe=["CWE-506"],
     confidence="observed",
+    answers=("persistence",),
 )
 RAN_WRITTEN_FILE = define_rule(
     "MCS415",
@@ -112,6 +115,7 @@ RAN_WRITTEN_FILE = define_rule(
     "only if running session-written files is the tool's purpose.",
     cwe=["CWE-494"],
     confidence="observed",
+    answers=("ran_written",),
 )
 FILE_RULES = frozenset({"MCS413", "MCS414", "MCS415"})
 _READ_MOST = 1 << 20  # of a configuration file, read for the program's name

@@ -46,6 +46,7 @@ OUTLIVED = define_rule(
     "Make the tool wait for what it starts (or kill it before answering); run the server "
     "under `mcpshim run --on-exit terminate` so nothing outlives the session.",
     confidence="inferred",
+    answers=("outlived",),
 )
 UNEXPLAINED = define_rule(
     "MCS502",
@@ -58,6 +59,7 @@ UNEXPLAINED = define_rule(
     '(e.g. run_test = ["npm", "sh", "node"]).',
     cwe=["CWE-78"],
     confidence="hint",
+    answers=(),
 )
 AMBIGUOUS = define_rule(
     "MCS503",
@@ -67,6 +69,7 @@ AMBIGUOUS = define_rule(
     "Nothing is guessed: review these processes under each candidate call, or have the "
     "client serialise calls to this server when attribution matters.",
     confidence="inferred",
+    answers=(),
 )
 UNPARSED = define_rule(
     "MCS504",
@@ -75,6 +78,7 @@ UNPARSED = define_rule(
     "A message between the MCP client and server did not parse as JSON-RPC.",
     "It was relayed unchanged but not recorded; check the server writes only JSON-RPC "
     "lines to stdout (logs belong on stderr).",
+    answers=(),
 )
 
 

@@ -27,6 +27,7 @@ UNEXPECTED = define_rule(
     "destinations) in the policy; otherwise find out which tool call asked for it.",
     cwe=["CWE-200"],
     confidence="hint",
+    answers=("hint",),
 )
 UNKNOWN = define_rule(
     "MCS109",
@@ -38,6 +39,7 @@ UNKNOWN = define_rule(
     "(git remote -v, ~/.ssh/config).",
     cwe=["CWE-200"],
     confidence="hint",
+    answers=("hint",),
 )
 
 HELPERS = frozenset(

@@ -18,6 +18,7 @@ TARGET = define_rule(
     "Find out why the command ran a different program; add the path to [commands.NAME].targets "
     "if it is expected.",
     cwe=["CWE-426"],
+    answers=("new",),
 )
 ARGS = define_rule(
     "MCS113",
@@ -26,6 +27,7 @@ ARGS = define_rule(
     "A command ran with a subcommand or argument shape the policy does not list for it.",
     "Add the subcommand to [commands.NAME].subcommands or a glob to .args if it is expected; "
     "otherwise find the tool call that asked for it.",
+    answers=(),
 )
 CWD = define_rule(
     "MCS114",
@@ -33,6 +35,7 @@ CWD = define_rule(
     Severity.MEDIUM,
     "A command ran outside the working directories the policy allows.",
     "Add the directory to cwd_roots (or [commands.NAME].cwd_roots) if it is expected.",
+    answers=(),
 )
 UNLISTED = define_rule(
     "MCS118",
@@ -40,6 +43,7 @@ UNLISTED = define_rule(
     Severity.MEDIUM,
     "strict_commands is set and a command ran that has no [commands.NAME] table.",
     "Add a [commands.NAME] table describing the command, or stop the server from running it.",
+    answers=(),
 )
 
 

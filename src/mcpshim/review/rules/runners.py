@@ -23,6 +23,7 @@ PROJECT_SCRIPTS = define_rule(
     "reviewed checkout.",
     cwe=["CWE-829"],
     confidence="inferred",
+    answers=("editable",),
 )
 
 # npm subcommands that run a named script even under --ignore-scripts (npm docs)

@@ -20,6 +20,7 @@ CREDENTIAL_ARG = define_rule(
     "and rotate the exposed credential.",
     cwe=["CWE-214"],
     confidence="inferred",
+    answers=(),
 )
 
 

@@ -51,6 +51,7 @@ SURVIVOR = define_rule(
     "Find what started it (tree --session); run the server with `mcpshim run --on-exit "
     "terminate` so nothing outlives the session, and fix the tool that backgrounds helpers.",
     cwe=["CWE-404"],
+    answers=("outlived",),
 )
 UNSHIMMED = define_rule(
     "MCS302",
@@ -61,6 +62,7 @@ UNSHIMMED = define_rule(
     "Install a shim for the command (mcpshim install NAME), or call it through PATH; for "
     "complete exec evidence keep `mcpshim run`'s tracing on (the default).",
     cwe=["CWE-778"],
+    answers=(),
 )
 LISTENING = define_rule(
     "MCS303",
@@ -70,6 +72,7 @@ LISTENING = define_rule(
     "A stdio MCP server should not accept connections; find the tool that opened the port, "
     "bind to loopback at most, and close it when the call ends.",
     cwe=["CWE-1327"],
+    answers=("network",),
 )
 OUTBOUND = define_rule(
     "MCS304",
@@ -81,6 +84,7 @@ OUTBOUND = define_rule(
     "If the destination is expected, add it to [network].destinations in the policy; "
     "otherwise find which tool call made the connection.",
     cwe=["CWE-200"],
+    answers=("network",),
 )
 CREDENTIAL_NETWORK = define_rule(
     "MCS305",
@@ -92,6 +96,7 @@ CREDENTIAL_NETWORK = define_rule(
     "Pass only the variables a helper needs (env -i / an allow-list in the server config); "
     "keep tokens out of the environment of helpers that talk to the network.",
     cwe=["CWE-526"],
+    answers=("hint",),
 )
 
 _NAMES_CAP = 4096

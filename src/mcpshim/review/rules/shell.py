@@ -21,6 +21,7 @@ COMPOSED = define_rule(
     "in the policy ([commands.sh].args).",
     cwe=["CWE-78"],
     confidence="inferred",
+    answers=(),
 )
 SIMPLE = define_rule(
     "MCS106",
@@ -30,6 +31,7 @@ SIMPLE = define_rule(
     "Run the program directly with an argument vector instead of through a shell.",
     cwe=["CWE-78"],
     confidence="inferred",
+    answers=(),
 )
 
 

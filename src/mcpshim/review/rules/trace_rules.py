@@ -33,6 +33,7 @@ ABSOLUTE_SHELL = define_rule(
     "the shell is needed, approve the exact line in the policy ([commands.sh].args).",
     cwe=["CWE-78", "CWE-778"],
     confidence="inferred",
+    answers=(),
 )
 SEARCH_WRITABLE = define_rule(
     "MCS402",
@@ -43,6 +44,7 @@ SEARCH_WRITABLE = define_rule(
     "Remove temporary and writable directories from the server's PATH (mcpshim lint-path), "
     "or call the program by its absolute path.",
     cwe=["CWE-426", "CWE-427"],
+    answers=("new",),
 )
 EXEC_FAILED = define_rule(
     "MCS403",
@@ -53,6 +55,7 @@ EXEC_FAILED = define_rule(
     "Check the command the tool builds; a failing exec is often a missing dependency or a "
     "wrong path, and the fallback it takes next may not be the one you expect.",
     cwe=["CWE-754"],
+    answers=(),
 )
 UNEXPLAINED = define_rule(
     "MCS404",
@@ -63,6 +66,7 @@ UNEXPLAINED = define_rule(
     "Look at the process's evidence (seen_as/seen_at in the log); a gap in tracing means "
     "it started before tracing, escaped it, or was moved into the family from outside.",
     cwe=["CWE-778"],
+    answers=(),
 )
 
 

@@ -39,6 +39,7 @@ UNREADABLE = define_rule(
     "server under `mcpshim run --mcp --lock L --enforce`, which refuses such a message (or "
     "ends the session when it carries no id to answer).",
     cwe=["CWE-20"],
+    answers=(),
 )
 
 

@@ -1,12 +1,15 @@
-"""tree's forest in columns (family.compact) against the object forest it replaces.
+"""The one forest (family.tree.Forest, in columns: family.compact) and its one printer
+(render.text), whichever way its images came in.
 
-The reference is `tree.build_forest(tree.images(records))`, the Node/Image forest that
-attribution still builds per session and that `tree` built for the whole log before
-issue 20: both are rendered by the same text, JSON and dot views and must agree byte for
-byte, on the seeded 50,000-record log of benchmarks/review_scale.py (the realistic shape:
-pids wrapping, two boots, exec images, unknown parents) and on a small log holding the
-rarer cases (pid reuse, a parent that turns up after its child, observed and traced
-images merged with a shim's, a session filter).
+A forest is built from the process model's images (`tree.build_forest`: attribution, per
+session) or from a whole log's rows (`forestread.read_forest`: `tree`, a shim's
+record linked and printed without becoming an Image). Both ways must give the same
+forest: the same counts, Node views, text, JSON and dot, byte for byte, on the seeded
+50,000-record log of benchmarks/review_scale.py (the realistic shape: pids wrapping, two
+boots, exec images, unknown parents), whose text is also what main d6f18bd printed
+before issue 20, and on a small log holding the rarer cases (pid reuse, a parent that
+turns up after its child, observed and traced images merged with a shim's, a session
+filter, values wider than 64 bits).
 """
 
 from __future__ import annotations
@@ -23,15 +26,14 @@ import pytest
 
 from mcpshim.base.frozen import positional
 from mcpshim.family import forestread, trace_merge, tree
-from mcpshim.family.compact import build_compact_forest
-from mcpshim.family.compact_text import stamp_of_seconds
 from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.view import stamp
 from mcpshim.log import eventlog, execlog
 from mcpshim.log.rows import ExecRows
+from mcpshim.paths import Locations
 from mcpshim.render.dot import render_tree_dot
 from mcpshim.render.json import render_tree_json
-from mcpshim.render.text import render_tree_text
+from mcpshim.render.text import render_tree_text, stamp_of_seconds
 from tests.fixtures.benchmod import load_benchmark
 from tests.fixtures.home import Home
 from tests.fixtures.reviewkit import fake_exec
@@ -63,23 +65,42 @@ def _records(log_dir: Path) -> list[execlog.Record]:
     return recs
 
 
-def test_compact_forest_equals_the_object_forest_on_a_seeded_log(tmp_path: Path) -> None:
+def _by_rows(loc: Locations, session: str | None) -> tree.Forest:
+    """The forest as `tree` reads it: rows and records, linked a run at a time."""
+    rows = ExecRows()
+    problems: list[execlog.LogProblem] = []
+    items = list(rows.iter_log(loc, problems))
+    assert sum(isinstance(i, tuple) for i in items) > 10  # rows, not records
+    got, _ = forestread.read_forest(
+        items, rows, session, CoverageCollector(session), lambda _: None
+    )
+    return got
+
+
+def _shape(forest: tree.Forest) -> list[tuple[int, bool, int, int]]:
+    """Each Node of the forest's view, walked: (pid, known, images, children)."""
+    return [(n.pid, n.known, len(n.images), len(n.children))
+            for r in forest.roots for n in r.walk()]  # fmt: skip
+
+
+def test_both_ways_in_give_one_forest_on_a_seeded_log(tmp_path: Path) -> None:
     bench = _bench()
     bench.generate(tmp_path / "log", tmp_path / "shims", 50_000)  # type: ignore[attr-defined]
+    loc = Locations(tmp_path / "shims", tmp_path / "log")
     recs = _records(tmp_path / "log")
     assert len(recs) == 50_000
-    old = tree.build_forest(tree.images(recs))
-    new = build_compact_forest(recs)
-    assert (new.count, new.images, len(new.roots)) == (old.count, old.images, len(old.roots))
-    assert old.count > 40_000 and len(old.roots) > 1  # processes, exec images, unknown roots
-    text, js, dot = _views(new)
-    assert (text, js, dot) == _views(old)
+    by_images = tree.build_forest(tree.images(recs))
+    by_rows = _by_rows(loc, None)
+    assert (by_rows.count, by_rows.images, len(by_rows.roots)) == (
+        by_images.count, by_images.images, len(by_images.roots))  # fmt: skip
+    assert by_images.count > 40_000 and len(by_images.roots) > 1  # exec images, unknown roots
+    text, js, dot = _views(by_rows)
+    assert (text, js, dot) == _views(by_images)
     digest = hashlib.sha256(text.replace(str(tmp_path), "TMP").encode()).hexdigest()
     assert digest == MAIN_TEXT_SHA256
     # one session, as `tree --session` reads it
     sess = next(r.session for r in recs[len(recs) // 2 :] if isinstance(r, execlog.ExecRecord))
-    old_s = tree.build_forest(tree.images(recs, sess))
-    assert _views(build_compact_forest(recs, sess)) == _views(old_s)
+    assert _views(_by_rows(loc, sess)) == _views(tree.build_forest(tree.images(recs, sess)))
 
 
 def _trace(home: Home, pid: int, ppid: int, start: int, argv: list[str], shim: bool) -> None:
@@ -145,19 +166,30 @@ def _rare_log(home: Home) -> None:
     fake_exec(loc, boot=BOOT_A, pid=903, ppid=wide, start=wide, args=["u"])  # a row, wide
 
 
-def test_compact_forest_equals_the_object_forest_on_rare_cases(home: Home) -> None:
+def test_both_ways_in_give_one_forest_on_rare_cases(home: Home) -> None:
     _rare_log(home)
     recs = list(home.records())
     assert any(isinstance(r, execlog.EventRecord) for r in recs)
     for session in (None, "s1", ""):
-        old = tree.build_forest(tree.images(recs, session))
-        new = build_compact_forest(recs, session)
-        assert _views(new) == _views(old), session
-        assert [n.pid for r in new.roots for n in r.walk()] == [
-            n.pid for r in old.roots for n in r.walk()
-        ]
+        by_images = tree.build_forest(tree.images(recs, session))
+        by_rows = _by_rows(home.loc, session)
+        assert _views(by_rows) == _views(by_images), session
+        assert _shape(by_rows) == _shape(by_images)
+        assert (by_rows.count, by_rows.images) == (by_images.count, by_images.images)
     assert "[trace" in render_tree_text(tree.build_forest(tree.images(recs)), {})
-    assert new.select_pid(900).count == old.select_pid(900).count > 0
+    # --root: each process with the pid, a nested one a root of its own, whichever way in
+    for pid in (900, 500, 501, 10):
+        a, b = by_rows.select_pid(pid), by_images.select_pid(pid)
+        assert (a.count, a.images, len(a.ids)) == (b.count, b.images, len(b.ids))
+        assert _views(a) == _views(b) and a.count > 0
+    whole = tree.build_forest(tree.images(recs))
+    five = whole.select_pid(500)  # pid 500 lived twice in boot A; in boot B, a parent unseen
+    assert [(r.pid, r.known) for r in five.roots] == [(500, True), (500, True), (500, False)]
+    assert (five.count, five.images) == (6, 6)
+    lines = render_tree_text(whole.select_pid(901), {}).splitlines()
+    assert lines[0] == "1 process(es), 2 image(s), 1 root(s)"
+    # its cwd is said where it differs from its parent's (900 ran last in /y), as in the whole
+    assert lines[2].startswith("901 [trace] ") and lines[2].endswith("  cwd /w")
 
 
 def test_stamp_formats_as_strftime_did() -> None:
@@ -211,20 +243,14 @@ def test_rows_linked_a_run_at_a_time_give_the_same_forest(
     home: Home, monkeypatch: pytest.MonkeyPatch, run: int
 ) -> None:
     """tree reads rows (log.rows) and links them a run at a time (forestread.add_rows):
-    the forest of records linked one at a time, whatever the runs' length, on the rare
+    the forest of images linked one at a time, whatever the runs' length, on the rare
     cases (pid reuse, adoption, traced images merged into a row's node, wide values)."""
     _rare_log(home)
     recs = list(home.records())
     monkeypatch.setattr(forestread, "RUN", run)
     for session in (None, "s1", ""):
-        rows = ExecRows()
-        problems: list[execlog.LogProblem] = []
-        items = list(rows.iter_log(home.loc, problems))
-        assert sum(isinstance(i, tuple) for i in items) > 10  # rows, not records
-        new, _ = forestread.read_compact_forest(
-            items, rows, session, CoverageCollector(session), lambda _: None
-        )
-        old = build_compact_forest(recs, session)
+        new = _by_rows(home.loc, session)
+        old = tree.build_forest(tree.images(recs, session))
         assert _views(new) == _views(old), session
         assert (new.count, new.images) == (old.count, old.images)
 
@@ -236,10 +262,10 @@ def _net(home: Home, pid: int, start: int, when: str, port: int, session: str = 
     eventlog.append_event(home.loc, "trace-net", data)
 
 
-def test_each_exec_shows_its_socket_calls_the_same_in_both_printers(home: Home) -> None:
+def test_each_exec_shows_its_socket_calls_whichever_way_in(home: Home) -> None:
     """The tree says what review's calls say about a process's sockets, under the exec that
-    made each: `net: ...` lines in text, the facts in JSON; the compact printer and the
-    object one give the same bytes."""
+    made each: `net: ...` lines in text, the facts in JSON; a shim row printed as a row
+    and as an image give the same bytes."""
     _rare_log(home)
     _net(home, 900, 110, "2000-01-01T00:00:00Z", 80)  # before any exec: the first (sh)
     _net(home, 900, 110, "2099-01-01T00:00:00Z", 9)  # after both: the last (git)
@@ -247,9 +273,9 @@ def test_each_exec_shows_its_socket_calls_the_same_in_both_printers(home: Home) 
     _net(home, 12345, 1, "2099-01-01T00:00:00Z", 22)  # a process the log has no exec of
     recs = list(home.records())
     for session in (None, ""):
-        new = build_compact_forest(recs, session)
+        new = _by_rows(home.loc, session)
         old = tree.build_forest(tree.images(recs, session))
-        old.net = new.net  # the object forest's readers are given the model's facts
+        old.net = new.net  # attribution's forest is given the model's facts
         assert _views(new) == _views(old), session
         text, js, _dot = _views(new)
         lines = text.splitlines()
@@ -275,4 +301,36 @@ def test_each_exec_shows_its_socket_calls_the_same_in_both_printers(home: Home) 
         assert [f["command"] for f in by_pid[900]["net"]] == ["sh", "git"]
         assert by_pid[901]["net"][0]["kind"] == "reached" and by_pid[501]["net"] == []
     # one session's tree keeps that session's facts only
-    assert not build_compact_forest(recs, "s1").net.by_ident
+    assert not _by_rows(home.loc, "s1").net.by_ident
+
+
+def test_relink_traced_moves_a_child_to_the_parent_the_trace_saw_fork_it(home: Home) -> None:
+    """A child recorded with the subreaper as its ppid (its parent gone before its shim
+    read /proc/self/stat) moves under the process the trace saw fork it: in the columns,
+    so the Node views and the text say so; nothing moves where the trace names no single
+    process, names the parent it has, or would put a process under its own descendant."""
+    loc = home.loc
+    fake_exec(loc, boot=BOOT_A, pid=10, ppid=1, start=100, shim="sh", args=["-c", "x"])
+    fake_exec(loc, boot=BOOT_A, pid=20, ppid=1, start=150, args=["log"])
+    fake_exec(loc, boot=BOOT_A, pid=30, ppid=10, start=160, args=["diff"])
+    recs = home.records()
+
+    def shape(f: tree.Forest) -> list[tuple[int, int | None]]:
+        return [(n.pid, n.parent.pid if n.parent else None) for r in f.roots for n in r.walk()]
+
+    before = [(1, None), (10, 1), (30, 10), (20, 1)]
+    assert shape(tree.build_forest(tree.images(recs))) == before
+    moved = tree.relink_traced(tree.build_forest(tree.images(recs)), {(BOOT_A, 20, 150): (10, 100)})
+    assert shape(moved) == [(1, None), (10, 1), (30, 10), (20, 10)]
+    text = render_tree_text(moved, {}).splitlines()
+    assert [line.split(" [")[0] for line in text[2:]] == [
+        "? 1 (parent not in log) boot aaaaaaaa", "└─ 10", "   ├─ 30", "   └─ 20"]  # fmt: skip
+    assert (moved.count, moved.images) == (3, 3)
+    cases: list[dict[tuple[str, int, int | None], tuple[int, int | None]]] = [
+        {(BOOT_A, 20, 150): (10, 999)},  # no process 10 started then
+        {(BOOT_A, 20, 150): (1, None)},  # the parent it has
+        {(BOOT_A, 10, 100): (30, 160)},  # under its own child
+    ]
+    for forked_by in cases:
+        kept = tree.relink_traced(tree.build_forest(tree.images(recs)), forked_by)
+        assert shape(kept) == before, forked_by
