@@ -22,7 +22,7 @@ from mcpshim.family.attribution import Attribution
 from mcpshim.family.lifetimes import KEPT
 from tests.fixtures.home import Home
 from tests.fixtures.mcpscenario import attribution_of, git_repos, run_mcp_session
-from tests.fixtures.runhelp import command, needs_trace
+from tests.fixtures.runhelp import checkout_policy, command, needs_trace
 
 pytestmark = needs_trace
 
@@ -32,6 +32,8 @@ def _text(result: Any) -> str:
 
 
 def _review(home: Home, session: str, *opts: str) -> dict[str, Any]:
+    if "--policy" not in opts:
+        opts = (*opts, *checkout_policy(home.root))
     done = command(home, "review", "--session", session, "--format", "json", *opts)
     assert done.returncode in (0, 1), done.stderr
     return dict(json.loads(done.stdout))

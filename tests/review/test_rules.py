@@ -104,6 +104,21 @@ def test_mcs102_negative(lab: Lab, tmp_path: Path) -> None:
     assert "MCS102" not in ids(lab.review(policy_from(tmp_path, NO_TEMP)))
 
 
+def test_an_ignored_temp_dir_finding_leaves_the_untrusted_one(lab: Lab, tmp_path: Path) -> None:
+    # a checkout meant to be in /tmp: the policy ignores MCS102 beneath it, and what runs
+    # from there is still outside the trusted directories (MCS119), not silent
+    tool = _tool(tmp_path / "bin")
+    (tmp_path / "bin").chmod(0o755)
+    lab.install("mytool", targets={"mytool": str(tool)}, allow_unsafe=True)
+    lab.run(["mytool"], check=True)
+    ignore = f"[[ignore]]\nrule = 'MCS102'\npath = '{tmp_path}/*'\nreason = 'a CI checkout'\n"
+    found = lab.review(policy_from(tmp_path, ignore))
+    assert "MCS102" not in ids(found)
+    [f] = of(found, "MCS119")
+    assert f.evidence[0].data["path"] == str(tool)
+    assert "MCS119" not in ids(lab.review())  # unignored: MCS102 says it, MCS119 steps aside
+
+
 def test_mcs103_writable_dir(lab: Lab, tmp_path: Path) -> None:
     d = tmp_path / "shared-bin"
     tool = _tool(d)

@@ -55,6 +55,12 @@ class Ignore:
     path: str | None = None
     reason: str = ""
 
+    def covers(self, rule: str, path: str) -> bool:
+        """It would drop a finding of `rule` about `path` (whatever its command)."""
+        if self.rule not in (None, rule) or self.command is not None:
+            return False
+        return self.path is None or fnmatch.fnmatchcase(path, self.path)
+
     def matches(self, finding: Finding) -> bool:
         if self.rule is not None and finding.rule.id != self.rule:
             return False
@@ -126,6 +132,11 @@ class Policy:
         """The severity of an unlisted destination: loopback, unix, remote (any other)."""
         key = scope if scope in ("loopback", "unix") else "remote"
         return self.grades.get(key, NETWORK_GRADES[key])
+
+    def ignored(self, rule: str, path: str) -> bool:
+        """A finding of `rule` about `path` is ignored: the rule steps aside for the next
+        (an ignored MCS102 for a checkout meant to be in /tmp still leaves MCS119)."""
+        return any(ig.covers(rule, path) for ig in self.ignores)
 
     def command(self, name: str) -> CommandPolicy | None:
         return self.commands.get(name)

@@ -281,13 +281,13 @@ def exec_location(ctx: Context, img: Image) -> Iterator[Hit]:
     name = command_name(img)
     for what, p in paths:
         temp = _temp_root(ctx, p)
-        if temp is not None:
+        if temp is not None and not ctx.policy.ignored(TEMP_EXEC.id, p):
             yield Hit(
                 TEMP_EXEC, f"{what} {p} is in temporary directory {temp}", p, p, _data(img, p)
             )
             continue
         why = _writable_reason(ctx, p)
-        if why is not None:
+        if why is not None and not ctx.policy.ignored(WRITABLE_EXEC.id, p):
             yield Hit(WRITABLE_EXEC, f"{what} {p}: {why}", p, p, _data(img, p))
             continue
         if what == "executable" and not _trusted(ctx, p):
