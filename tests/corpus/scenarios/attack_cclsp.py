@@ -53,6 +53,15 @@ def _expected(traced: bool) -> tuple[Expect, ...]:
         # sh, node (+ the script); curl is a program of sh's line, which MCS105 says
         Expect("MCS502", "low", tool, count=3 if traced else 2),
         Expect("MCS405", "info", tool, optional=not traced, names=("node",)),
+        *(
+            (
+                Expect(
+                    "MCS119", "low", tool, names=("node_modules/.bin/typescript-language-server",)
+                ),
+            )
+            if traced
+            else ()
+        ),
         KEPT if traced else KEPT_UNTRACED,
     )
 

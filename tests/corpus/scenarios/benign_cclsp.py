@@ -13,7 +13,9 @@ True: node was found through PATH and reached its pinned shim at the server's st
 when find_definition started the language server (INFO MCS101); find_definition started
 node and typescript-language-server, which its name does not explain (LOW MCS502, a
 hint); tsserver and its typings installer are node running itself by its own path (INFO
-MCS405, as git running git-core is). The language server, tsserver and its typings
+MCS405, as git running git-core is); traced, typescript-language-server's script ran
+from the package's node_modules/.bin, outside the trusted directories (LOW MCS119, as
+vitest's does). The language server, tsserver and its typings
 installer are helpers the server keeps between calls: when cclsp exits it signals the
 language server and exits at once, and they end on that signal moments later, within the
 settle `run` gives the family before it counts survivors: no survivor, three helpers kept
@@ -87,6 +89,8 @@ def started(tool: str, traced: bool) -> tuple[Expect, ...]:
         Expect("MCS101", "info", tool, names=("node",)),
         Expect("MCS502", "low", tool, count=2),  # node, typescript-language-server
         Expect("MCS405", "info", tool, names=("node",)),  # tsserver: node running itself
+        # the language server's script, run from the package's node_modules/.bin
+        Expect("MCS119", "low", tool, names=("node_modules/.bin/typescript-language-server",)),
         KEPT,
     )
 
