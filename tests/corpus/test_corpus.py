@@ -29,10 +29,6 @@ _LSP_UNTRACED = _LSP + (
     "family shut down reads as detached (medium MCS501); the sampler reads tsserver's node, "
     "node running itself, as called by absolute path (low MCS405, 2 times)"
 )
-_LSP_TRACED = _LSP + (
-    " and one orphaned as it did is kept (info); typescript-language-server's script in "
-    "node_modules/.bin read as low MCS119, and node running itself counted twice (MCS405 info)"
-)
 _PROJECT = (
     "; the checkout's cclsp.json chose the command: known only from the server's read of it, "
     "which only a traced run's file calls show (issue 40: the traced variant finds it)"
@@ -41,9 +37,7 @@ _PROJECT = (
 #: Strict: when the model is fixed the case passes, and its entry must go.
 XFAIL: dict[str, str] = {
     "benign-cclsp": _LSP_UNTRACED,
-    "benign-cclsp-trace": _LSP_TRACED,
     "attack-cclsp-project-config": _LSP_UNTRACED + _PROJECT,
-    "attack-cclsp-project-config-trace": _LSP_TRACED,
 }
 
 

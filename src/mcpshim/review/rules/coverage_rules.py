@@ -63,7 +63,9 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
             if b.root or _shell_line_by_path(b):
                 continue
             ch = b.cause.changer
-            place = (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
+            place: object = (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
+            if b.cause.kind == "itself":  # one fact per program, whichever of it ran it
+                place = None
             groups.setdefault((b.exec.command, b.cause.kind, place, _git_itself(b)), []).append(b)
         for (command, kind, _place, git_itself), items in groups.items():
             first = items[0]
