@@ -25,9 +25,8 @@ _LSP = (
     "within run's settle (no survivor)"
 )
 _LSP_UNTRACED = _LSP + (
-    ", but untraced nothing says when a process's parent exited, so one orphaned as the "
-    "family shut down reads as detached (medium MCS501); the sampler reads tsserver's node, "
-    "node running itself, as called by absolute path (low MCS405, 2 times)"
+    "; untraced, the sampler reads tsserver's node, node running itself, as called by "
+    "absolute path (low MCS405, 2 times): its parent's program is not on record"
 )
 _PROJECT = (
     "; the checkout's cclsp.json chose the command: known only from the server's read of it, "

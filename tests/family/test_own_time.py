@@ -218,7 +218,10 @@ def test_a_detached_helper_still_outlives_its_call_at_medium(home: Home) -> None
     assert f["severity"] == "medium" and f["call"]["name"] == "shell" and "sleep" in f["message"]
 
 
-def test_a_helper_ended_as_the_server_shut_down_is_kept_not_detached(home: Home) -> None:
+@pytest.mark.parametrize("opts", [(), ("--no-trace",)], ids=["traced", "untraced"])
+def test_a_helper_ended_as_the_server_shut_down_is_kept_not_detached(
+    home: Home, opts: tuple[str, ...]
+) -> None:
     # The language server (sh and its sleep) outlives the calls that started it and is
     # signalled as the server exits: its sleep may outlive its shell by a moment, orphaned
     # as the family shuts down, after the last call. It escaped nothing: info, said once.
@@ -227,7 +230,9 @@ def test_a_helper_ended_as_the_server_shut_down_is_kept_not_detached(home: Home)
         await anyio.sleep(0.2)
         await s.call_tool("lsp_references", {"symbol": "add"})
 
-    session = run_mcp_session(home, script)
+    # untraced, when a parent exited is known from its own reaped record, or for the
+    # server, no earlier than its last answer
+    session = run_mcp_session(home, script, None, *opts)
     att = attribution_of(home, session)
     sh = _node(att, "sh")
     assert att.outlived_kind[sh.id][0] == KEPT

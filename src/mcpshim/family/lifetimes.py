@@ -127,12 +127,39 @@ def _alive_after(
     return None
 
 
+def _parent_gone(
+    p: Node | None,
+    seen: Sightings,
+    exits: Mapping[tuple[str, int, int | None], datetime],
+    server: Node | None,
+    last_call: float,
+    late: frozenset[Ident] = frozenset(),
+) -> tuple[float, str] | None:
+    """When the parent was gone by, and how that is known: the trace's exit; untraced, its
+    own reaped record (the subreaper collects an orphan as it exits), or no earlier than
+    the last call's return where it was alive then (`late`: the family the relay saw
+    alive after the last answer) or is the server (which wrote that answer)."""
+    if p is None or not p.known:
+        return None
+    end = exits.get((p.boot_id, p.pid, p.start))
+    if end is not None:
+        return end.timestamp(), f"exited at {end.isoformat()}"
+    reaped = [t for t, k, _x in seen.get((p.pid, p.start), ()) if k == "reaped"]
+    if reaped:
+        return min(reaped), "was reaped as it ended"
+    if (p is server or (p.pid, p.start) in late) and last_call != math.inf:
+        return last_call, "was still running after the last call returned"
+    return None
+
+
 def _kind(
     node: Node,
     seen: Sightings,
     exits: Mapping[tuple[str, int, int | None], datetime],
     accounted: bool,
     last_call: float,
+    server: Node | None = None,
+    late: frozenset[Ident] = frozenset(),
 ) -> tuple[str, str]:
     """How it outlived its call, and why that is said. `accounted`: a subreaper supervised
     the session to its end (so an orphan or a survivor would be on record). `last_call`:
@@ -146,9 +173,10 @@ def _kind(
     p_end = exits.get((p.boot_id, p.pid, p.start)) if p is not None and p.known else None
     mine = exits.get((node.boot_id, node.pid, node.start))
     orphaned = "reaped" in kinds or (p_end is not None and (mine is None or p_end < mine))
-    if orphaned and p is not None and p_end is not None and p_end.timestamp() >= last_call:
+    gone = _parent_gone(p, seen, exits, server, last_call, late) if orphaned else None
+    if p is not None and gone is not None and gone[0] >= last_call:
         return KEPT, (f"ended with the server's family: its parent {p.current.command} "
-                      f"exited at {p_end.isoformat()}, after the last call returned")  # fmt: skip
+                      f"{gone[1]}, after the last call returned")  # fmt: skip
     if "reaped" in kinds:
         return DETACHED, "its parent exited while it ran: mcpshim run reaped it"
     if orphaned and p is not None and p_end is not None:
@@ -168,6 +196,8 @@ def mark_outlived(
     accounted = bool(att.start and att.start.get("subreaper") is True and att.end is not None)
     returned = [c.response.timestamp() for c in att.calls if c.response is not None]
     last_call = max(returned, default=math.inf)
+    late = frozenset(i for c in att.calls if c.alive_time is not None
+                     and c.alive_time.timestamp() >= last_call for i in c.alive)  # fmt: skip
     for node in att.nodes():
         owner = att.owner.get(node.id)
         if not isinstance(owner, int) or node is att.server or not _ran(node):
@@ -179,4 +209,6 @@ def mark_outlived(
         if found is None:
             continue
         att.outlived[node.id] = found
-        att.outlived_kind[node.id] = _kind(node, seen, exits, accounted, last_call)
+        att.outlived_kind[node.id] = _kind(
+            node, seen, exits, accounted, last_call, att.server, late
+        )
