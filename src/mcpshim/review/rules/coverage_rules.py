@@ -62,11 +62,8 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
         for b in cov.bypassed:
             if b.root or _shell_line_by_path(b):
                 continue
-            ch = b.cause.changer
-            place: object = (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
-            if b.cause.kind == "itself":  # one fact per program, whichever of it ran it
-                place = None
-            groups.setdefault((b.exec.command, b.cause.kind, place, _git_itself(b)), []).append(b)
+            key = (b.exec.command, b.cause.kind, _place_of(b), _git_itself(b))
+            groups.setdefault(key, []).append(b)
         for (command, kind, _place, git_itself), items in groups.items():
             first = items[0]
             message = f"{command} ran without its shim: {first.cause.detail}"
@@ -111,6 +108,16 @@ def bypass_findings(coverages: Iterable[SessionCoverage], policy: Policy) -> lis
                 )
             )
     return out
+
+
+def _place_of(b: Bypassed) -> object:
+    """What tells one bypass finding from another of the same command and cause: the
+    process that changed PATH (or the parent); none for a program running itself, one fact
+    per program whichever of its processes ran it."""
+    if b.cause.kind == "itself":
+        return None
+    ch = b.cause.changer
+    return (ch.boot, ch.pid, ch.start) if ch else (b.exec.boot, b.exec.ppid)
 
 
 def _shell_line_by_path(b: Bypassed) -> bool:
