@@ -13,13 +13,11 @@ have made is not a FileRecord: `file_record` returns None, so a reader skips it.
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from mcpshim.log.eventfields import as_int, as_str, as_time, text_bytes
 from mcpshim.log.execlog import EventRecord, Record
 
 __all__ = ["Configured", "FileRecord", "Written", "file_record"]
@@ -86,58 +84,29 @@ class FileRecord:
         return self.path.decode("utf-8", "surrogateescape") if self.path is not None else "?"
 
 
-def _time(v: Any) -> datetime | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        t = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
-def _bytes(d: Mapping[str, Any], name: str) -> bytes | None:
-    b64 = d.get(f"{name}_b64")
-    if isinstance(b64, str):
-        try:
-            return base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError):
-            pass
-    v = d.get(name)
-    return v.encode("utf-8") if isinstance(v, str) else None
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def _written(v: Any) -> Written | None:
     if not isinstance(v, dict):
         return None
-    t, pid = _time(v.get("time")), _int(v.get("pid"))
+    t, pid = as_time(v.get("time")), as_int(v.get("pid"))
     if t is None or pid is None:
         return None
-    return Written(t, pid, _int(v.get("start")), str(v.get("call") or "?"), _bytes(v, "path"))
+    return Written(t, pid, as_int(v.get("start")), str(v.get("call") or "?"), text_bytes(v, "path"))
 
 
 def _configured(v: Any) -> Configured | None:
     if not isinstance(v, dict) or not isinstance(v.get("paths"), list):
         return None
-    t, pid = _time(v.get("time")), _int(v.get("pid"))
+    t, pid = as_time(v.get("time")), as_int(v.get("pid"))
     got_b64 = v.get("paths_b64")
     exact: dict[str, Any] = got_b64 if isinstance(got_b64, dict) else {}
     paths = []
     for i, p in enumerate(v["paths"]):
-        got = _bytes({"p": p, "p_b64": exact.get(str(i))}, "p")
+        got = text_bytes({"p": p, "p_b64": exact.get(str(i))}, "p")
         if got is not None:
             paths.append(got)
     if t is None or pid is None or not paths:
         return None
-    return Configured(t, pid, _int(v.get("start")), tuple(paths))
+    return Configured(t, pid, as_int(v.get("start")), tuple(paths))
 
 
 def file_record(rec: Record) -> FileRecord | None:
@@ -146,19 +115,19 @@ def file_record(rec: Record) -> FileRecord | None:
     if not isinstance(rec, EventRecord) or rec.kind != "trace-file":
         return None
     d = rec.data
-    pid, t, boot = _int(d.get("pid")), _time(d.get("time")), d.get("boot_id")
+    pid, t, boot = as_int(d.get("pid")), as_time(d.get("time")), d.get("boot_id")
     call, change, result = d.get("call"), d.get("change"), d.get("result")
     if pid is None or t is None or not isinstance(boot, str):
         return None
     if not (isinstance(call, str) and isinstance(change, str) and isinstance(result, str)):
         return None
     return FileRecord(
-        boot_id=boot, pid=pid, start=_int(d.get("start")), time=t, call=call, change=change,
-        path=_bytes(d, "path"), result=result, access=_str(d.get("access")),
-        credential=_str(d.get("credential")), private_key=d.get("private_key") is True,
-        persistence=_str(d.get("persistence")), blocked=_str(d.get("blocked")),
-        outside=_str(d.get("outside")), detail=str(d.get("detail") or ""),
-        interpreter=_str(d.get("interpreter")), written=_written(d.get("written")),
+        boot_id=boot, pid=pid, start=as_int(d.get("start")), time=t, call=call, change=change,
+        path=text_bytes(d, "path"), result=result, access=as_str(d.get("access")),
+        credential=as_str(d.get("credential")), private_key=d.get("private_key") is True,
+        persistence=as_str(d.get("persistence")), blocked=as_str(d.get("blocked")),
+        outside=as_str(d.get("outside")), detail=str(d.get("detail") or ""),
+        interpreter=as_str(d.get("interpreter")), written=_written(d.get("written")),
         configured=_configured(d.get("configured")),
-        tid=_int(d.get("tid")), session=_str(d.get("session")), where=rec.where,
+        tid=as_int(d.get("tid")), session=as_str(d.get("session")), where=rec.where,
     )  # fmt: skip

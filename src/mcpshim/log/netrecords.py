@@ -11,14 +11,12 @@ call) is not a NetRecord: `net_record` returns None, so a reader skips it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime
 
+from mcpshim.log.eventfields import as_int, as_str, as_time, text_bytes
 from mcpshim.log.execlog import EventRecord, Record
 
 __all__ = ["CALLS", "DnsQuery", "Identity", "NetRecord", "net_by_process", "net_record"]
@@ -89,43 +87,13 @@ class NetRecord:
         return "loopback" if ip.is_loopback else "remote"
 
 
-def _time(v: Any) -> datetime | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        t = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
-def _bytes(d: Mapping[str, Any], name: str) -> bytes | None:
-    """A text field's exact bytes (its `_b64` twin when it was not UTF-8)."""
-    b64 = d.get(f"{name}_b64")
-    if isinstance(b64, str):
-        try:
-            return base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError):
-            pass
-    v = d.get(name)
-    return v.encode("utf-8") if isinstance(v, str) else None
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def net_record(rec: Record) -> NetRecord | None:
     """The record as a NetRecord, or None: not a trace-net record, or not one mcpshim
     writes (the log's reader has checked the field types it knows; this checks the rest)."""
     if not isinstance(rec, EventRecord) or rec.kind != "trace-net":
         return None
     d = rec.data
-    pid, t, call = _int(d.get("pid")), _time(d.get("time")), d.get("call")
+    pid, t, call = as_int(d.get("pid")), as_time(d.get("time")), d.get("call")
     boot, family, outcome = d.get("boot_id"), d.get("family"), d.get("outcome")
     if pid is None or t is None or call not in CALLS:
         return None
@@ -133,21 +101,22 @@ def net_record(rec: Record) -> NetRecord | None:
         return None
     raw_q = d.get("queries")
     queries = tuple(
-        DnsQuery(_bytes(q, "name") or b"", q["type"])
+        DnsQuery(text_bytes(q, "name") or b"", q["type"])
         for q in (raw_q if isinstance(raw_q, list) else [])
         if isinstance(q, dict) and isinstance(q.get("type"), str)
     )
-    count = _int(d.get("count"))
+    count = as_int(d.get("count"))
     return NetRecord(
-        boot_id=boot, pid=pid, start=_int(d.get("start")), time=t, call=str(call),
-        family=family, transport=_str(d.get("transport")), address=_bytes(d, "address"),
-        port=_int(d.get("port")), outcome=outcome, errno=_str(d.get("errno")),
-        abstract=d.get("abstract") is True, local_address=_bytes(d, "local_address"),
-        local_port=_int(d.get("local_port")), nonblocking=d.get("nonblocking") is True,
-        settled=_time(d.get("settled")), purpose=_str(d.get("purpose")), queries=queries,
+        boot_id=boot, pid=pid, start=as_int(d.get("start")), time=t, call=str(call),
+        family=family, transport=as_str(d.get("transport")), address=text_bytes(d, "address"),
+        port=as_int(d.get("port")), outcome=outcome, errno=as_str(d.get("errno")),
+        abstract=d.get("abstract") is True, local_address=text_bytes(d, "local_address"),
+        local_port=as_int(d.get("local_port")), nonblocking=d.get("nonblocking") is True,
+        settled=as_time(d.get("settled")), purpose=as_str(d.get("purpose")), queries=queries,
         count=count if count is not None and count > 0 else 1,
-        last_time=_time(d.get("last_time")), tid=_int(d.get("tid")), socket=_int(d.get("socket")),
-        session=_str(d.get("session")), where=rec.where,
+        last_time=as_time(d.get("last_time")), tid=as_int(d.get("tid")),
+        socket=as_int(d.get("socket")),
+        session=as_str(d.get("session")), where=rec.where,
     )  # fmt: skip
 
 
