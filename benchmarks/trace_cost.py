@@ -136,7 +136,12 @@ def run_supervised(
     and with strace the trace pumped, parsed and written to the log at the end."""
     t0 = time.perf_counter()
     tracer = TraceRun(loc, strace) if strace else None
-    sup = Supervisor(loc, cmd, RunOptions(), environ=env, tracer=tracer)
+    run_quietly(Supervisor(loc, cmd, RunOptions(), environ=env, tracer=tracer))
+    return time.perf_counter() - t0
+
+
+def run_quietly(sup: Supervisor) -> None:
+    """The session, its command's stdout into /dev/null (this process's own is the table)."""
     with open(os.devnull, "wb") as null:
         saved = os.dup(1)
         os.dup2(null.fileno(), 1)
@@ -145,7 +150,6 @@ def run_supervised(
         finally:
             os.dup2(saved, 1)
             os.close(saved)
-    return time.perf_counter() - t0
 
 
 K = TypeVar("K", bound=Hashable)

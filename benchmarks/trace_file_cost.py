@@ -47,7 +47,7 @@ from mcpshim.trace.metaparse import META_SYSCALLS
 from mcpshim.trace.run import TraceRun
 from mcpshim.trace.strace import NET_SYSCALLS, SYSCALLS
 from throwaway import throwaway_home
-from trace_cost import measure, run_plain
+from trace_cost import measure, run_plain, run_quietly
 
 LIMIT = 1.3  # the issue's: file tracing is the default when run + files <= 1.3 x run
 WRITER = "import os\nos.makedirs('out', exist_ok=True)\nfor i in range(1000):\n" \
@@ -68,16 +68,10 @@ def run_session(
     here = os.getcwd()
     os.chdir(cwd)
     t0 = time.perf_counter()
-    sup = Supervisor(loc, cmd, RunOptions(), environ=env, tracer=tracer)
-    with open(os.devnull, "wb") as null:
-        saved = os.dup(1)
-        os.dup2(null.fileno(), 1)
-        try:
-            sup.run()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.chdir(here)
+    try:
+        run_quietly(Supervisor(loc, cmd, RunOptions(), environ=env, tracer=tracer))
+    finally:
+        os.chdir(here)
     return time.perf_counter() - t0
 
 
