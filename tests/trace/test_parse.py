@@ -88,9 +88,11 @@ def test_sh_cd_and_git(tmp_path: Path) -> None:
     assert git.filename.endswith(b"/git")
     gp = trace.processes[git.pid]
     assert gp.ppid == root and gp.status == 0
-    # dash's vfork blocks until git execs: strace splits both calls into two halves each.
+    # dash's vfork blocks until git execs: strace usually splits both calls into halves, but
+    # only when the other tracee's line comes between them (scheduling decides; a run in CI
+    # split one). Whatever it split it resumed; the split form is parsed from fixed text in
+    # test_the_exec_feed_yields_each_exec_that_succeeded_as_its_lines_arrive.
     raw = (tmp_path / "strace.out").read_bytes()
-    assert raw.count(b"<unfinished ...>") >= 2
     assert raw.count(b"resumed>") == raw.count(b"<unfinished ...>")
     assert trace.processes[root].status == 0
     # The exec records carry the exit status on the last image of each process.
