@@ -101,6 +101,7 @@ def main() -> int:
             under = f"{placed}/{len(s.placed)}" if s.placed else "-"
             net = network_problems(out)  # traced: a network statement the kernel did not show
             net += block_problems(out)  # a call's block that contradicts its findings
+            net += out.readers  # text, report or cards filing a fact unlike review's JSON
             bad = s.wrong or bool(out.problems or net)
             bad = bad or placed < len(s.placed) or len(set(out.counts.values())) != 1
             wrong += bad

@@ -35,6 +35,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcpshim.shim.targets import temp_dirs
+from tests.corpus.readers import reader_problems
 from tests.fixtures import pyservers
 
 HERE = Path(__file__).resolve().parent
@@ -180,6 +181,9 @@ class Outcome:
     port: int = 0  # the listener standing in for a remote host (CORPUS_PORT)
     #: what a read of the session's part of the log said unlike the whole log's (log.scope)
     scope_diff: list[str] = field(default_factory=list)
+    #: where review's text or the report (its call sections, its approval cards) filed a
+    #: fact unlike review's JSON (tests/corpus/readers.py)
+    readers: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -491,13 +495,16 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
         proc = mcpshim(w, "review", "--session", session, "--format", "json", *review_policy(w),
                        *sc.review_options)  # fmt: skip
         raw = json.loads(proc.stdout)
+        text = mcpshim(w, "review", "--session", session, *review_policy(w), *sc.review_options)
+        md = mcpshim(w, "report", "--session", session, "--format", "md", "-o", "-")
+        said = reader_problems(raw, text.stdout, md.stdout)
         got = findings_of(raw)
         problems = sc.proof(w)
         counts = exec_counts(w, session, raw)
         diff = scope_diff(w, session)
         _kill_session(session)
     out = Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
-    out.counts, out.scope_diff = counts, diff
+    out.counts, out.scope_diff, out.readers = counts, diff, said
     out.port = w.port if sc.listener else 0
     return out
 

@@ -84,3 +84,5 @@ def test_scenario(sc: Scenario, trace: bool) -> None:
     assert network_problems(out) == [], _explain(out)
     # every call's block says what the findings filed under it say (issue 37)
     assert block_problems(out) == [], _explain(out)
+    # and review's text, the report and the approval cards file each fact as JSON does
+    assert out.readers == [], out.readers
