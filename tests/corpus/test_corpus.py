@@ -20,23 +20,14 @@ from tests.corpus.harness import (
 )
 from tests.corpus.scenarios import ALL
 
-_LSP = (
-    "cclsp signals its language server and exits at once; the language server's family ends "
-    "within run's settle (no survivor)"
-)
-_LSP_UNTRACED = _LSP + (
-    "; untraced, the sampler reads tsserver's node, node running itself, as called by "
-    "absolute path (low MCS405, 2 times): its parent's program is not on record"
-)
 _PROJECT = (
-    "; the checkout's cclsp.json chose the command: known only from the server's read of it, "
+    "the checkout's cclsp.json chose the command: known only from the server's read of it, "
     "which only a traced run's file calls show (issue 40: the traced variant finds it)"
 )
 #: Cases review is known to get wrong, and why (issue 38 item 6: labels before rules).
 #: Strict: when the model is fixed the case passes, and its entry must go.
 XFAIL: dict[str, str] = {
-    "benign-cclsp": _LSP_UNTRACED,
-    "attack-cclsp-project-config": _LSP_UNTRACED + _PROJECT,
+    "attack-cclsp-project-config": _PROJECT,
 }
 
 

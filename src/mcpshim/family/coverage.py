@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,45 @@ from mcpshim.family.images import Image, bytes_field, parent_image, parse_time
 from mcpshim.family.trace_merge import argv_field
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
-__all__ = ["Bypassed", "CoverageCollector", "SessionCoverage"]
+__all__ = ["Bypassed", "CoverageCollector", "SessionCoverage", "ShimRun"]
+
+#: a shim exec as a bypass's lineage needs it: boot id, pid, start, target
+ShimRun = tuple[str, int, "int | None", bytes]
+
+
+class _Runs:
+    """Which program each shimmed process ran, in arrays (about 10 bytes a shim exec, where
+    tuples took 190: a log of a million execs must stay cheap to review)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, array[int]] = {}  # boot -> pid | (start + 1) << 22
+        self._which: dict[str, array[int]] = {}  # boot -> index into _targets
+        self._targets: dict[bytes, int] = {}
+        self._shims: list[tuple[bytes, str]] = []
+
+    def add(self, run: ShimRun, shim: str) -> None:
+        boot, pid, start, target = run
+        k = self._targets.setdefault(target, len(self._shims))
+        if k == len(self._shims):
+            self._shims.append((target, shim))
+        if boot not in self._keys:
+            self._keys[boot], self._which[boot] = array("q"), array("l")
+        self._keys[boot].append(pid | ((start if start is not None else -1) + 1) << 22)
+        self._which[boot].append(k)
+
+    def of(self, wanted: set[tuple[str, int]]) -> list[Exec]:
+        """The shim execs of the processes `wanted` (boot, pid) names, as a lineage's."""
+        out = []
+        for boot, keys in self._keys.items():
+            which = self._which[boot]
+            for i, key in enumerate(keys):
+                pid = key & 0x3FFFFF
+                if (boot, pid) in wanted:
+                    start = (key >> 22) - 1
+                    target, shim = self._shims[which[i]]
+                    out.append(Exec(boot, pid, None if start < 0 else start, None, None, 0.0,
+                                    target, (), None, False, shim))  # fmt: skip
+        return out
 
 
 @dataclass(frozen=True)
@@ -160,6 +199,8 @@ class _Session:
     traced: int = 0  # trace-exec records that succeeded
     sampled: set[tuple[str, int, int | None]] = field(default_factory=set)
     ancestry: list[Exec] = field(default_factory=list)  # traced execs (shim halves too)
+    #: the program each shimmed process ran, which a child's bypass may be running itself
+    runs: _Runs = field(default_factory=_Runs)
     execs: list[tuple[Exec, str, Image]] = field(default_factory=list)  # entries, not shims'
     summary: Mapping[str, Any] | None = None
     fallback: Mapping[str, Any] | None = None
@@ -182,11 +223,14 @@ class CoverageCollector:
             s = self.sessions[sid] = _Session()
         return s
 
-    def shim(self, session: str, shim: str) -> None:
-        """An exec through a shim."""
+    def shim(self, session: str, shim: str, run: ShimRun | None = None) -> None:
+        """An exec through a shim; `run` (ShimRun) is kept for the lineage a bypass's cause
+        reads (a sampled child of a shimmed program running that program again)."""
         s = self._get(session)
         if s is not None:
             s.shim[shim] += 1
+            if run is not None:
+                s.runs.add(run, shim)
 
     def event(self, rec: EventRecord) -> None:
         s = self._get(rec.data.get("session"))
@@ -281,6 +325,16 @@ def _exec(d: Mapping[str, Any], exe: str, argv: str) -> Exec | None:
     )
 
 
+def _parent_runs(s: _Session, known: list[Exec]) -> list[Exec]:
+    """The shim execs of parents of an exec no shim made that nothing `known` shows: what
+    the parent ran when a sampled child bypassed its shim. A traced session's lineage has
+    the shims' halves already (with their PATH); this adds only what it lacks. Their time
+    is not kept (0: before any child's)."""
+    have = {(e.boot, e.pid) for e in known}
+    parents = {(e.boot, e.ppid) for e, _s, _i in s.execs if e.ppid is not None} - have
+    return s.runs.of(parents) if parents else []
+
+
 def _is(e: Exec, ident: tuple[int | None, int | None]) -> bool:
     return e.pid == ident[0] and (
         ident[1] is None or e.start is None or abs(e.start - ident[1]) <= 1
@@ -327,7 +381,8 @@ def _account(
     shimmed = set(names) | set(s.shim) | s.hops
     root = (_int(start.get("child_pid")), _int(start.get("child_start")))
     root_first = min((e.time for e, _s, _i in s.execs if _is(e, root)), default=None)
-    lineage = Lineage([*s.ancestry, *(e for e, src, _img in s.execs if src != "trace")])
+    known = [*s.ancestry, *(e for e, src, _img in s.execs if src != "trace")]
+    lineage = Lineage([*known, *_parent_runs(s, known)])
     zdotdir = bool(start.get("zdotdir"))
     bypassed: list[Bypassed] = []
     no_shim = 0
