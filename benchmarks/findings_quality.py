@@ -18,6 +18,10 @@ network" from observed connections, no guess from names at >= medium, an attack'
 the listener found by its observed connect).
 
     python benchmarks/findings_quality.py [--only NAME] [--no-trace] [--verbose]
+        [--before DIR] [--compat FILE]
+
+`--before DIR` (another checkout's root) has its review read every session too and prints
+each scenario's score before and after: the same sessions, only the review differs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -65,7 +70,17 @@ def main() -> int:
         help="also approve, rerun and contain one "
         "benign scenario per server, and write the compatibility table to FILE",
     )
+    ap.add_argument(
+        "--before",
+        metavar="DIR",
+        type=Path,
+        help="another checkout's root (e.g. a `git archive` of an older commit): its review "
+        "also reads every session, and a table gives each scenario's score before and after",
+    )
     a = ap.parse_args()
+    if a.before is not None and not (a.before / "src" / "mcpshim").is_dir():
+        print(f"--before {a.before}: no src/mcpshim there", file=sys.stderr)
+        return 2
     chosen = [sc for sc in ALL if not a.only or a.only in sc.name]
     if not chosen:
         print(f"no scenario matches {a.only!r}: nothing to score", file=sys.stderr)
@@ -82,7 +97,7 @@ def main() -> int:
                 continue
             label = f"{sc.name}{' --trace' if trace else ''}"
             try:
-                out: Outcome = run_scenario(sc, trace)
+                out: Outcome = run_scenario(sc, trace, a.before)
             except UnavailableError as exc:
                 rows.append([label, sc.kind, "skip", "", "", "", "", "", ""])
                 details.append(f"{label}: skipped: {exc}")
@@ -148,9 +163,43 @@ def main() -> int:
     rec = f"{tp / (tp + fn):.2f}" if tp + fn else "n/a"
     print(f"precision {prec} ({tp} of {tp + fp})  recall {rec} ({tp} of {tp + fn})  "
           f"benign alarms {total['alarms']}  wrong rows {wrong}")  # fmt: skip
+    if a.before is not None:
+        print_before_after(a.before, outcomes)
     if a.compat:
         write_compat(Path(a.compat), outcomes, chosen)
     return 1 if wrong else 0
+
+
+def print_before_after(before: Path, outcomes: list[Outcome]) -> None:
+    """Each session's score by the other checkout's review and by this one's, side by side
+    (the same sessions: only the review differs)."""
+    keys = ("TP", "FP", "FN", "false<med", "benign>=med")
+    sums = {k: [0, 0] for k in keys}
+    rows: list[list[str]] = []
+    for out in outcomes:
+        if not isinstance(out.before, list):
+            rows.append([out.label, f"before: {out.before}"])
+            continue
+        cells = [out.label]
+        for k, (b, n) in zip(keys, _pair(out), strict=True):
+            sums[k][0] += b
+            sums[k][1] += n
+            cells.append(f"{b}->{n}" if b != n else str(n))
+        rows.append(cells)
+    rows.append(["TOTAL", *(f"{b}->{n}" if b != n else str(n) for b, n in sums.values())])
+    head = ["scenario (before -> after)", *keys]
+    widths = [max(len(r[i]) for r in [head, *rows] if i < len(r)) for i in range(len(head))]
+    print(f"\nthe same sessions reviewed by {before} (before) and by this checkout (after):")
+    for r in [head, *rows]:
+        print(_fmt_row(r, widths))
+
+
+def _pair(out: Outcome) -> list[tuple[int, int]]:
+    b = score(replace(out, got=out.before if isinstance(out.before, list) else []))
+    n = score(out)
+    alarms = out.scenario.kind == "benign"
+    return [(b.tp, n.tp), (b.fp, n.fp), (b.fn, n.fn), (len(b.false_low), len(n.false_low)),
+            (b.benign_alarms if alarms else 0, n.benign_alarms if alarms else 0)]  # fmt: skip
 
 
 def write_compat(path: Path, outcomes: list[Outcome], chosen: list[Scenario]) -> None:

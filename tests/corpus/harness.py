@@ -184,6 +184,9 @@ class Outcome:
     #: where review's text or the report (its call sections, its approval cards) filed a
     #: fact unlike review's JSON (tests/corpus/readers.py)
     readers: list[str] = field(default_factory=list)
+    #: what another checkout's review said of the same session (run_scenario's `before`),
+    #: or why it said nothing
+    before: list[Got] | str | None = None
 
     @property
     def label(self) -> str:
@@ -351,9 +354,13 @@ def servers_installed() -> Path:
 # ---- running -----------------------------------------------------------------------------
 
 
-def mcpshim(w: Workspace, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def mcpshim(
+    w: Workspace, *args: str, check: bool = True, src: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """mcpshim in the workspace; `src`: another checkout's root whose code runs instead."""
+    env = w.env if src is None else {**w.env, "PYTHONPATH": str(src / "src")}
     proc = subprocess.run(
-        [*MCPSHIM, *args], env=w.env, capture_output=True, text=True, timeout=300, check=False
+        [*MCPSHIM, *args], env=env, capture_output=True, text=True, timeout=300, check=False
     )
     if check and proc.returncode not in (0, 1):
         raise RuntimeError(f"mcpshim {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
@@ -484,7 +491,18 @@ def session_in(
         time.sleep(0.05)
 
 
-def run_scenario(sc: Scenario, trace: bool) -> Outcome:
+def _review_by(w: Workspace, sc: Scenario, session: str, src: Path) -> list[Got] | str:
+    """Another checkout's review of the session (its findings), or why it gave none."""
+    proc = mcpshim(w, "review", "--session", session, "--format", "json", *review_policy(w),
+                   *sc.review_options, check=False, src=src)  # fmt: skip
+    if proc.returncode not in (0, 1):
+        return f"exit {proc.returncode}: {proc.stderr.strip()[-200:]}"
+    return findings_of(json.loads(proc.stdout))
+
+
+def run_scenario(sc: Scenario, trace: bool, before: Path | None = None) -> Outcome:
+    """One real session of `sc`, reviewed; `before`: another checkout's root whose review
+    also reads the same session (the per-server table before and after a change)."""
     need(*sc.needs)
     if trace:
         need("strace")
@@ -498,13 +516,14 @@ def run_scenario(sc: Scenario, trace: bool) -> Outcome:
         text = mcpshim(w, "review", "--session", session, *review_policy(w), *sc.review_options)
         md = mcpshim(w, "report", "--session", session, "--format", "md", "-o", "-")
         said = reader_problems(raw, text.stdout, md.stdout)
+        old = _review_by(w, sc, session, before) if before is not None else None
         got = findings_of(raw)
         problems = sc.proof(w)
         counts = exec_counts(w, session, raw)
         diff = scope_diff(w, session)
         _kill_session(session)
     out = Outcome(sc, trace, session, got, raw, time.monotonic() - t0, errors, problems)
-    out.counts, out.scope_diff, out.readers = counts, diff, said
+    out.counts, out.scope_diff, out.readers, out.before = counts, diff, said, old
     out.port = w.port if sc.listener else 0
     return out
 
