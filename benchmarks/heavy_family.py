@@ -26,7 +26,11 @@ options costs the session (docs/performance.md, "A heavy family").
 
 `--start-stop` drives sessions of `initialize` and `tools/list` only (Chromium never
 starts): the start and stop columns over many cheap rounds, where a whole session's
-seconds of noise would hide them.
+seconds of noise would hide them. Each of its rounds also times two anchors, spawn to exit:
+`python -c pass` (this interpreter: what `run` is before it can start anything) and
+`strace -f --seccomp-bpf -e trace=execve /bin/true` (a tracer's own start and end); the
+start column is printed again less the same round's anchors (the interpreter's for every
+mode of `run`, strace's too for a traced one): what `run` itself adds.
 
 Where chromium, node, the pinned server or strace is missing it says so and exits 2:
 nothing is measured, nothing passes.
@@ -353,6 +357,50 @@ def commands(
     return out
 
 
+#: the anchors of --start-stop, spawn to exit, timed in every round
+ANCHORS = {
+    "anchor:python": [sys.executable, "-c", "pass"],
+    "anchor:strace": [
+        "strace",
+        "-f",
+        "--seccomp-bpf",
+        "-e",
+        "trace=execve",
+        "-o",
+        os.devnull,
+        "true",
+    ],
+}
+
+
+def anchor(argv: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    return time.perf_counter() - t0
+
+
+def report_anchored(got: dict[str, list[Result]], anchors: dict[str, list[float]]) -> None:
+    """The start over direct's (and a traced one's over bare strace's: a tracer's stops in
+    the server's own start), less what the same round's anchors took."""
+    py, st = anchors["anchor:python"], anchors["anchor:strace"]
+    print(f"anchors, spawn to exit: python -c pass {_ms([x * 1e3 for x in py])[1:]} ms, "
+          f"strace -f /bin/true {_ms([x * 1e3 for x in st])[1:]} ms")  # fmt: skip
+    for mode, rs in got.items():
+        if mode in ("direct", "strace") or mode.startswith("strace:"):
+            continue
+        traced = not mode.startswith("no-trace")
+        less = [p + (s if traced else 0.0) for p, s in zip(py, st, strict=True)]
+        over = [(b.start - a.start - x) * 1e3 for a, b, x in zip(got["direct"], rs, less,
+                                                                  strict=True)]  # fmt: skip
+        what = "python and strace" if traced else "python"
+        print(f"{mode:18} start over direct, less {what}: {_ms(over)} ms")
+        if traced and "strace" in got:
+            bare = [(b.start - a.start - p) * 1e3 for a, b, p in zip(got["strace"], rs, py,
+                                                                      strict=True)]  # fmt: skip
+            print(f"{mode:18} start over bare strace's, less python: {_ms(bare)} ms")
+
+
 def spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
@@ -415,13 +463,19 @@ def main() -> int:
     env = {k: os.environ[k] for k in names if k in os.environ}
     cmds = commands(modes, trees, [v for v in opts.variants.split(",") if v])
     got: dict[str, list[Result]] = {m: [] for m in cmds}
+    anchors: dict[str, list[float]] = {k: [] for k in ANCHORS}
     rnd = random.Random(42)
     with tempfile.TemporaryDirectory(prefix="mcpshim-heavy-") as tmp:
         work = Path(tmp)
         for r in range(opts.rounds + 1):  # round 0 warms the caches and is not counted
-            order = list(cmds)
+            order = list(cmds) + (list(ANCHORS) if opts.start_stop else [])
             rnd.shuffle(order)
             for mode in order:
+                if mode in ANCHORS:
+                    took = anchor(ANCHORS[mode], env)
+                    if r:
+                        anchors[mode].append(took)
+                    continue
                 argv, extra = cmds[mode]
                 res = one(argv, {**env, **extra}, base, work, not opts.start_stop)
                 if r:
@@ -430,6 +484,8 @@ def main() -> int:
                       f"{res.start * 1e3:5.0f} ms stop {res.stop * 1e3:5.0f} ms load "
                       f"{res.load:.2f}", file=sys.stderr, flush=True)  # fmt: skip
     report(got)
+    if opts.start_stop:
+        report_anchored(got, anchors)
     if opts.json:
         opts.json.write_text(json.dumps({m: [r.__dict__ for r in rs] for m, rs in got.items()}))
     return 0
