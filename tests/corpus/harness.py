@@ -141,6 +141,9 @@ class Scenario:
     review_options: tuple[str, ...] = ()
     listener: bool = False  # a local TCP listener standing in for a remote host (CORPUS_PORT)
     linger: float = 0.3  # seconds the agent waits after the last answer before closing
+    #: calls sent before the first answers (an agent's parallel tool calls); the requests
+    #: go out in the listed order, so a call's place among its tool's (`nth`) is its index
+    in_flight: int = 1
     #: what shows the attack really happened (e.g. the listener heard the helper): problems
     proof: Callable[[Workspace], list[str]] = lambda w: []
 
@@ -423,12 +426,50 @@ class Listener:
 
 
 async def _drive(
-    params: StdioServerParameters, calls: Sequence[Call], errlog: Path, linger: float
+    params: StdioServerParameters,
+    calls: Sequence[Call],
+    errlog: Path,
+    linger: float,
+    in_flight: int = 1,
 ) -> list[str]:
     errors: list[str] = []
     with errlog.open("w") as err:
-        await _calls(params, calls, err, errors, linger)
+        if in_flight > 1:
+            await _parallel(params, calls, err, errors, linger, in_flight)
+        else:
+            await _calls(params, calls, err, errors, linger)
     return errors
+
+
+async def _parallel(
+    params: StdioServerParameters,
+    calls: Sequence[Call],
+    err: Any,
+    errors: list[str],
+    linger: float,
+    in_flight: int,
+) -> None:
+    """The calls with up to `in_flight` awaiting their answers. The SDK numbers a request as
+    its call starts and the limiter admits waiters first come, first served, so the requests
+    go out in the listed order."""
+    limit = anyio.CapacityLimiter(in_flight)
+    async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        await s.list_tools()
+
+        async def one(name: str, args: dict[str, Any]) -> None:
+            async with limit:
+                res = await s.call_tool(name, args)
+            if res.is_error:
+                text = " ".join(getattr(c, "text", "") for c in res.content)
+                errors.append(f"{name}: {text[:300]}")
+
+        async with anyio.create_task_group() as tg:
+            for name, args in calls:
+                assert not callable(args), "parallel calls cannot read earlier answers"
+                tg.start_soon(one, name, args)
+                await anyio.sleep(0)  # this call takes its place in the limiter's queue
+        await anyio.sleep(linger)
 
 
 async def _calls(
@@ -477,7 +518,8 @@ def session_in(
                                        cwd=str(w.ws))  # fmt: skip
     before = {str(e["session"]) for e in _events(w, "session-start")}
     t0 = time.monotonic()
-    errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger)
+    errors = anyio.run(_drive, params, sc.calls(w), w.root / "server.stderr", sc.linger,
+                       sc.in_flight)  # fmt: skip
     took = time.monotonic() - t0
     if trace is None:
         return "", errors, took

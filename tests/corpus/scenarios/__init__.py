@@ -34,6 +34,7 @@ from tests.corpus.scenarios import (
     benign_playwright_tabs,
     benign_pytest_runner,
     benign_shell_server,
+    benign_shell_server_parallel,
     benign_terminal,
     benign_vitest_server,
 )
@@ -48,6 +49,7 @@ ALL: tuple[Scenario, ...] = (
             benign_fixture_tools,
             benign_demo_server,
             benign_shell_server,
+            benign_shell_server_parallel,
             benign_vitest_server,
             benign_commands_server,
             attack_run_test,
