@@ -612,22 +612,29 @@ def scope_diff(w: Workspace, session: str) -> list[str]:
             for a, b in zip(scoped, whole, strict=True) if a != b]  # fmt: skip
 
 
+def _request_order(call: dict[str, Any]) -> tuple[str, int, str]:
+    """Calls in the order their requests came: by time, which parallel calls share to the
+    millisecond, then by id (the SDK numbers requests as it sends them)."""
+    cid = call.get("id")
+    return str(call.get("time")), cid if isinstance(cid, int) else -1, str(cid)
+
+
 def findings_of(review: dict[str, Any]) -> list[Got]:
     """Review's JSON findings as the scorer reads them: each with the call it sits under,
     counted among the calls of its tool (`nth`), and every text it says."""
-    order: dict[tuple[str, str], int] = {}
+    order: dict[str, int] = {}  # a call's request id -> its place among its tool's calls
     seen: dict[str, int] = {}
-    for c in sorted(review.get("calls", []), key=lambda c: str(c.get("time"))):
+    for c in sorted(review.get("calls", []), key=_request_order):
         name = str(c.get("name"))
         seen[name] = seen.get(name, 0) + 1
-        order[(name, str(c.get("time")))] = seen[name]
+        order[str(c.get("id"))] = seen[name]
     out = []
     for f in review["findings"]:
         call = f.get("call")
         tool, nth = NO_CALL, None
         if isinstance(call, dict):
             tool = str(call.get("name") or NO_CALL)
-            nth = order.get((tool, str(call.get("time"))))
+            nth = order.get(str(call.get("id")))
         texts = (str(f["message"]), *(str(e.get("text", "")) for e in f.get("evidence", ())))
         out.append(Got(f["rule"], f["severity"], tool, f["message"], int(f.get("count", 1)),
                        nth, texts))  # fmt: skip
@@ -733,12 +740,12 @@ def block_problems(out: Outcome) -> list[str]:
     whose block says it reached no network, a project script under a call that ran no
     editable file, a detached helper under a call that outlived nothing."""
     bad = []
-    blocks = {(str(c.get("name")), str(c.get("time"))): c for c in out.raw.get("calls", [])}
+    blocks = {str(c.get("id")): c for c in out.raw.get("calls", [])}
     for f in out.raw.get("findings", []):
         call = f.get("call")
         if not isinstance(call, dict):
             continue
-        block = blocks.get((str(call.get("name")), str(call.get("time"))))
+        block = blocks.get(str(call.get("id")))
         if block is None:
             bad.append(f"{f['rule']} under {call.get('name')}: no block for its call")
             continue
