@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpshim.errors import UsageError
 from mcpshim.paths import Locations
-from mcpshim.trace.run import TraceRun
+
+if TYPE_CHECKING:  # an untraced run's launch never loads the tracer's modules
+    from mcpshim.trace.run import TraceRun
 
 __all__ = ["fallback_payload", "prepare", "prepare_meanwhile"]
 
@@ -32,6 +34,8 @@ def prepare(loc: Locations, mode: str, path: str | None) -> tuple[TraceRun | Non
 
 
 def _set_up(loc: Locations, mode: str, strace: str) -> tuple[TraceRun | None, str]:
+    from mcpshim.trace.run import TraceRun
+
     try:
         return TraceRun(loc, strace), ""
     except OSError as exc:  # a full or read-only disk: the command still runs (auto)
