@@ -15,7 +15,10 @@ below and counted), `start` (spawn to the first byte the client reads: the answe
 `initialize`) and `stop` (the client closing the server's stdin to the command's exit).
 Printed: medians, and per mode the ratios to `direct` of the same round (median and the
 spread over the rounds), `start` and `stop` as milliseconds over direct's of the same
-round, with the load average of the rounds.
+round, with the load average of the rounds. Then the traced run's wall over bare strace's,
+and each mode's family's end (the close to the last of the family reaped: `run` and
+`strace -f` wait for their family, a direct server's browser may end after the server)
+over direct's: a stop that waits for the family measured against the family's end.
 
 `--variants` adds the server under strace alone with other options, into /dev/null (no
 mcpshim): `strace:bare` (the anchor's options), `strace:run` (run's command line,
@@ -272,22 +275,25 @@ async def drive(
     return marks
 
 
-def reap_all(timeout: float = 20.0) -> None:
+def reap_all(timeout: float = 20.0) -> float:
     """Every descendant left (orphans re-parented here, the subreaper) reaped: its CPU is
-    then in RUSAGE_CHILDREN. Those still alive after `timeout` are killed first."""
+    then in RUSAGE_CHILDREN. Those still alive after `timeout` are killed first. Returns
+    when the last was reaped (perf_counter, within 2 ms; 0.0: none was left)."""
     deadline = time.monotonic() + timeout
+    last = 0.0
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return last
         if pid:
+            last = time.perf_counter()
             continue
         if time.monotonic() > deadline:
             for kid in _children():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(kid, signal.SIGKILL)
-        time.sleep(0.01)
+        time.sleep(0.002)
 
 
 def _children() -> list[int]:
@@ -314,6 +320,10 @@ class Result:
     stop: float
     calls: float  # calls 2 to 8: the browser is up
     load: float
+    #: the client closing stdin to the family's end: the command's exit, or the last of its
+    #: descendants reaped here after it (a direct server's browser outlives it a moment;
+    #: `run` and `strace -f` wait for their family)
+    end: float = 0.0
 
 
 def one(argv: list[str], env: dict[str, str], base: str, work: Path, browse: bool = True) -> Result:
@@ -321,10 +331,11 @@ def one(argv: list[str], env: dict[str, str], base: str, work: Path, browse: boo
     ws = Path(tempfile.mkdtemp(dir=work))
     with open(work / "server.stderr", "a") as err:
         marks = anyio.run(drive, argv, env, str(ws), base, err, browse)
-    reap_all()
+    gone = max(reap_all(), marks.exit)
     shutil.rmtree(ws, ignore_errors=True)
     return Result(marks.exit - marks.spawn, _cpu() - cpu0, marks.first - marks.spawn,
-                  marks.exit - marks.close, sum(marks.calls[1:]) or 1.0, load)  # fmt: skip
+                  marks.exit - marks.close, sum(marks.calls[1:]) or 1.0, load,
+                  gone - marks.close)  # fmt: skip
 
 
 # ---- the rounds --------------------------------------------------------------------------
@@ -431,6 +442,15 @@ def report(got: dict[str, list[Result]]) -> None:
     if "strace" in got and "traced" in got:
         ratio = [b.cpu / a.cpu for a, b in zip(got["strace"], got["traced"], strict=True)]
         print(f"traced CPU / bare strace CPU, same round: {spread(ratio)}")
+        ratio = [b.wall / a.wall for a, b in zip(got["strace"], got["traced"], strict=True)]
+        print(f"traced wall / bare strace wall, same round: {spread(ratio)}")
+    ends = [r.end * 1e3 for r in d]
+    print(f"direct's family ends {_ms([(r.end - r.stop) * 1e3 for r in d])} ms after its "
+          f"command exits ({statistics.median(ends):.0f} ms after the close)")  # fmt: skip
+    for mode, rs in got.items():
+        if mode != "direct":
+            late = [(b.end - a.end) * 1e3 for a, b in zip(d, rs, strict=True)]
+            print(f"{mode:18} family's end over direct's: {_ms(late)} ms")
 
 
 def _ms(xs: list[float]) -> str:
