@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from mcpshim.contract.lockfile import Boundary, Executable, Lock, ServerApproval, save_lock
 from mcpshim.log import rotation
@@ -58,3 +59,56 @@ def test_a_departure_two_rotations_before_the_next_tick_still_ends_the_family(
     assert "terminated" in kinds[kinds.index("departure") :]
     [end] = events(home, "session-end", start["session"])
     assert end["survivors"] == 0
+
+
+class _Sup:
+    """What a DepartureWatch reads of and does to its supervisor, kept: it is the watch's
+    decision on one sample that is tested here, not the supervisor's."""
+
+    def __init__(self, home: Home) -> None:
+        self.loc, self.session, self.boot_id = home.loc, "S", "B"
+        self.child_pid, self.tracer, self.say = -1, None, None
+        self.emitted: list[tuple[str, dict[str, Any]]] = []
+        self.ended: list[str] = []
+
+    def on_tick(self, fn: Any) -> None:
+        pass
+
+    def on_event(self, fn: Any) -> None:
+        pass
+
+    def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        self.emitted.append((kind, payload))
+
+    def terminate_family(self, why: str) -> None:
+        self.ended.append(why)
+
+
+def test_a_sample_of_the_shim_library_s_helper_is_no_departure(home: Home) -> None:
+    """The sampler can catch the helper a shim runs to read its parent shell's argv (xargs,
+    then sh): mcpshim's own work, never a new executable of the family (it ended a session
+    under --on-departure terminate when the sampler caught it); any other program the lock
+    does not list still is."""
+    from mcpshim.log.shimhelper import HELPER_SCRIPT, HELPER_XARGS
+    from mcpshim.proc.procinfo import proc_fields, proc_info
+    from mcpshim.supervise.departwatch import DepartureWatch
+
+    install(home, ["uname"])
+    sup = _Sup(home)
+    watch = DepartureWatch(sup, ServerApproval("w"), "L")  # type: ignore[arg-type]
+    helper = ["xargs", *HELPER_XARGS, "/bin/sh", "-p", "-c", HELPER_SCRIPT, "sh"]
+    other = ["sleep", "30"]
+    for argv in (helper, other):
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        try:
+            info = poll(lambda p=proc.pid: proc_info(p), "the process's /proc")  # type: ignore[misc]
+            watch.on_event("observed", proc_fields(info))
+            watch.tick()
+        finally:
+            proc.kill()
+            proc.wait()
+        if argv is helper:
+            assert not sup.emitted and not sup.ended and not watch.fired
+    [(kind, dep)] = sup.emitted
+    assert kind == "departure" and dep["what"] == "new executable"
+    assert dep["path"] == _real("sleep") and sup.ended

@@ -39,6 +39,7 @@ from mcpshim.contract.identity import content_hash
 from mcpshim.contract.lockfile import ServerApproval
 from mcpshim.log.execlog import ExecRecord
 from mcpshim.log.follow import Follower
+from mcpshim.log.ledger import sample_is_helper
 from mcpshim.log.logview import argv_fields
 from mcpshim.proc.procinfo import read_stat, start_ticks
 from mcpshim.supervise.session import utc_now
@@ -145,6 +146,8 @@ class DepartureWatch:
         path = str(d.get("exe") or "")
         if ident in self._recorded or not path:
             return  # what the shim recorded is what ran (an interpreter or mid-exec sample)
+        if sample_is_helper(d):
+            return  # the shim library's own helper reading a parent's argv: mcpshim's work
         first = ident not in self._exe
         parent = self._exe.get((d.get("ppid"), d.get("parent_start")))  # type: ignore[arg-type]
         pre_exec = pid == self.sup.child_pid and path == self._own
