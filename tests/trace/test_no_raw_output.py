@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from subprocess import DEVNULL
 
@@ -112,6 +113,14 @@ def test_sweep_keeps_a_live_sessions_directory_and_removes_the_rest(tmp_path: Pa
     try:
         assert sorted(sweep(tmp_path)) == ["run-dead", "run-old"]
         assert live.is_dir() and not dead.exists() and not old.exists()
+        # a directory being made (`new-*`) is not swept; one abandoned a minute ago is
+        young, stale = tmp_path / "new-young", tmp_path / "new-stale"
+        young.mkdir()
+        stale.mkdir()
+        os.utime(stale, (time.time() - 120, time.time() - 120))
+        assert sweep(tmp_path) == ["new-stale"]
+        assert young.is_dir() and not stale.exists()
+        young.rmdir()
     finally:
         os.close(fd)
     # the output file has no name: nothing in the directory, its bytes all the same
@@ -147,3 +156,37 @@ def test_survivors_later_execs_are_recorded_late_and_leave_nothing(
     assert len(keys) == len(set(keys))
     poll(lambda: not list((home.loc.log_dir / "trace").iterdir()) or None, "no trace dir", 30)
     assert _files_holding(home.root, TOKEN) == []
+
+
+def test_runs_starting_together_never_sweep_each_other_s_directory(tmp_path: Path) -> None:
+    """A session's directory is locked before it is a `run-*` one: sweeps running all the
+    while (another run starting) never remove one, and each stays locked until closed.
+    (Two runs on one log lost a directory between its mkdtemp and its lock.)"""
+    import threading
+
+    from mcpshim.trace.tracedir import new_locked_dir
+
+    stop = threading.Event()
+    swept: list[str] = []
+
+    def sweeper() -> None:
+        while not stop.is_set():
+            swept.extend(sweep(tmp_path))
+
+    threads = [threading.Thread(target=sweeper) for _ in range(2)]
+    for t in threads:
+        t.start()
+    made = []
+    try:
+        for _ in range(300):
+            d, fd = new_locked_dir(tmp_path)
+            made.append((d, fd))
+            assert d.is_dir() and d.name.startswith("run-")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert swept == []  # every one was held from its making on
+    for _d, fd in made:
+        os.close(fd)
+    assert sorted(sweep(tmp_path)) == sorted(d.name for d, _fd in made)

@@ -33,7 +33,6 @@ import importlib
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,7 +42,7 @@ from mcpshim.base.fdio import write_all
 from mcpshim.paths import Locations
 from mcpshim.proc.ticks import start_of
 from mcpshim.trace.strace import strace_argv
-from mcpshim.trace.tracedir import lock_dir, log_mark, nameless_file, sweep
+from mcpshim.trace.tracedir import log_mark, nameless_file, new_locked_dir, sweep
 
 if TYPE_CHECKING:
     from mcpshim.trace.filefacts import ReadRefused
@@ -71,7 +70,7 @@ class TraceRun:
         base = loc.log_dir / "trace"
         base.mkdir(mode=0o700, exist_ok=True)
         sweep(base)  # what sessions killed outright left behind
-        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+        self.dir, self._lock = new_locked_dir(base)
         self.fifo = self.dir / "strace.pipe"
         self.tracer_pid = 0
         self.root_pid = 0
@@ -131,7 +130,6 @@ class TraceRun:
     def _open(self) -> None:
         """The FIFO strace writes into (`fd`) and the nameless file its sanitized lines go to;
         the directory stays locked while this session may use it (`sweep`)."""
-        self._lock = lock_dir(self.dir)
         os.mkfifo(self.fifo, 0o600)
         self._rfd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         # Held until strace is gone: no end of file before strace opens the FIFO.
