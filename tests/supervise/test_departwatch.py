@@ -84,13 +84,22 @@ class _Sup:
         self.ended.append(why)
 
 
+def _execd(pid: int, argv: list[str]) -> Any:
+    from mcpshim.proc.procinfo import proc_info
+
+    info = proc_info(pid)
+    name = os.path.basename(info.exe) if info is not None else b""
+    ok = info is not None and list(info.cmdline) == [a.encode() for a in argv]
+    return info if ok and name == argv[0].encode() else None
+
+
 def test_a_sample_of_the_shim_library_s_helper_is_no_departure(home: Home) -> None:
     """The sampler can catch the helper a shim runs to read its parent shell's argv (xargs,
     then sh): mcpshim's own work, never a new executable of the family (it ended a session
     under --on-departure terminate when the sampler caught it); any other program the lock
     does not list still is."""
     from mcpshim.log.shimhelper import HELPER_SCRIPT, HELPER_XARGS
-    from mcpshim.proc.procinfo import proc_fields, proc_info
+    from mcpshim.proc.procinfo import proc_fields
     from mcpshim.supervise.departwatch import DepartureWatch
 
     install(home, ["uname"])
@@ -101,7 +110,9 @@ def test_a_sample_of_the_shim_library_s_helper_is_no_departure(home: Home) -> No
     for argv in (helper, other):
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         try:
-            info = poll(lambda p=proc.pid: proc_info(p), "the process's /proc")  # type: ignore[misc]
+            # read once it has exec'd: a fork caught before (Python's image) is no sample
+            # of the helper
+            info = poll(lambda p=proc.pid, a=argv: _execd(p, a), "its exec")  # type: ignore[misc]
             watch.on_event("observed", proc_fields(info))
             watch.tick()
         finally:
