@@ -4,19 +4,17 @@ same comparison as a table."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.corpus.harness import (
     Outcome,
     Scenario,
-    UnavailableError,
     block_problems,
     label_problems,
     network_problems,
     run_scenario,
     score,
+    skipped_if_unavailable,
 )
 from tests.corpus.scenarios import ALL
 
@@ -56,12 +54,8 @@ def test_labels_can_be_judged(sc: Scenario) -> None:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("sc", "trace"), CASES)
 def test_scenario(sc: Scenario, trace: bool) -> None:
-    try:
+    with skipped_if_unavailable():
         out = run_scenario(sc, trace)
-    except UnavailableError as exc:
-        if os.environ.get("CI"):  # CI installs what the corpus needs (scripts/system-deps.sh)
-            raise
-        pytest.skip(str(exc))
     assert out.problems == [], out.problems
     # one process model: every reader counts the same execs
     assert len(set(out.counts.values())) == 1, out.counts

@@ -5,12 +5,10 @@ call comes first, GitPython's helpers kept between calls (tests/corpus/compat.py
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.corpus.compat import REORDERED, lock_rerun, reordered
-from tests.corpus.harness import UnavailableError
+from tests.corpus.harness import skipped_if_unavailable
 from tests.corpus.scenarios import ALL
 
 _BY_NAME = {sc.name: sc for sc in ALL}
@@ -22,12 +20,8 @@ def test_an_approved_session_holds_rerun_and_reordered(name: str) -> None:
     sc = _BY_NAME[name]
     other = reordered(sc)
     assert other is not None
-    try:
+    with skipped_if_unavailable():
         run = lock_rerun(sc, other)
-    except UnavailableError as exc:
-        if os.environ.get("CI"):  # CI installs what the corpus needs (scripts/system-deps.sh)
-            raise
-        pytest.skip(str(exc))
     assert run.identical == []
     assert run.reordered == []
     assert run.contained == "its calls ran"

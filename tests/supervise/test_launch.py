@@ -148,12 +148,9 @@ def test_a_launch_is_adopted_only_for_the_options_it_was_started_for() -> None:
         launch.adopt(None)  # click asked for an option no launch takes
 
 
-def test_a_relayed_session_loads_the_rest_once_its_server_has_answered(home: Home) -> None:
-    """`run --mcp` started before click: its supervisor (and the session-start record)
-    comes once the server's first output has reached the client, not while the server
-    starts (a second here): the record follows the relayed line, which the server wrote
-    only after its second."""
-    server = "import sys, time; time.sleep(1); print('hello', flush=True); sys.stdin.read()"
+def _relayed_hello(home: Home, server: str) -> list[execlog.EventRecord]:
+    """`run --mcp --no-trace` of a Python SERVER that prints `hello` and reads stdin: the
+    client reads the line and closes; the session's event records."""
     argv = [*MCPSHIM, "run", "--dir", str(home.loc.shim_dir), "--mcp", "--no-trace", "--",
             sys.executable, "-c", server]  # fmt: skip
     proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -163,8 +160,17 @@ def test_a_relayed_session_loads_the_rest_once_its_server_has_answered(home: Hom
     proc.stdin.close()
     assert proc.wait(timeout=60) == 0
     sid = only_session(home)
-    got = {r.kind: r.data for r in home.records() if isinstance(r, execlog.EventRecord)
-           and r.data.get("session") == sid}  # fmt: skip
+    return [r for r in home.records() if isinstance(r, execlog.EventRecord)
+            and r.data.get("session") == sid]  # fmt: skip
+
+
+def test_a_relayed_session_loads_the_rest_once_its_server_has_answered(home: Home) -> None:
+    """`run --mcp` started before click: its supervisor (and the session-start record)
+    comes once the server's first output has reached the client, not while the server
+    starts (a second here): the record follows the relayed line, which the server wrote
+    only after its second."""
+    server = "import sys, time; time.sleep(1); print('hello', flush=True); sys.stdin.read()"
+    got = {r.kind: r.data for r in _relayed_hello(home, server)}
     assert got["mcp-unparsed"]["direction"] == "server->client"
     assert got["session-start"]["time"] > got["mcp-unparsed"]["time"]
 
@@ -175,17 +181,7 @@ def test_what_ends_before_the_supervisor_loads_is_reaped_when_it_ends(home: Home
     process that outlived its tool call (MCS501)."""
     server = ("import subprocess, sys, time; subprocess.run(['sh', '-c', 'sleep 0.1 &']); "
               "time.sleep(0.5); print('hello', flush=True); sys.stdin.read()")  # fmt: skip
-    argv = [*MCPSHIM, "run", "--dir", str(home.loc.shim_dir), "--mcp", "--no-trace", "--",
-            sys.executable, "-c", server]  # fmt: skip
-    proc = subprocess.Popen(argv, env=home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    assert proc.stdout is not None and proc.stdin is not None
-    assert proc.stdout.readline() == b"hello\n"
-    proc.stdin.close()
-    assert proc.wait(timeout=60) == 0
-    sid = only_session(home)
-    recs = [r for r in home.records() if isinstance(r, execlog.EventRecord)
-            and r.data.get("session") == sid]  # fmt: skip
+    recs = _relayed_hello(home, server)
     [start] = [r.data for r in recs if r.kind == "session-start"]
     reaped = [r.data for r in recs if r.kind == "reaped"]
     assert reaped and all(r["time"] < start["time"] for r in reaped), (reaped, start)

@@ -294,7 +294,11 @@ def run(
     state = "strace" if tracer is not None else "unavailable" if why_not else "off"
     sup = Supervisor(loc, list(command), opts, tracer=tracer, trace_state=state, zdotdir=zdir,
                      launch=launched, mcp=mcp)  # fmt: skip
-    gate = _lock_gate(sup, lock_file, enforce, on_departure, mcp, name, command)
+    gate: Gate | None = None
+    if enforce or on_departure == "terminate":
+        from mcpshim.cli.runlock import hold_to_lock
+
+        gate = hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
     files = tracer is not None and (trace_files if trace_files is not None else contain != "off")
     if files or contain != "off" or contain_write:
         from mcpshim.cli.run_setup import file_table
@@ -350,22 +354,6 @@ def run(
     if warning:
         click.echo(f"mcpshim: warning: {escape(warning)}", err=True)
     return status
-
-
-def _lock_gate(
-    sup: Supervisor,
-    lock_file: str | None,
-    enforce: bool,
-    on_departure: str,
-    mcp: bool,
-    name: str,
-    command: tuple[str, ...],
-) -> Gate | None:
-    if not enforce and on_departure != "terminate":
-        return None
-    from mcpshim.cli.runlock import hold_to_lock
-
-    return hold_to_lock(sup, lock_file, enforce, on_departure, mcp, name, command)
 
 
 def _log_settings() -> retention.LogSettings:
