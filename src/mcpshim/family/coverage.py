@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,45 +31,7 @@ from mcpshim.family.images import Image, bytes_field, parent_image, parse_time
 from mcpshim.family.trace_merge import argv_field
 from mcpshim.log.execlog import EventRecord, ExecRecord, Record
 
-__all__ = ["Bypassed", "CoverageCollector", "SessionCoverage", "ShimRun"]
-
-#: a shim exec as a bypass's lineage needs it: boot id, pid, start, target
-ShimRun = tuple[str, int, "int | None", bytes]
-
-
-class _Runs:
-    """Which program each shimmed process ran, in arrays (about 10 bytes a shim exec, where
-    tuples took 190: a log of a million execs must stay cheap to review)."""
-
-    def __init__(self) -> None:
-        self._keys: dict[str, array[int]] = {}  # boot -> pid | (start + 1) << 22
-        self._which: dict[str, array[int]] = {}  # boot -> index into _targets
-        self._targets: dict[bytes, int] = {}
-        self._shims: list[tuple[bytes, str]] = []
-
-    def add(self, run: ShimRun, shim: str) -> None:
-        boot, pid, start, target = run
-        k = self._targets.setdefault(target, len(self._shims))
-        if k == len(self._shims):
-            self._shims.append((target, shim))
-        if boot not in self._keys:
-            self._keys[boot], self._which[boot] = array("q"), array("l")
-        self._keys[boot].append(pid | ((start if start is not None else -1) + 1) << 22)
-        self._which[boot].append(k)
-
-    def of(self, wanted: set[tuple[str, int]]) -> list[Exec]:
-        """The shim execs of the processes `wanted` (boot, pid) names, as a lineage's."""
-        out = []
-        for boot, keys in self._keys.items():
-            which = self._which[boot]
-            for i, key in enumerate(keys):
-                pid = key & 0x3FFFFF
-                if (boot, pid) in wanted:
-                    start = (key >> 22) - 1
-                    target, shim = self._shims[which[i]]
-                    out.append(Exec(boot, pid, None if start < 0 else start, None, None, 0.0,
-                                    target, (), None, False, shim))  # fmt: skip
-        return out
+__all__ = ["Bypassed", "CoverageCollector", "SessionCoverage"]
 
 
 @dataclass(frozen=True)
@@ -199,8 +160,8 @@ class _Session:
     traced: int = 0  # trace-exec records that succeeded
     sampled: set[tuple[str, int, int | None]] = field(default_factory=set)
     ancestry: list[Exec] = field(default_factory=list)  # traced execs (shim halves too)
-    #: the program each shimmed process ran, which a child's bypass may be running itself
-    runs: _Runs = field(default_factory=_Runs)
+    #: what a sampled process's parent ran, as the sampler saw it (`parent_exe`)
+    parents: list[Exec] = field(default_factory=list)
     execs: list[tuple[Exec, str, Image]] = field(default_factory=list)  # entries, not shims'
     summary: Mapping[str, Any] | None = None
     fallback: Mapping[str, Any] | None = None
@@ -223,14 +184,11 @@ class CoverageCollector:
             s = self.sessions[sid] = _Session()
         return s
 
-    def shim(self, session: str, shim: str, run: ShimRun | None = None) -> None:
-        """An exec through a shim; `run` (ShimRun) is kept for the lineage a bypass's cause
-        reads (a sampled child of a shimmed program running that program again)."""
+    def shim(self, session: str, shim: str) -> None:
+        """An exec through a shim."""
         s = self._get(session)
         if s is not None:
             s.shim[shim] += 1
-            if run is not None:
-                s.runs.add(run, shim)
 
     def event(self, rec: EventRecord) -> None:
         s = self._get(rec.data.get("session"))
@@ -278,6 +236,9 @@ class CoverageCollector:
             e, src = _exec(rec.data, "exe", "cmdline"), "sampler"
             if e is not None:
                 e = dataclasses.replace(e, name=img.command)
+                if e.ppid is not None and (parent := bytes_field(rec.data, "parent_exe")):
+                    s.parents.append(Exec(e.boot, e.ppid, e.parent_start, None, None, 0.0,
+                                          parent, (), None, False))  # fmt: skip
         if e is not None:
             s.execs.append((e, src, img))
 
@@ -325,14 +286,11 @@ def _exec(d: Mapping[str, Any], exe: str, argv: str) -> Exec | None:
     )
 
 
-def _parent_runs(s: _Session, known: list[Exec]) -> list[Exec]:
-    """The shim execs of parents of an exec no shim made that nothing `known` shows: what
-    the parent ran when a sampled child bypassed its shim. A traced session's lineage has
-    the shims' halves already (with their PATH); this adds only what it lacks. Their time
-    is not kept (0: before any child's)."""
+def _parents(s: _Session, known: list[Exec]) -> list[Exec]:
+    """The programs sampled processes' parents ran, for the parents no exec on record
+    shows (a shimmed parent: its shim record is not in the lineage; traced, its halves are)."""
     have = {(e.boot, e.pid) for e in known}
-    parents = {(e.boot, e.ppid) for e, _s, _i in s.execs if e.ppid is not None} - have
-    return s.runs.of(parents) if parents else []
+    return [p for p in s.parents if (p.boot, p.pid) not in have]
 
 
 def _is(e: Exec, ident: tuple[int | None, int | None]) -> bool:
@@ -382,7 +340,7 @@ def _account(
     root = (_int(start.get("child_pid")), _int(start.get("child_start")))
     root_first = min((e.time for e, _s, _i in s.execs if _is(e, root)), default=None)
     known = [*s.ancestry, *(e for e, src, _img in s.execs if src != "trace")]
-    lineage = Lineage([*known, *_parent_runs(s, known)])
+    lineage = Lineage([*known, *_parents(s, known)])
     zdotdir = bool(start.get("zdotdir"))
     bypassed: list[Bypassed] = []
     no_shim = 0

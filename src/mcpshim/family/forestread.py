@@ -21,7 +21,7 @@ from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.model import Assembler, every_session
 from mcpshim.family.tree import Forest, forest_of
 from mcpshim.log.execlog import EventRecord, Record, session_of
-from mcpshim.log.rows import ExecRows, Row, shim_run
+from mcpshim.log.rows import ExecRows, Row
 
 __all__ = ["RUN", "read_forest"]
 
@@ -55,8 +55,7 @@ def read_forest(
             tail = tails[tid]
             sess = tail.session
             parent = bool(tail.parent_cmdline) and row[5] is not None
-            held = model.shim_exec(sess, tail.shim, row[3], row[4], row[6], parent,
-                                   shim_run(row, tail))  # fmt: skip
+            held = model.shim_exec(sess, tail.shim, row[3], row[4], row[6], parent)
             if session is not None and sess != session:
                 if held:
                     model.parent_record(rows.record(row))

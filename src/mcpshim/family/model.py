@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from mcpshim.family.coverage import CoverageCollector, ShimRun
+from mcpshim.family.coverage import CoverageCollector
 from mcpshim.family.images import Image, image_of, invoked_name, parent_image, parse_time
 from mcpshim.family.netfacts import NetFacts
 from mcpshim.family.trace_merge import fork_image, gap_image, trace_image
@@ -97,13 +97,11 @@ class Assembler:
     # ---- shim records ------------------------------------------------------------------
 
     def shim_exec(
-        self, session: str, shim: str, boot: str, pid: int, start: int | None, parent: bool,
-        run: ShimRun | None = None,
-    ) -> bool:  # fmt: skip
+        self, session: str, shim: str, boot: str, pid: int, start: int | None, parent: bool
+    ) -> bool:
         """A shim record by its fields (a row's): counted; True when it holds parent
-        evidence, which `parent_record` must then be given. `run`: what coverage keeps of
-        it (family.coverage.ShimRun)."""
-        self.coverage.shim(session, shim, run)
+        evidence, which `parent_record` must then be given."""
+        self.coverage.shim(session, shim)
         if parent:
             return True
         if shim in SHELLS:  # a shell a later record may name as its parent
@@ -134,9 +132,7 @@ class Assembler:
         """The images this record makes ready (its own, and held ones it decides)."""
         if isinstance(rec, ExecRecord):
             parent = bool(rec.parent_cmdline) and rec.ppid is not None
-            run = (rec.boot_id, rec.pid, rec.start, rec.target)
-            mine = self.shim_exec(rec.session, rec.shim, rec.boot_id, rec.pid, rec.start, parent,
-                                  run)  # fmt: skip
+            mine = self.shim_exec(rec.session, rec.shim, rec.boot_id, rec.pid, rec.start, parent)
             img = image_of(rec)
             own = [img] if img is not None and self._mine(img) else []
             return own + (self.parent_record(rec) if mine else [])

@@ -98,8 +98,8 @@ _FIELDS: dict[str, tuple[Check, str]] = {
         (_OPT_STRS, "a list of text or null"),
     ),
     **dict.fromkeys(
-        ("exe", "cwd", "filename", "path", "name", "direction", "method", "tool", "prompt",
-         "uri", "reason", "proto", "laddr", "raddr", "action", "result", "via_shim",
+        ("exe", "parent_exe", "cwd", "filename", "path", "name", "direction", "method", "tool",
+         "prompt", "uri", "reason", "proto", "laddr", "raddr", "action", "result", "via_shim",
          "transport", "user", "platform", "cursor", "next_cursor", "server_name",
          "server_version", "protocol_version", "client_name", "client_version",
          "instructions", "sha256", "server_sha256", "approved_sha256", "listed_sha256",

@@ -29,17 +29,12 @@ from mcpshim.log.execlog import ExecRecord, LogProblem, Record, exec_record
 from mcpshim.log.framing import Readable, pieces
 from mcpshim.paths import Locations
 
-__all__ = ["ExecRows", "Row", "shim_run"]
+__all__ = ["ExecRows", "Row"]
 
 
 #: (segment index, offset, tail index, boot id, pid, ppid, start, parent start, btime,
 #: uptime): a common exec record; the segment's name is `ExecRows.names[segment]`
 Row = tuple[int, int, int, str, int, int | None, int | None, int | None, float | None, float | None]
-
-
-def shim_run(row: Row, tail: Tail) -> tuple[str, int, int | None, bytes]:
-    """What coverage keeps of a shim's exec (family.coverage.ShimRun): who ran what."""
-    return row[3], row[4], row[6], tail.target
 
 
 class ExecRows:

@@ -18,7 +18,7 @@ from mcpshim.family.tree import Image, image_of
 from mcpshim.family.view import evidence_line, session_parents, stamp
 from mcpshim.log.execlog import EventRecord, Record, Tail, session_of
 from mcpshim.log.ledger import Ledger
-from mcpshim.log.rows import ExecRows, Row, shim_run
+from mcpshim.log.rows import ExecRows, Row
 from mcpshim.review.findings import Evidence
 from mcpshim.review.rules.execpaths import UNTRUSTED_DIR
 from mcpshim.review.rules.registry import Context, Hit, run_checks
@@ -259,8 +259,7 @@ def scan(
             tail = tails[tid]
             rsess = tail.session
             parent = bool(tail.parent_cmdline) and rec[5] is not None
-            held = model.shim_exec(rsess, tail.shim, rec[3], rec[4], rec[6], parent,
-                                   shim_run(rec, tail))  # fmt: skip
+            held = model.shim_exec(rsess, tail.shim, rec[3], rec[4], rec[6], parent)
             if session is not None and rsess != session:
                 if held:
                     model.parent_record(exec_rows.record(rec))

@@ -28,6 +28,7 @@ from typing import Any
 
 import psutil
 
+from mcpshim.base.display import b64_fields, json_text
 from mcpshim.log.execlog import ExecRecord
 from mcpshim.log.follow import Follower
 from mcpshim.proc.procinfo import (
@@ -120,7 +121,23 @@ class Sampler:
             return
         if info.exe and os.path.realpath(info.exe) in self._tool_exes:
             return
-        self._event("observed", {**proc_fields(info), "time": m.seen or utc_now()})
+        self._event("observed", {**proc_fields(info), **self._parent_exe(info),
+                                 "time": m.seen or utc_now()})  # fmt: skip
+
+    def _parent_exe(self, info: ProcInfo) -> dict[str, Any]:
+        """`parent_exe`: the program its parent ran when sampled, from the parent's own
+        sample (no read of its own): what tells a child that runs its parent's program by
+        absolute path (node's workers, tsserver) from any other bypass of a shim, where no
+        trace shows the parent's exec."""
+        parent = self._members.get(info.ppid)
+        if parent is None or parent.info is None or not parent.info.exe:
+            return {}
+        if info.parent_start is not None and parent.stat.start != info.parent_start:
+            return {}  # the pid is another process's now
+        return {
+            "parent_exe": json_text(parent.info.exe),
+            **b64_fields({"parent_exe": parent.info.exe}),
+        }
 
     def _event(self, kind: str, payload: dict[str, Any]) -> None:
         self._emit(kind, {"session": self.session, "time": utc_now(), "boot_id": self.boot_id,
