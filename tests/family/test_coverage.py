@@ -421,8 +421,9 @@ def test_untraced_a_sampled_shell_counts_as_the_command_it_ran_as(home: Home) ->
     [cov] = review["coverage"]
     assert cov["commands"]["sh"] == {"through_shim": 1, "bypassed": 1}
     # its parent, the outer sh, went through sh's shim to /usr/bin/sh: the shell ran its own
-    # program again by absolute path, as a traced run of the same line says (the shim's
-    # record names the parent's program; untraced it is the only record that does)
+    # program again by absolute path, as a traced run of the same line says (untraced, the
+    # sample names its parent's program: parent_exe, from the outer shell's own sample)
+    assert any(o.get("parent_exe") == os.path.realpath("/bin/sh") for o in sampled), sampled
     assert cov["bypass_causes"] == {"itself": 1}
     # one statement about the one shell: its line, and that it ran by absolute path past
     # its shim (issue 27: no second finding, MCS405, beside it)

@@ -42,9 +42,9 @@ COMMON = (
 #: `cat /proc/cpuinfo | ... | wc -l` lines, the sh that runs npx
 SAMPLED = (
     Expect("MCS107", "medium", "run_tests", optional=True, names=("package.json",)),
-    # a worker's parent is vitest's node, on record through node's shim: node running
-    # itself, as traced (a sample's bypass was "by absolute path", low, until the shim's
-    # record named the parent's program)
+    # a worker's parent is vitest's node, which the sampler saw too (parent_exe): node
+    # running itself, as traced (a sample's bypass was "by absolute path", low, until the
+    # sample named its parent's program)
     Expect("MCS405", "info", "run_tests", optional=True, names=("node running itself",)),
     Expect("MCS105", "low", "run_tests", optional=True, names=("/proc/cpuinfo",), count=2),
     Expect("MCS106", "info", "run_tests", optional=True, names=("npx vitest",)),
