@@ -41,6 +41,16 @@ def shelled(tool: str, traced: bool) -> tuple[Expect, ...]:
         Expect("MCS101", "info", tool, names=("curl",)),
         Expect("MCS102", "high", tool, optional=not traced, names=("/tmp/mcpshim-corpus-",)),
         Expect("MCS401", "low", tool, optional=not traced, names=("cp",)),  # /bin/sh -c
+        # untraced, when the sampler catches the shell and its cp: the same composed line
+        # said of a sampled sh (MCS105), and cp seen only by sampling (MCS302)
+        *(
+            ()
+            if traced
+            else (
+                Expect("MCS105", "low", tool, optional=True, names=("cp /usr/bin/id",)),
+                Expect("MCS302", "info", tool, optional=True, names=("cp",)),
+            )
+        ),
         # a test tool runs test runners (sh too: npm's scripts); curl is the tests' own (cp
         # and the copy are the programs of the shell line, which MCS401 says)
         Expect("MCS502", "low", tool, optional=not traced, names=("'curl'",)),
