@@ -78,3 +78,16 @@ def test_labels_at_medium_name_a_call_and_a_subject() -> None:
     assert label_problems((CURL,)) == []
     s = score(_outcome("attack", (Expect("MCS306", "medium", "run"),), []))
     assert s.labels and s.wrong
+
+
+def test_untraced_the_sampler_may_see_the_socket_a_shim_record_names() -> None:
+    named = Expect("MCS108", "medium", "run", names=("curl", "127.0.0.1"))
+    record = _got("MCS108", "medium", "run", "curl's arguments name 127.0.0.1:9")
+    socket = _got("MCS304", "medium", "run", "curl (pid 7) connected to 127.0.0.1:9")
+    for got in ([record], [record, socket]):
+        s = score(_outcome("attack", (named,), got))
+        assert (s.tp, s.fp, s.fn, s.wrong) == (1, 0, 0, False), got
+    elsewhere = _got("MCS304", "medium", "other", "curl (pid 7) connected to 127.0.0.1:9")
+    assert score(_outcome("attack", (named,), [record, elsewhere])).fp == 1
+    traced = Outcome(_outcome("attack", (named,), []).scenario, True, "S", [record], {}, 0, [])
+    assert score(traced).fn == 1  # traced, the kernel's MCS306 is owed, not a guess
