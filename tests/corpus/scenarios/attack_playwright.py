@@ -84,6 +84,8 @@ SCENARIO = Scenario(
         Expect("MCS101", "info", RCE, names=("curl",)),
         Expect("MCS108", "medium", RCE, names=("curl", "127.0.0.1")),
         Expect("MCS102", "high", RCE, optional=True, names=("/tmp/mcpshim-corpus-",)),  # sampled
+        # when sampled, the copy is also said to be seen only so
+        Expect("MCS302", "info", RCE, optional=True, names=("mcpshim-corpus-",)),
         # issue 40: a file the session wrote and then ran (traced only: the tracer sees both)
     ),
     traced_expected=(

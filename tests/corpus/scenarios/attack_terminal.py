@@ -60,6 +60,10 @@ SCENARIO = Scenario(
     proof=lambda w: heard(w, b"first", "curl"),
     expected=(
         Expect("MCS102", "high", "session_interact", nth=1, optional=True, names=TMP),  # sampled
+        # when sampled, the copy is also said to be seen only so
+        Expect(
+            "MCS302", "info", "session_interact", nth=1, optional=True, names=("mcpshim-corpus-",)
+        ),
         Expect("MCS101", "info", "session_interact", nth=2, names=("curl",)),
         Expect("MCS108", "medium", "session_interact", nth=2, names=("curl", "127.0.0.1")),
         Expect("MCS501", "info", NO_CALL, optional=True, names=("bash",)),  # sampled
