@@ -30,3 +30,20 @@ def test_a_rule_compiles_only_for_a_text_that_may_hold_its_match() -> None:
     assert first == [[], []]  # `pat` is a needle of the table: no rule's spelling is there
     redacted, rules = second
     assert redacted is True and "github-token" in rules and len(rules) < 10
+
+
+def test_an_argv_redacted_once_is_not_redacted_again() -> None:
+    """The tracer redacts each exec as it is parsed and again as its record is written at
+    the session's end (issue 42's stop): the second is the first's result."""
+    from mcpshim.log import redact
+
+    token = b"ghp_" + b"c3D4" * 9
+    argv = [b"git", b"clone", b"https://" + token + b"@github.com/o/r"]
+    first = redact.redact_argv(argv)
+    again = redact.redact_argv(list(argv))
+    assert again is first and token not in b"".join(first.argv) and first.rules
+    # a shim's record names its command: that is another redaction, never the memo's
+    assert redact.redact_argv(argv, command="git") is not first
+    big = [b"x" * (1 << 17), token]  # beyond what is remembered: redacted every time
+    assert redact.redact_argv(big) is not redact.redact_argv(big)
+    assert token not in b"".join(redact.redact_argv(big).argv)

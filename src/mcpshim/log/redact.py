@@ -195,11 +195,28 @@ class _Args:
         self.armed = scope is not None and not scope.sub  # its subcommand came (or needs none)
 
 
+#: an argv redacted once is not redacted again (the tracer redacts each exec as it is
+#: parsed, and its records at the session's end): argvs up to this size are remembered
+_MEMO_BYTES = 1 << 16
+
+
 def redact_argv(args: Sequence[bytes], command: bytes | str | None = None) -> Redacted:
     """The arguments as the log stores them, and the names of the rules that fired.
     `command` is the program they were given to, when it is not args[0] (a shim's record).
     A secret may span arguments: an option's value, a PEM key given as words (`$(cat key)`
     unquoted), an authorization header whose value is the next word."""
+    key = tuple(args)
+    if command is None and sum(map(len, key)) <= _MEMO_BYTES:
+        return _remembered(key)
+    return _redact_argv(key, command)
+
+
+@functools.lru_cache(maxsize=2048)
+def _remembered(args: tuple[bytes, ...]) -> Redacted:
+    return _redact_argv(args, None)
+
+
+def _redact_argv(args: tuple[bytes, ...], command: bytes | str | None) -> Redacted:
     hits: list[str] = []
     out: list[bytes] = []
     cmd = command.encode() if isinstance(command, str) else command

@@ -421,10 +421,10 @@ class TraceRun:
 
 
 def _redact_early(ev: Event) -> None:
-    """Each exec's arguments redacted as the exec is parsed, the result dropped: what a
-    rule needs compiled for them (tens of ms each, trace.records redacts them the same way
-    at the session's end) is compiled while the session runs, not after its command
-    ended, when the client waits for run's exit."""
+    """Each exec's arguments redacted as the exec is parsed: what a rule needs compiled
+    for them (tens of ms each) is compiled, and the result kept (log.redact remembers it
+    for trace.records), while the session runs, not after its command ended, when the
+    client waits for run's exit."""
     from mcpshim.log.redact import redact_argv
 
     redact_argv(list(ev.argv or ()))
