@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,3 +107,40 @@ def test_the_log_lock_is_flock_on_the_lock_file(tmp_path: Path) -> None:
             pass
     assert subprocess.run(["flock", "-n", str(loc.lock_file), "true"]).returncode == 0
     assert oct(loc.lock_file.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_many_records_go_in_order_in_few_writes(tmp_path: Path) -> None:
+    """A trace's records at a session's end (issue 42's stop): one lock and one write()
+    for the lot, where each record took its own."""
+    loc = _loc(tmp_path)
+    code = (
+        "import sys; from pathlib import Path; from mcpshim.log import eventlog;"
+        "from mcpshim.paths import Locations;"
+        "loc = Locations(Path(sys.argv[1]) / 'shims', Path(sys.argv[1]) / 'log');"
+        "eventlog.append_event(loc, 'note', {'n': -1});"  # opens the log: not counted
+        "print(eventlog.append_events(loc, (('note', {'n': i}) for i in range(500))))"
+    )
+    out = tmp_path / "strace.out"
+    done = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=write,flock", "-o", str(out), sys.executable,
+         "-c", code, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == "500"
+    calls = [line for line in out.read_text().splitlines() if "note" in line or "flock" in line]
+    assert sum("LOCK_EX" in c for c in calls) == 2, calls  # the first record's, the lot's
+    assert sum("write(" in c for c in calls) == 2, calls
+    assert _notes(loc.log_file) == [-1, *range(500)]
+
+
+def test_a_batch_is_cut_into_writes_of_whole_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loc = _loc(tmp_path)
+    monkeypatch.setattr(eventlog, "_BATCH_BYTES", 100)  # a few records a write()
+    log = eventlog.EventLog(loc)
+    assert log.append_many(("note", {"n": i, "pad": "x" * (i % 7)}) for i in range(50)) == 50
+    with pytest.raises(ValueError, match="not an event kind"):
+        log.append_many([("note", {"n": 50}), ("note", {"n": 51}), ("exec", {"n": 52})])
+    assert _notes(loc.log_file) == list(range(52))  # those before the bad one are written

@@ -143,15 +143,16 @@ def write_trace(
     exact = exact_starts(records, live)
     skip = _written(records) if late else set()
     exec_refused, port_refused = refused
-    found = trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs, exec_refused,
-                           port_refused, shim_paths(records), write_outside, files)  # fmt: skip
-    for kind, payload in found:
-        if late:
-            if (kind, payload.get("pid"), payload.get("time")) in skip:
-                continue
+    found = list(trace_payloads(trace, p.session, p.boot_id, exact, p.shim_dirs,
+                                exec_refused, port_refused, shim_paths(records), write_outside,
+                                files))  # fmt: skip
+    if late:
+        found = [(k, d) for k, d in found if (k, d.get("pid"), d.get("time")) not in skip]
+        for _kind, payload in found:
             payload["late"] = True  # recorded after the session, by the drain
-        eventlog.append_event(loc, kind, payload)
-        if counts is not None:
+    eventlog.append_events(loc, found)
+    if counts is not None:
+        for kind, _payload in found:
             counts[kind] = counts.get(kind, 0) + 1
     if late:
         return trace, 0
