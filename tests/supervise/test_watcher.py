@@ -154,3 +154,28 @@ def test_a_finished_session_leaves_its_survivors_alone(
     assert left - tracer == {surv["pid"]}
     kinds = ("observed", "survivor", "reaped")
     assert watcher not in [e["pid"] for k in kinds for e in events(home, k)]
+
+
+WATCHER_ENDS = """
+import os, sys, time
+from mcpshim.proc.procinfo import read_stat
+from mcpshim.supervise.watcher import Watcher
+w = Watcher("S", 1.0)
+pid = w.start()
+w.finish(done=True, wait=False)  # run's exit no longer waits for it here
+deadline = time.monotonic() + 10
+while (st := read_stat(pid)) is not None and st.state != "Z" and time.monotonic() < deadline:
+    time.sleep(0.005)
+print(st.state if st else "gone")
+w.reap()
+print("reaped" if read_stat(pid) is None else "still there")
+w.reap()  # once is enough: a second is nothing
+"""
+
+
+def test_a_watcher_told_the_session_is_over_ends_unwaited_and_is_reaped_later(
+    home: Home,
+) -> None:
+    done = subprocess.run([sys.executable, "-c", WATCHER_ENDS], capture_output=True, text=True,
+                          timeout=30, env=home.env, check=True)  # fmt: skip
+    assert done.stdout.split() == ["Z", "reaped"], done.stderr

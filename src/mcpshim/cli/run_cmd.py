@@ -328,6 +328,17 @@ def run(
     settings = _log_settings()
     if settings.max_size is not None:
         sup.on_tick(retention.SizeWatch(loc, settings.max_size))
+    try:
+        return _session(sup, loc, gate, mcp, settings)
+    finally:
+        sup.close()  # the watcher, told the session was over, ended meanwhile
+
+
+def _session(
+    sup: Supervisor, loc: Locations, gate: Gate | None, mcp: bool, settings: retention.LogSettings
+) -> int:
+    """The session, then what follows it in the log: its index and the [log] limits."""
+    from mcpshim.log import retention
     from mcpshim.seal.follow import following
     from mcpshim.seal.state import unsealed_check
 

@@ -235,11 +235,16 @@ class Supervisor:
         finally:
             # Done once the command ended and the family was accounted for; otherwise (an
             # error on the way out) the watcher ends the family, as if this process died.
-            self.watcher.finish(done=self.status is not None)
+            # (not waited for: it ends while run records the rest; `close` reaps it)
+            self.watcher.finish(done=self.status is not None, wait=False)
             self.sampler.close()
             self._give_back_terminal()
             self.remove_reader(wake_r)
             launch.restore_signals()
+
+    def close(self) -> None:
+        """After the session and what run does once it ended: its helpers gone."""
+        self.watcher.reap()
 
     def _not_started(self, exc: SpawnError, started: float) -> None:
         """The command could not be started (traced or not, the shell's status and

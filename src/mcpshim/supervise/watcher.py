@@ -69,6 +69,7 @@ class Watcher:
         self.loc = loc  # where the session-end goes when the watcher ends the family
         self.pid = 0
         self._w = -1
+        self._ending = False  # told the session is over, not yet reaped
         #: a traced session's FIFO read end and nameless output (trace.run.handover): the
         #: watcher keeps them, so a `run` killed mid-session keeps its trace (trace.drain.Taker)
         self.trace_fds: tuple[int, int] | None = None
@@ -111,9 +112,10 @@ class Watcher:
         if pid != self.pid and (st := read_stat(pid)) is not None:
             self._send(f"h {pid} {st.start}\n".encode())
 
-    def finish(self, done: bool) -> None:
+    def finish(self, done: bool, wait: bool = True) -> None:
         """Close our end (`done`: the session is over, the watcher leaves the family be),
-        then reap the watcher when it ended at once (it does when done)."""
+        then reap the watcher when it ends at once (it does when done); `wait` False: it
+        ends meanwhile, and `reap` collects it (run's exit waited for it otherwise)."""
         if self._w < 0:
             return
         if done:
@@ -121,7 +123,14 @@ class Watcher:
         with contextlib.suppress(OSError):
             os.close(self._w)
         self._w = -1
-        if done and self.pid:
+        self._ending = done
+        if wait:
+            self.reap()
+
+    def reap(self) -> None:
+        """Collect a watcher told the session is over (finish)."""
+        if self._ending and self.pid:
+            self._ending = False
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
 
