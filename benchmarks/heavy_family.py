@@ -33,7 +33,11 @@ seconds of noise would hide them. Each of its rounds also times two anchors, spa
 `python -c pass` (this interpreter: what `run` is before it can start anything) and
 `strace -f --seccomp-bpf -e trace=execve /bin/true` (a tracer's own start and end); the
 start column is printed again less the same round's anchors (the interpreter's for every
-mode of `run`, strace's too for a traced one): what `run` itself adds.
+mode of `run`, strace's too for a traced one): what `run` itself adds. Its client waits
+PAUSE_S after `tools/list` before it closes, as an agent does before its first call: `run`
+loads the rest of itself once the server has answered (supervise.launch), and a close
+within that load (0.1 s of CPU) would time the load, not the stop; `--no-pause` closes at
+once and shows what such a client waits.
 
 Where chromium, node, the pinned server or strace is missing it says so and exits 2:
 nothing is measured, nothing passes.
@@ -256,7 +260,13 @@ def _exited(pidfd: int) -> bool:
 
 
 async def drive(
-    argv: list[str], env: dict[str, str], cwd: str, base: str, errlog: Any, browse: bool = True
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str,
+    base: str,
+    errlog: Any,
+    browse: bool = True,
+    pause: float = 0.0,
 ) -> Marks:
     marks = Marks()
     async with (
@@ -265,6 +275,8 @@ async def drive(
     ):
         await s.initialize()
         await s.list_tools()
+        if pause:
+            await anyio.sleep(pause)
         for name, args in calls(base) if browse else ():
             c0 = time.perf_counter()
             res = await s.call_tool(name, args)
@@ -326,11 +338,18 @@ class Result:
     end: float = 0.0
 
 
-def one(argv: list[str], env: dict[str, str], base: str, work: Path, browse: bool = True) -> Result:
+def one(
+    argv: list[str],
+    env: dict[str, str],
+    base: str,
+    work: Path,
+    browse: bool = True,
+    pause: float = 0.0,
+) -> Result:
     cpu0, load = _cpu(), os.getloadavg()[0]
     ws = Path(tempfile.mkdtemp(dir=work))
     with open(work / "server.stderr", "a") as err:
-        marks = anyio.run(drive, argv, env, str(ws), base, err, browse)
+        marks = anyio.run(drive, argv, env, str(ws), base, err, browse, pause)
     gone = max(reap_all(), marks.exit)
     shutil.rmtree(ws, ignore_errors=True)
     return Result(marks.exit - marks.spawn, _cpu() - cpu0, marks.first - marks.spawn,
@@ -368,6 +387,8 @@ def commands(
     return out
 
 
+#: --start-stop: the client's wait after tools/list before it closes (module docstring)
+PAUSE_S = 1.0
 #: the anchors of --start-stop, spawn to exit, timed in every round
 ANCHORS = {
     "anchor:python": [sys.executable, "-c", "pass"],
@@ -464,6 +485,8 @@ def main() -> int:
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--variants", default="", help="strace option sets: " + ",".join(VARIANTS))
     ap.add_argument("--json", type=Path, help="also write every session's figures here")
+    ap.add_argument("--no-pause", action="store_true",
+                    help="--start-stop: close right after tools/list (no PAUSE_S)")  # fmt: skip
     ap.add_argument("--start-stop", action="store_true",
                     help="sessions of initialize and tools/list only (no browser): the start "
                          "and stop columns, over more rounds")  # fmt: skip
@@ -497,7 +520,8 @@ def main() -> int:
                         anchors[mode].append(took)
                     continue
                 argv, extra = cmds[mode]
-                res = one(argv, {**env, **extra}, base, work, not opts.start_stop)
+                pause = PAUSE_S if opts.start_stop and not opts.no_pause else 0.0
+                res = one(argv, {**env, **extra}, base, work, not opts.start_stop, pause)
                 if r:
                     got[mode].append(res)
                 print(f"round {r} {mode:18} wall {res.wall:6.2f} s CPU {res.cpu:6.2f} s start "
