@@ -124,3 +124,29 @@ def test_a_process_caught_inside_execve_has_no_image_yet() -> None:
     assert not _has_image(replace(full, image=(b"0", b"0", b"14073", b"0", b"0")))
     assert not _has_image(replace(full, state="Z"))
     assert not _has_image(replace(full, image=(b"0",) * 5))  # caught exiting
+
+
+def test_a_new_process_caught_inside_execve_is_read_once_its_image_is_laid_out() -> None:
+    """Inside execve the kernel shows the new program (exe) before its command line: a
+    first sight there read the shim library's xargs helper as a program of its own, and a
+    departure watch ended the session for it. Its details wait for the image."""
+    got: list[tuple[str, dict[str, Any]]] = []
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        s = Sampler("t", execlog.current_boot_id(), os.getpid(), lambda k, p: got.append((k, p)),
+                    None)  # fmt: skip
+        real = s.survey
+        st = read_stat(child.pid)
+        assert st is not None
+        inside = replace(st, image=(b"0", b"0", b"14073", b"0", b"0"))  # as read mid-exec
+        s.survey = lambda: {**real(), child.pid: inside}  # type: ignore[method-assign]
+        s.tick()
+        assert s.members[child.pid].info is None  # nothing read of a half-made image
+        s.survey = real  # type: ignore[method-assign]
+        s.tick()
+        s.tick()
+        [obs] = [p for k, p in got if k == "observed" and p["pid"] == child.pid]
+        assert obs["cmdline"] == ["sleep", "30"] and obs["exe"].endswith("sleep")
+    finally:
+        child.kill()
+        child.wait()

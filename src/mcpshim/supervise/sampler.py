@@ -251,7 +251,9 @@ class Sampler:
                 m = Member(st, None, seen=utc_now())
                 self._members[pid] = m
                 fresh.append(m)
-                if st.state != "Z":
+                # caught inside execve, its details are half the new program's (its exe, no
+                # command line yet): read once the image is laid out, next tick (below)
+                if _has_image(st):
                     m.info = self._info(st)
                     m.clone = self._is_clone(m)
             elif st.image != m.stat.image and _has_image(st):
