@@ -179,3 +179,37 @@ def test_repeated_connections_are_one_finding_with_each_process(home: Home) -> N
     name = os.path.basename(sys.executable)
     said = f"{name} connected to 127.0.0.1:{port} (tcp), which the policy does not list"
     assert f.message == said
+
+
+# A fork that exec'd nothing (as Chromium's zygote children and its network service are)
+# has no observed record of its own: it runs its parent's program, with its command line
+FORKED_CONNECT = """
+import os, socket, sys, time
+if os.fork() == 0:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    time.sleep(1.5)  # a few samples' worth, held open
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_a_sampled_socket_of_a_fork_is_named_by_its_program(home: Home) -> None:
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(srv.accept()[0]), daemon=True).start()
+    try:
+        port = srv.getsockname()[1]
+        argv = [sys.executable, "-c", FORKED_CONNECT, str(port)]
+        assert run(home, argv, "--no-trace").returncode == 0
+    finally:
+        for c in [*held, srv]:
+            c.close()
+    [sock] = [s for s in events(home, "socket") if s["status"] == "ESTABLISHED"]
+    assert sock["exe"] == os.path.realpath(sys.executable)
+    found = [f for f in session_findings(home.records(), default_policy()) if f.rule.id == "MCS304"]
+    name = os.path.basename(os.path.realpath(sys.executable))
+    assert [f.message.split(" connected")[0] for f in found] == [f"{name} (pid {sock['pid']})"]

@@ -353,8 +353,13 @@ class Sampler:
         if (ino, c.status) in m.sockets:
             return
         m.sockets.add((ino, c.status))
+        # `exe`: its program, so the socket is named by it where no record of the process
+        # is (a fork that exec'd nothing: Chromium's zygote children, its network service)
+        exe = m.info.exe if m.info is not None else b""
         self._event("socket", {"pid": m.stat.pid, "start": m.stat.start, "proto": c.proto,
-                               "laddr": c.laddr, "raddr": c.raddr, "status": c.status})  # fmt: skip
+                               "laddr": c.laddr, "raddr": c.raddr, "status": c.status,
+                               "exe": json_text(exe) if exe else None,
+                               **b64_fields({"exe": exe})})  # fmt: skip
 
 
 def _has_image(st: Stat) -> bool:

@@ -222,7 +222,8 @@ class SessionEvidence:
         proto, status = str(d.get("proto") or ""), d.get("status")
         ident = (d.get("pid"), d.get("start"))
         proc = s.observed.get(ident)  # type: ignore[arg-type]
-        named = self._names.get(ident)  # type: ignore[arg-type]
+        # its process's sample, its shim record, or the program its socket's sample named
+        named = self._names.get(ident) or os.path.basename(str(d.get("exe") or ""))  # type: ignore[arg-type]
         who = (
             _name(proc.data)
             if proc
