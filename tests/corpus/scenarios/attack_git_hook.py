@@ -55,6 +55,8 @@ def hook_ran(tool: str, traced: bool = True) -> tuple[Expect, ...]:
         # untraced, curl's shim keeps its parent: the hook's `#!/bin/sh`, run by absolute
         # path past sh's shim (traced, the hook's own exec is that one statement)
         *(() if traced else (Expect("MCS405", "low", tool, names=("sh ran",)),)),
+        # untraced, when the sampler catches id, it is also said to be seen only so
+        *(() if traced else (Expect("MCS302", "info", tool, optional=True, names=("id",)),)),
     )
 
 
