@@ -42,13 +42,15 @@ def shelled(tool: str, traced: bool) -> tuple[Expect, ...]:
         Expect("MCS102", "high", tool, optional=not traced, names=("/tmp/mcpshim-corpus-",)),
         Expect("MCS401", "low", tool, optional=not traced, names=("cp",)),  # /bin/sh -c
         # untraced, when the sampler catches the shell and its cp: the same composed line
-        # said of a sampled sh (MCS105), and cp seen only by sampling (MCS302)
+        # said of a sampled sh (MCS105), and cp (or the copy) seen only by sampling (MCS302)
         *(
             ()
             if traced
             else (
                 Expect("MCS105", "low", tool, optional=True, names=("cp /usr/bin/id",)),
                 Expect("MCS302", "info", tool, optional=True, names=("cp",)),
+                # and the copy in /tmp, when caught running (beside its MCS102)
+                Expect("MCS302", "info", tool, optional=True, names=("mcpshim-corpus-",)),
             )
         ),
         # a test tool runs test runners (sh too: npm's scripts); curl is the tests' own (cp
