@@ -76,21 +76,18 @@ class EventLog:
         were a third of writing them); how many were written."""
         batch: list[bytes] = []
         size = n = 0
-        for kind, payload in records:
-            try:
+        try:
+            for kind, payload in records:
                 data = encode_event(kind, payload)
-            except ValueError:
-                if batch:  # the records before it are written, as one by one they were
-                    self._write(b"".join(batch))
-                raise
-            if batch and size + len(data) > _BATCH_BYTES:
+                if batch and size + len(data) > _BATCH_BYTES:
+                    full, batch, size = batch, [], 0
+                    self._write(b"".join(full))
+                batch.append(data)
+                size += len(data)
+                n += 1
+        finally:  # (a record that cannot be encoded: those before it are written)
+            if batch:
                 self._write(b"".join(batch))
-                batch, size = [], 0
-            batch.append(data)
-            size += len(data)
-            n += 1
-        if batch:
-            self._write(b"".join(batch))
         return n
 
     def _write(self, data: bytes) -> None:

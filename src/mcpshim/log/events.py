@@ -126,15 +126,11 @@ _FIELDS: dict[str, tuple[Check, str]] = {
 _NONE = type(None)
 #: the fields whose check is their value's type alone, by the types it may have: most of a
 #: record's fields, checked without a call (a reader decodes every record it reads)
-_TYPES: dict[str, tuple[type, ...]] = {
-    key: types
-    for key, (check, _what) in _FIELDS.items()
-    for types in [
-        {_str: (str,), _int: (int,), _OPT_STR: (str, _NONE), _OPT_INT: (int, _NONE),
-         _OPT_BOOL: (bool, _NONE)}.get(check, ())
-    ]
-    if types
+_BY_CHECK: dict[Check, tuple[type, ...]] = {
+    _str: (str,), _int: (int,), _OPT_STR: (str, _NONE), _OPT_INT: (int, _NONE),
+    _OPT_BOOL: (bool, _NONE),
 }  # fmt: skip
+_TYPES = {key: _BY_CHECK[check] for key, (check, _w) in _FIELDS.items() if check in _BY_CHECK}
 
 
 def _check_fields(data: Mapping[str, Any]) -> None:

@@ -196,8 +196,9 @@ class _Args:
 
 
 #: an argv redacted once is not redacted again (the tracer redacts each exec as it is
-#: parsed, and its records at the session's end): argvs up to this size are remembered
-_MEMO_BYTES = 1 << 16
+#: parsed, and its records at the session's end): argvs up to this size are remembered,
+#: 2,048 of them (at most 16 MiB with their redacted copies; a longer one is redone)
+_MEMO_BYTES = 4096
 
 
 def redact_argv(args: Sequence[bytes], command: bytes | str | None = None) -> Redacted:
