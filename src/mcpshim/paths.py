@@ -2,14 +2,14 @@
 
 Defaults come from platformdirs (so HOME and the XDG variables decide them for the Python
 side); the shims never consult these: their log directory is a literal written at install.
+platformdirs loads when a default is asked for (21 ms: a traced `run` makes Locations
+before its server starts, from directories found without it: supervise.rundirs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import platformdirs
 
 __all__ = [
     "Locations",
@@ -25,10 +25,14 @@ APP = "mcpshim"
 
 
 def default_shim_dir() -> Path:
+    import platformdirs
+
     return Path(platformdirs.user_data_dir(APP)) / "shims"
 
 
 def default_state_dir() -> Path:
+    import platformdirs
+
     return Path(platformdirs.user_state_dir(APP))
 
 
@@ -37,11 +41,15 @@ def default_log_dir() -> Path:
 
 
 def default_config_dir() -> Path:
+    import platformdirs
+
     return Path(platformdirs.user_config_dir(APP))
 
 
 def default_identity_cache() -> Path:
     """Package-owned executables' identities, kept between commands (contract.identitycache)."""
+    import platformdirs
+
     return Path(platformdirs.user_cache_dir(APP)) / "identities.json"
 
 

@@ -19,7 +19,7 @@ from mcpshim.cli.run_cmd import run as run_command
 from mcpshim.errors import McpshimError
 from mcpshim.log import execlog
 from mcpshim.supervise import launch
-from mcpshim.supervise.launch import RunArgs, parse_run_args
+from mcpshim.supervise.runargs import RunArgs, parse_run_args
 from tests.fixtures.home import Home, install
 from tests.fixtures.runhelp import MCPSHIM, only_session
 

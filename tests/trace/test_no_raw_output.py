@@ -181,7 +181,7 @@ def test_runs_starting_together_never_sweep_each_other_s_directory(tmp_path: Pat
         for _ in range(300):
             d, fd = new_locked_dir(tmp_path)
             made.append((d, fd))
-            assert d.is_dir() and d.name.startswith("run-")
+            assert os.path.isdir(d) and os.path.basename(d).startswith("run-")
     finally:
         stop.set()
         for t in threads:
@@ -189,4 +189,4 @@ def test_runs_starting_together_never_sweep_each_other_s_directory(tmp_path: Pat
     assert swept == []  # every one was held from its making on
     for _d, fd in made:
         os.close(fd)
-    assert sorted(sweep(tmp_path)) == sorted(d.name for d, _fd in made)
+    assert sorted(sweep(tmp_path)) == sorted(os.path.basename(d) for d, _fd in made)

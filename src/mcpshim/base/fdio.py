@@ -11,11 +11,14 @@ from __future__ import annotations
 import os
 import select
 import stat
-from collections.abc import Callable
-from pathlib import Path
-from typing import BinaryIO
 
 from mcpshim.errors import InputError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (not loaded here: `run` writes with write_all before its server starts)
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import BinaryIO
 
 __all__ = [
     "open_regular",

@@ -14,8 +14,11 @@ import errno
 import fcntl
 import os
 import time
-from pathlib import Path
-from types import TracebackType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (not loaded here: `run` takes the log's lock before its server starts)
+    from pathlib import Path
+    from types import TracebackType
 
 __all__ = ["FileLock", "LockTimeoutError", "open_lock", "take"]
 
@@ -58,7 +61,9 @@ class FileLock:
     cannot). Not reentrant: a second FileLock on the same file in one process waits."""
 
     def __init__(self, path: str | os.PathLike[str], timeout: float, poll: float = 0.005) -> None:
-        self.path = Path(path)
+        from pathlib import Path
+
+        self.path: Path = Path(path)
         self.timeout, self.poll = timeout, poll
         self._fd = -1
 

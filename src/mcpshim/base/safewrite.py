@@ -18,11 +18,13 @@ config the user named: it writes where a symlinked config points, as an editor d
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (pathlib and contextlib are not loaded: `run` writes before its server starts)
+    StrPath = str | os.PathLike[str]
 
 __all__ = [
     "create_exclusive",
@@ -36,16 +38,18 @@ __all__ = [
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _refused(path: Path | str, why: str) -> OSError:
+def _refused(path: StrPath, why: str) -> OSError:
     return OSError(errno.ELOOP if "symlink" in why else errno.EINVAL, why, str(path))
 
 
-def open_dir(path: Path, create: bool = False, mode: int = 0o777) -> int:
+def open_dir(path: StrPath, create: bool = False, mode: int = 0o777) -> int:
     """A descriptor of the directory `path` (created when `create`), which must not itself
     be a symlink (the directories above it are the user's path, followed as named)."""
     if create:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.makedirs(path, mode=mode)
+        except FileExistsError:
+            pass
     try:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
@@ -56,7 +60,7 @@ def open_dir(path: Path, create: bool = False, mode: int = 0o777) -> int:
         raise
 
 
-def _existing(name: str, dfd: int, shown: Path) -> os.stat_result | None:
+def _existing(name: str, dfd: int, shown: StrPath) -> os.stat_result | None:
     try:
         st = os.lstat(name, dir_fd=dfd)
     except FileNotFoundError:
@@ -87,7 +91,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def write_file(
-    path: Path,
+    path: StrPath,
     data: bytes,
     mode: int | None = None,
     *,
@@ -104,9 +108,9 @@ def write_file(
     a file that already holds `data` is left alone (False returned). `durable`: fsync the
     file and the directory (a crash leaves the old file or the new one)."""
     own_dir = dir_fd is None
-    dfd = open_dir(path.parent) if dir_fd is None else dir_fd
+    dfd = open_dir(os.path.dirname(path) or ".") if dir_fd is None else dir_fd
     try:
-        name = path.name if own_dir else os.fspath(path)
+        name = os.path.basename(path) if own_dir else os.fspath(path)
         if "/" in name or name in ("", ".", ".."):
             raise _refused(path, "is not a file name")
         old = _existing(name, dfd, path)
@@ -154,15 +158,19 @@ def _stage_and_rename(
         else:
             os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(tmp, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
         raise
     if durable:
-        with contextlib.suppress(OSError):  # some filesystems refuse a directory's fsync
+        try:
             os.fsync(dfd)
+        except OSError:  # some filesystems refuse a directory's fsync
+            pass
 
 
-def open_append(path: Path, mode: int = 0o600) -> int:
+def open_append(path: StrPath, mode: int = 0o600) -> int:
     """A descriptor appending to `path` (created `mode` when missing): never through a
     symlink, never a FIFO's blocking open, only a regular file."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -178,28 +186,30 @@ def open_append(path: Path, mode: int = 0o600) -> int:
     return fd
 
 
-def replace_atomically(path: Path, data: bytes, like: os.stat_result) -> None:
+def replace_atomically(path: StrPath, data: bytes, like: os.stat_result) -> None:
     """Replace the file `path` points at (wrap-config's edit of a client config the user
     named: through its symlinks, as an editor writes), keeping its mode and owner."""
-    real = Path(os.path.realpath(path))
+    real = os.path.realpath(path)
     write_file(real, data, stat.S_IMODE(like.st_mode), owner=(like.st_uid, like.st_gid))
 
 
-def create_exclusive(path: Path, data: bytes, like: os.stat_result) -> None:
+def create_exclusive(path: StrPath, data: bytes, like: os.stat_result) -> None:
     """Create `path` with `data` complete, or raise FileExistsError and leave it alone."""
     write_file(
         path, data, stat.S_IMODE(like.st_mode), exclusive=True, owner=(like.st_uid, like.st_gid)
     )
 
 
-def make_private_dir(path: Path) -> None:
+def make_private_dir(path: StrPath) -> None:
     """mkdir -p where every directory created is 0700 (Path.mkdir gives its mode to the last
     one only): what mcpshim keeps is the user's alone."""
-    missing: list[Path] = []
-    p = Path(os.path.abspath(path))
-    while not p.exists() and not p.is_symlink():
+    missing: list[str] = []
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and not os.path.islink(p):
         missing.append(p)
-        p = p.parent
+        p = os.path.dirname(p)
     for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            d.mkdir(mode=0o700)
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass

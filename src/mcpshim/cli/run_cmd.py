@@ -23,8 +23,9 @@ from mcpshim.errors import McpshimError
 from mcpshim.paths import Locations
 from mcpshim.shim import registry
 from mcpshim.shim import zdotdir as zdotdir_mod
-from mcpshim.supervise.launch import RunArgs, adopt
+from mcpshim.supervise.launch import adopt
 from mcpshim.supervise.relayed import run_relayed
+from mcpshim.supervise.runargs import RunArgs
 from mcpshim.supervise.supervisor import OnExit, RunOptions, Supervisor
 from mcpshim.trace import prepare as trace_prepare
 

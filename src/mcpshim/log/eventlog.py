@@ -12,21 +12,30 @@ files are opened anew, and a thread lock orders the threads of one process.
 
 from __future__ import annotations
 
-import contextlib
+import _thread
 import errno
 import fcntl
-import json
 import os
 import stat
-import threading
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 from mcpshim.base import fdio
 from mcpshim.base.flock import FileLock, LockTimeoutError, open_lock, take
 from mcpshim.base.safewrite import make_private_dir
-from mcpshim.log.framing import encode_record
-from mcpshim.paths import Locations
+from mcpshim.log.frame import encode_record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `run` writes its first record before its server starts, on few modules
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
+
+    from mcpshim.paths import Locations
+    from mcpshim.supervise.rundirs import RunDirs
+
+_json_str: Callable[[str], str] | None
+try:
+    from _json import encode_basestring as _json_str
+except ImportError:  # pragma: no cover - an interpreter without the C module: json's way
+    _json_str = None
 
 __all__ = ["EventLog", "append_event", "append_events", "encode_event", "log_lock"]
 
@@ -43,11 +52,27 @@ def log_lock(loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
 def encode_event(kind: str, payload: Mapping[str, Any]) -> bytes:
     if kind == "exec" or not kind.replace("-", "").isalnum():
         raise ValueError(f"not an event kind: {kind!r}")
-    # allow_nan=False: the reader refuses NaN and infinities (log.events), so never write one
-    body = json.dumps(
-        payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-    )
+    body = _strings_json(payload)
+    if body is None:
+        import json
+
+        # allow_nan=False: the reader refuses NaN and infinities (log.events): never write one
+        body = json.dumps(
+            payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+        )
     return encode_record(kind, [body.encode()])
+
+
+def _strings_json(payload: Mapping[str, Any]) -> str | None:
+    """json.dumps's text (as encode_event calls it) for an object of strings alone, on
+    json's C string encoder, without loading json (and re): `run`'s first record is one,
+    written before its server starts. A test holds the two to the same text."""
+    if _json_str is None:
+        return None
+    items = sorted(payload.items())
+    if not all(type(k) is str and type(v) is str for k, v in items):
+        return None
+    return "{" + ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in items) + "}"
 
 
 def _open(path: str, flags: int) -> int:
@@ -58,11 +83,11 @@ def _open(path: str, flags: int) -> int:
 class EventLog:
     """One writer's open handle on the log (see the module docstring)."""
 
-    def __init__(self, loc: Locations, timeout: float = LOCK_TIMEOUT_S) -> None:
+    def __init__(self, loc: Locations | RunDirs, timeout: float = LOCK_TIMEOUT_S) -> None:
         self.loc = loc
         self.timeout = timeout
         self._pid = -1
-        self._mutex = threading.Lock()
+        self._mutex = _thread.allocate_lock()
         self._lock_fd = self._log_fd = -1
         self._log_id: tuple[int, int] | None = None
 
@@ -92,7 +117,7 @@ class EventLog:
 
     def _write(self, data: bytes) -> None:
         if self._pid != os.getpid():
-            self._mutex = threading.Lock()  # one held by another thread at fork stays held
+            self._mutex = _thread.allocate_lock()  # one held at fork by another thread stays held
             self._reopen()
         with self._mutex:
             if self._lock_fd < 0:  # first use, or the last try failed (retried each time)
@@ -128,8 +153,10 @@ class EventLog:
             now = None
         if now is None or now != self._log_id:
             if self._log_fd >= 0:
-                with contextlib.suppress(OSError):
+                try:
                     os.close(self._log_fd)
+                except OSError:
+                    pass
             # O_NONBLOCK: a FIFO in the log's place fails the open (ENXIO) or the check
             # below instead of blocking; on a regular file it changes nothing.
             self._log_fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK)
@@ -141,11 +168,11 @@ class EventLog:
             self._log_id = (st.st_dev, st.st_ino)
 
 
-_WRITERS: dict[Locations, EventLog] = {}
-_WRITERS_LOCK = threading.Lock()
+_WRITERS: dict[Locations | RunDirs, EventLog] = {}
+_WRITERS_LOCK = _thread.allocate_lock()
 
 
-def _writer(loc: Locations) -> EventLog:
+def _writer(loc: Locations | RunDirs) -> EventLog:
     with _WRITERS_LOCK:
         writer = _WRITERS.get(loc)
         if writer is None:
@@ -153,7 +180,7 @@ def _writer(loc: Locations) -> EventLog:
     return writer
 
 
-def append_event(loc: Locations, kind: str, payload: Mapping[str, Any]) -> None:
+def append_event(loc: Locations | RunDirs, kind: str, payload: Mapping[str, Any]) -> None:
     """Append one mcpshim record under the log's lock, in one write()."""
     _writer(loc).append(kind, payload)
 

@@ -7,9 +7,11 @@ before that are a torn record, a piece with neither is not a record. Nothing her
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
+
+from mcpshim.log.frame import encode_record
 
 __all__ = ["LogProblem", "Readable", "bodies", "body_of", "encode_record", "pieces"]
 
@@ -77,14 +79,3 @@ def bodies(
         at, body = body_of(pos, piece, name, problems)
         if at >= 0:
             yield at, body
-
-
-def encode_record(kind: str, fields: Iterable[bytes]) -> bytes:
-    """Frame one record; refuses a NUL in any field so framing cannot be broken from Python."""
-    parts = [b"\0R\0=1\0=", kind.encode()]
-    for f in fields:
-        if b"\0" in f:
-            raise ValueError("a record field cannot hold a NUL byte")
-        parts += [b"\0=", f]
-    parts.append(b"\0\n")
-    return b"".join(parts)

@@ -5,7 +5,6 @@ machinery (relay.core) is loaded."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from datetime import datetime, timezone
 
@@ -35,10 +34,12 @@ def relay_pipe() -> tuple[int, int]:
 
 def close_end(fd: int) -> None:
     """Close our end; a standard stream becomes /dev/null so its number is never reused."""
-    with contextlib.suppress(OSError):
+    try:
         if fd <= 2:
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, fd)
             os.close(null)
         else:
             os.close(fd)
+    except OSError:
+        pass

@@ -18,12 +18,15 @@ says. There only the trace sees what its commands run (and says why they missed 
 
 from __future__ import annotations
 
-import shlex
-from pathlib import Path
+import os
 
 from mcpshim.base.safewrite import make_private_dir, write_file
 
-__all__ = ["FILES", "USER_ZDOTDIR_ENV", "ensure", "render", "zdotdir_of"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (not loaded here: `run` writes these before its server starts)
+    from pathlib import Path
+
+__all__ = ["FILES", "USER_ZDOTDIR_ENV", "ensure", "quote", "render", "zdotdir_of"]
 
 USER_ZDOTDIR_ENV = "MCPSHIM_USER_ZDOTDIR"
 FILES = (".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout")
@@ -40,33 +43,45 @@ if [[ -d {shims} ]]; then path=({shims} ${{path:#${{(b):-{shims}}}}}); fi
 """
 
 
-def zdotdir_of(shim_dir: Path) -> Path:
+_SAFE = frozenset("@%+=:,./-_")  # shlex.quote's unquoted characters beside letters and digits
+
+
+def quote(s: str) -> str:
+    """shlex.quote's answer (a test holds the two to it), without the re it loads."""
+    if not s:
+        return "''"
+    if all((c.isascii() and c.isalnum()) or c in _SAFE for c in s):
+        return s
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def zdotdir_of(shim_dir: str | Path) -> str:
     """Where the files live: inside the shim directory (not an executable, never on PATH
     lookups: a directory)."""
-    return shim_dir / ".zsh"
+    return os.path.join(shim_dir, ".zsh")
 
 
-def render(shim_dir: Path, name: str) -> str:
-    here = zdotdir_of(shim_dir)
+def render(shim_dir: str | Path, name: str) -> str:
     return _TEMPLATE.format(
         mark=_MARK,
         name=name,
         user=USER_ZDOTDIR_ENV,
-        here=shlex.quote(str(here)),
-        shims=shlex.quote(str(shim_dir)),
+        here=quote(zdotdir_of(shim_dir)),
+        shims=quote(os.fspath(shim_dir)),
     )
 
 
-def ensure(shim_dir: Path) -> Path | None:
+def ensure(shim_dir: str | Path) -> str | None:
     """The ZDOTDIR for sessions using the shims in shim_dir, its files written when missing
     or different; None when there are no shims or the files cannot be written."""
-    if not shim_dir.is_dir():
+    if not os.path.isdir(shim_dir):
         return None
     here = zdotdir_of(shim_dir)
     try:
         make_private_dir(here)
         for name in FILES:
-            write_file(here / name, render(shim_dir, name).encode(), 0o600, unchanged_ok=True)
+            data = render(shim_dir, name).encode()
+            write_file(os.path.join(here, name), data, 0o600, unchanged_ok=True)
     except OSError:
         return None
     return here

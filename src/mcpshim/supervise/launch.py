@@ -15,9 +15,12 @@ watcher with the trace it keeps (it closes the relay's pipes it inherits at once
 
 `mcpshim run` as the process's entry point (`mcpshim.__main__`) starts its server from
 here before click and the rest of the command line are imported (`prelaunch`): about 0.3
-s before the full command line would have. Only a command line this parser understands
-exactly as click does takes that way (`parse_run_args`: a test holds the two to the same
-options); anything else, an option it does not handle (--lock, --enforce, --contain,
+s before the full command line would have. On the way, nothing heavier than os, signal
+and select loads (pathlib, re, typing, dataclasses, json and platformdirs were 40 ms of
+the 55 before the spawn: design.md, "Supervision: `mcpshim run`"); the session's
+Locations, RunArgs and the rest come once the server runs. Only a command line this
+parser understands exactly as click does takes that way (`runparse`: a test holds the
+two to the same options); anything else, an option it does not handle (--lock, --enforce, --contain,
 --otlp, --help), a value click would refuse, a command not found, is left to click, which
 starts the session the same way, later. `adopt` hands the started launch to the command
 click parsed, which checks it was started for the same options.
@@ -25,39 +28,39 @@ click parsed, which checks it was started for the same options.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from mcpshim.errors import McpshimError
 from mcpshim.proc.ticks import start_of
 from mcpshim.relay.ends import iso
-from mcpshim.supervise.runargs import RunArgs, parse_run_args
-from mcpshim.supervise.session import child_environment, new_session_id, utc_now
-from mcpshim.supervise.spawn import SpawnError, posix_spawn, runnable, set_child_subreaper
+from mcpshim.supervise import runparse
+from mcpshim.supervise.childenv import child_environment, new_session_id
+from mcpshim.supervise.rundirs import RunDirs, located, run_dirs
+from mcpshim.supervise.spawn import (
+    SpawnError,
+    posix_spawn,
+    runnable,
+    set_child_subreaper,
+    which,
+)
 from mcpshim.supervise.watcher import Watcher
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what loads here delays the server's start: the standard library's few
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
     from mcpshim.paths import Locations
     from mcpshim.relay.child import Pumps
+    from mcpshim.supervise.runargs import RunArgs
     from mcpshim.trace.run import TraceRun
 
-__all__ = [
-    "FORWARDED",
-    "Launch",
-    "RunArgs",
-    "SpawnError",
-    "adopt",
-    "parse_run_args",
-    "prelaunch",
-    "set_child_subreaper",
-]
+    Spawn = Callable[[str, list[str], dict[str, str], Any], int]
+
+__all__ = ["FORWARDED", "Launch", "SpawnError", "adopt", "prelaunch", "set_child_subreaper"]
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: how long a prelaunched `run --mcp` waits for its server's first output before it loads
@@ -67,8 +70,6 @@ _TRACE_LOOK_S = 0.02  # how often strace's FIFO is looked at meanwhile
 _WATCH_S = 0.01  # keep_watch: how long a child may wait to be reaped, at most
 _TRACE_WAITING = 256 << 10  # of its 1 MiB: strace waits for a reader beyond that
 LINUX = sys.platform.startswith("linux")
-
-Spawn = Callable[[str, list[str], dict[str, str], Any], int]
 
 
 def _noop(signum: int, frame: Any) -> None:
@@ -85,15 +86,15 @@ class Launch:
 
     def __init__(
         self,
-        loc: Locations,
+        loc: Locations | RunDirs,
         argv: Sequence[str],
         grace: float,
         environ: Mapping[str, str] | None = None,
         tracer: TraceRun | None = None,
-        zdotdir: Path | None = None,
+        zdotdir: str | None = None,
         mcp: bool = False,
     ) -> None:
-        self.loc = loc
+        self.where = loc  # the start needs strings of it (a prelaunch's RunDirs)
         self.argv = list(argv)
         self.tracer = tracer
         self.mcp = mcp
@@ -121,6 +122,11 @@ class Launch:
         self._watching: Any = None  # keep_watch's thread
         self.reaped: list[tuple[int, int | None, int, str]] = []
         self.command_ended = False
+
+    @property
+    def loc(self) -> Locations:
+        """The session's paths.Locations (made from a prelaunch's RunDirs once asked)."""
+        return located(self.where)
 
     # -- before the spawn -----------------------------------------------------------------
 
@@ -157,7 +163,7 @@ class Launch:
         from mcpshim.log import eventlog
 
         try:
-            eventlog.append_event(self.loc, kind, payload)
+            eventlog.append_event(self.where, kind, payload)
         except OSError as exc:
             self.log_errors.append(exc)
 
@@ -172,7 +178,7 @@ class Launch:
         os.set_blocking(wake_w, False)
         self.wake = (wake_r, wake_w)
         self._install_signals(wake_w)
-        self.mark = _log_end(self.loc)
+        self.mark = _log_end(self.where)
         actions = list(file_actions)
         if self.pipes is not None and not actions:
             in_r, _, _, out_w = self.pipes
@@ -193,7 +199,7 @@ class Launch:
 
     def _spawn(self, actions: list[tuple[Any, ...]], spawn: Spawn) -> int:
         cmd = self.argv[0]
-        path = cmd if "/" in cmd else shutil.which(cmd, path=self.path)
+        path = cmd if "/" in cmd else which(cmd, self.path)
         if path is None:
             raise SpawnError(f"{cmd}: command not found on PATH {self.path}", 127)
         runnable(cmd, path)  # before strace, which would say it its own way (exit 1)
@@ -217,8 +223,10 @@ class Launch:
         if self.pipes is None or self.pumps is not None or not relaychild.available():
             return
         _, in_w, out_r, _ = self.pipes
-        with contextlib.suppress(OSError):
+        try:
             self.pumps = relaychild.start_pumps(0, in_w, out_r, 1)
+        except OSError:
+            pass
 
     def wait_for_server(self, limit: float) -> None:
         """Until the server's first output has reached the client (the bell), a signal or
@@ -260,14 +268,21 @@ class Launch:
         poll.register(self.wake[0], select.POLLIN)
         while not self._halt.is_set():
             if poll.poll(_WATCH_S * 1000):
-                with contextlib.suppress(OSError):
-                    for signum in os.read(self.wake[0], 512):
-                        if signum != signal.SIGCHLD and not self.command_ended:
-                            with contextlib.suppress(ProcessLookupError):
-                                os.kill(self.child_pid, signum)
+                try:
+                    wakes = os.read(self.wake[0], 512)
+                except OSError:
+                    wakes = b""
+                for signum in wakes:
+                    if signum != signal.SIGCHLD and not self.command_ended:
+                        try:
+                            os.kill(self.child_pid, signum)
+                        except ProcessLookupError:
+                            pass
             self._reap()
 
     def _reap(self) -> None:
+        from mcpshim.supervise.session import utc_now
+
         while True:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -296,8 +311,10 @@ class Launch:
         if self._server_ends_open and self.pipes is not None:
             self._server_ends_open = False
             for fd in (self.pipes[0], self.pipes[3]):
-                with contextlib.suppress(OSError):
+                try:
                     os.close(fd)
+                except OSError:
+                    pass
 
     # -- signals ----------------------------------------------------------------------------
 
@@ -319,12 +336,14 @@ class Launch:
         self._old.clear()
         for fd in self.wake:
             if fd >= 0:
-                with contextlib.suppress(OSError):
+                try:
                     os.close(fd)
+                except OSError:
+                    pass
         self.wake = (-1, -1)
 
 
-def _log_end(loc: Locations) -> tuple[tuple[int, int] | None, int]:
+def _log_end(loc: Locations | RunDirs) -> tuple[tuple[int, int] | None, int]:
     """Where the live log ends (log.follow.mark): what a follower made later reads from."""
     try:
         st = os.stat(loc.log_file)
@@ -343,32 +362,34 @@ def prelaunch(argv: Sequence[str]) -> Launch | None:
     `adopt` gives it to the command click parses next. None: click starts it, later."""
     if not LINUX:
         return None
-    args = parse_run_args(argv)
+    args = runparse.parse(argv)
     if args is None:
         return None
-    from mcpshim.paths import default_shim_dir
     from mcpshim.shim import zdotdir as zdotdir_mod
-    from mcpshim.shim.manifest import locations_for
-    from mcpshim.trace import prepare as trace_prepare
 
     try:
-        loc = locations_for(args.shim_dir or default_shim_dir(), args.log_dir)
-        cmd = args.command[0]
-        if "/" not in cmd and shutil.which(cmd, path=_session_path(loc)) is None:
+        dirs = run_dirs(args["shim_dir"], args["log_dir"])
+        cmd = args["command"][0]
+        if "/" not in cmd and which(cmd, _session_path(dirs)) is None:
             return None  # click's run says it (exit 127), with nothing recorded first
-        zdir = zdotdir_mod.ensure(loc.shim_dir) if args.zdotdir else None
-        # strace's probe runs while the session announces itself
-        traced = trace_prepare.prepare_meanwhile(loc, args.trace, os.environ.get("PATH"))
+        zdir = zdotdir_mod.ensure(dirs.shim_dir) if args["zdotdir"] else None
+        traced: Callable[[], tuple[TraceRun | None, str]] = _untraced
+        if args["trace"] != "off":  # strace's probe runs while the session announces itself
+            from mcpshim.trace import prepare as trace_prepare
+
+            traced = trace_prepare.prepare_meanwhile(dirs, args["trace"], os.environ.get("PATH"))
     except (McpshimError, OSError):
         return None  # click's run meets it again, and says it as it always has
-    launch = Launch(loc, args.command, args.grace, zdotdir=zdir, mcp=args.mcp)
-    launch.args = args
-    if args.mcp:
+    launch = Launch(dirs, args["command"], args["grace"], zdotdir=zdir, mcp=args["mcp"])
+    if args["mcp"]:
         launch.relay_pipes()  # announced while the probe runs
     launch.tracer, launch.why_not = traced()
     launch.begin()  # the watcher, which keeps the trace's FIFO and output from its fork on
     launch.spawn()
     _LAUNCHED.append(launch)
+    from mcpshim.supervise.runargs import RunArgs
+
+    launch.args = RunArgs.of(args)
     if launch.child_pid:
         launch.start_pumps()
         launch.wait_for_server(FIRST_OUTPUT_S)
@@ -376,7 +397,11 @@ def prelaunch(argv: Sequence[str]) -> Launch | None:
     return launch
 
 
-def _session_path(loc: Locations) -> str:
+def _untraced() -> tuple[TraceRun | None, str]:
+    return None, ""
+
+
+def _session_path(loc: RunDirs) -> str:
     """The PATH the command gets (child_environment's), to find it on."""
     return child_environment(os.environ, loc.shim_dir, "")[1]
 

@@ -13,10 +13,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from mcpshim.shim.zdotdir import USER_ZDOTDIR_ENV
+from mcpshim.supervise.childenv import SESSION_ENV, child_environment, new_session_id
 
 __all__ = [
     "SESSION_ENV",
@@ -28,19 +27,9 @@ __all__ = [
     "utc_now",
 ]
 
-SESSION_ENV = "MCPSHIM_SESSION"
-
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat()
-
-
-def new_session_id() -> str:
-    """Sortable by start time and unguessable enough that two sessions never collide."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    # os.urandom is what secrets.token_hex reads; `secrets` would load hmac and hashlib
-    # (5 ms) before the server starts
-    return f"{stamp}-{os.urandom(5).hex()}"
 
 
 def _user(uid: int) -> str:
@@ -127,23 +116,3 @@ def end_payload(
     if cause:
         out["cause"] = cause
     return out
-
-
-def child_environment(
-    base: Mapping[str, str], shim_dir: Path, session: str, zdotdir: Path | None = None
-) -> tuple[dict[str, str], str]:
-    """The command's environment: the caller's, plus the session id and shims first on PATH;
-    with `zdotdir`, zsh's ZDOTDIR points there and the caller's own travels in
-    MCPSHIM_USER_ZDOTDIR (see shim.zdotdir)."""
-    env = dict(base)
-    shim = str(shim_dir)
-    rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != shim]
-    env["PATH"] = os.pathsep.join([shim, *rest])
-    env[SESSION_ENV] = session
-    if zdotdir is not None and env.get("ZDOTDIR") != str(zdotdir):  # not a nested run
-        if "ZDOTDIR" in env:
-            env[USER_ZDOTDIR_ENV] = env["ZDOTDIR"]
-        else:
-            env.pop(USER_ZDOTDIR_ENV, None)
-        env["ZDOTDIR"] = str(zdotdir)
-    return env, env["PATH"]

@@ -23,7 +23,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mcpshim.errors import McpshimError
@@ -74,7 +73,7 @@ class Supervisor:
         environ: Mapping[str, str] | None = None,
         tracer: TraceRun | None = None,
         trace_state: str = "",
-        zdotdir: Path | None = None,
+        zdotdir: str | None = None,
         launch: Launch | None = None,
         mcp: bool = False,
     ) -> None:

@@ -36,19 +36,19 @@ server's start.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import json
 import os
-import shutil
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, NoReturn
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (`run` forks the watcher before its server starts: few modules here)
+    from typing import NoReturn
+
     from mcpshim.paths import Locations
     from mcpshim.proc.procinfo import Stat
+    from mcpshim.supervise.rundirs import RunDirs
     from mcpshim.trace.drain import Taker
 
 __all__ = ["Watcher"]
@@ -63,7 +63,7 @@ class Watcher:
     """The supervisor's end: `start` forks the watcher, `command` names the command once
     it runs, `finish` stands it down (or, with done=False, lets it act at once)."""
 
-    def __init__(self, session: str, grace: float, loc: Locations | None = None) -> None:
+    def __init__(self, session: str, grace: float, loc: Locations | RunDirs | None = None) -> None:
         self.session = session
         self.grace = grace
         self.loc = loc  # where the session-end goes when the watcher ends the family
@@ -102,6 +102,8 @@ class Watcher:
     def trace(self, params: str, strace: str, directory: str) -> None:
         """What recording the trace takes, once the command runs (trace.store.TraceParams
         encoded, strace's path, the session's trace directory)."""
+        import json
+
         doc = {"params": params, "strace": strace, "dir": directory}
         self._send(b"t " + json.dumps(doc).encode() + b"\n")
 
@@ -120,8 +122,10 @@ class Watcher:
             return
         if done:
             self._send(_DONE)
-        with contextlib.suppress(OSError):
+        try:
             os.close(self._w)
+        except OSError:
+            pass
         self._w = -1
         self._ending = done
         if wait:
@@ -131,13 +135,17 @@ class Watcher:
         """Collect a watcher told the session is over (finish)."""
         if self._ending and self.pid:
             self._ending = False
-            with contextlib.suppress(ChildProcessError):
+            try:
                 os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
 
     def _send(self, data: bytes) -> None:
         if self._w >= 0:
-            with contextlib.suppress(OSError):
+            try:
                 os.write(self._w, data)  # a few bytes into an empty pipe: never blocks
+            except OSError:
+                pass
 
 
 # ---- the watcher ---------------------------------------------------------------------------
@@ -147,31 +155,43 @@ def _watch(
     r: int,
     session: str,
     grace: float,
-    loc: Locations | None,
+    where: Locations | RunDirs | None,
     started: float,
     trace_fds: tuple[int, int] | None,
 ) -> NoReturn:
     for sig in _IGNORED:
         signal.signal(sig, signal.SIG_IGN)
-    with contextlib.suppress(ValueError):
+    try:
         signal.set_wakeup_fd(-1)
+    except ValueError:
+        pass
     _keep_only(r, trace_fds)
-    with contextlib.suppress(OSError):
+    try:
         os.setpgid(0, 0)
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-            comm.write("mcpshim-watch")
+    except OSError:
+        pass
+    try:
+        if sys.platform.startswith("linux"):
+            with open("/proc/self/comm", "w") as comm:
+                comm.write("mcpshim-watch")
+    except OSError:
+        pass
     said = b""
-    with contextlib.suppress(OSError):
+    try:
         while chunk := os.read(3, 256):
             said += chunk
+    except OSError:
+        pass
     lines = said.split(b"\n")
     if _DONE.strip() in lines:
         os._exit(0)
     # Only now what ending the family takes: loaded while the server starts, it took CPU
     # the server's start-up needed.
+    import contextlib
+
     from mcpshim.log import eventlog
     from mcpshim.supervise.containment import contain
+    from mcpshim.supervise.rundirs import located
     from mcpshim.supervise.session import end_payload
     from mcpshim.trace.drain import Taker
 
@@ -181,6 +201,7 @@ def _watch(
     taker = Taker(_FIFO, _OUT) if trace_fds is not None else None
     pump = taker.pump if taker is not None else (lambda: None)
     ended, emptied = contain(lambda: family(session, pgid, me), grace, pump, None)
+    loc = located(where) if where is not None else None
     if loc is not None:
         payload = end_payload(
             session, None, time.monotonic() - started, len(ended), emptied, "supervisor-lost"
@@ -196,6 +217,9 @@ def _watch(
 
 def _traced(lines: list[bytes]) -> dict[str, str] | None:
     """What the supervisor said about its trace (`Watcher.trace`), if it did."""
+    import contextlib
+    import json
+
     for line in lines:
         if line.startswith(b"t "):
             with contextlib.suppress(ValueError):
@@ -217,6 +241,8 @@ def _record_trace(taker: Taker, loc: Locations, traced: dict[str, str], grace: f
               file=sys.stderr)  # fmt: skip
     finally:
         if traced.get("dir"):
+            import shutil
+
             shutil.rmtree(traced["dir"], ignore_errors=True)
 
 
@@ -243,8 +269,10 @@ def _end_helpers(helpers: dict[int, int], grace: float) -> None:
     while alive() and time.monotonic() < end:
         time.sleep(0.05)
     for pid in alive():
-        with contextlib.suppress(OSError):
+        try:
             os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _keep_only(r: int, trace_fds: tuple[int, int] | None) -> None:

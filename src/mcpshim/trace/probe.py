@@ -5,20 +5,24 @@ server starts, so a missing strace, a yama ptrace_scope that forbids it or a con
 seccomp profile is found while there is still time to refuse (plain --trace: exit 2 with the
 reason and the fix) or to fall back (--trace=auto, the default: shims plus sampling, and a
 `trace-fallback` record that says why).
+
+It runs on os, select and signal alone (subprocess, tempfile and shutil would take 15 ms
+to load before the server starts): strace is spawned with its trace and its complaints
+on two pipes of ours.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
+import select
+import signal
 import sys
-import tempfile
-from pathlib import Path
+import time
 
 from mcpshim.errors import UsageError
 from mcpshim.shim.targets import unsafe_reason
-from mcpshim.trace.strace import strace_argv
+from mcpshim.supervise.spawn import which
+from mcpshim.trace.straceargs import strace_argv
 
 __all__ = [
     "FIX",
@@ -36,7 +40,7 @@ FIX = "; or leave out --trace: the default (--trace=auto) falls back to shims pl
 
 def find_strace(path: str | None) -> tuple[str | None, str]:
     """strace on PATH, refused when it sits where others can replace it."""
-    found = shutil.which("strace", path=path)
+    found = which("strace", _search_path(path))
     if found is None:
         return None, (
             f"strace is not installed or not on PATH ({path or ''}); install it "
@@ -49,57 +53,94 @@ def find_strace(path: str | None) -> tuple[str | None, str]:
     return found, ""
 
 
+def _search_path(path: str | None) -> str:
+    """What shutil.which searches when given `path`: it, else $PATH, else the system's."""
+    if path is not None:
+        return path
+    if "PATH" in os.environ:
+        return os.environ["PATH"]
+    try:
+        return os.confstr("CS_PATH") or os.defpath
+    except (AttributeError, ValueError):
+        return os.defpath
+
+
 class Probe:
     """The probe started now and answered later (`why_not`): `run` prepares the rest of its
     session while strace traces /bin/true (about 10 ms, 30 on a busy machine)."""
 
     def __init__(self, strace: str, timeout: float = 20.0) -> None:
         self.strace, self.timeout = strace, timeout
-        true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
-        self._dir = tempfile.mkdtemp(prefix="mcpshim-probe-")
-        self._output = Path(self._dir) / "trace"
-        self._proc: subprocess.Popen[bytes] | None = None
+        true = which("true", "/usr/bin:/bin") or "/bin/true"
+        self._pid = 0
         self._error = ""
+        self.output = b""  # what strace printed (why_not reads it)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        self._fds: tuple[int, ...] = (out_r, err_r)
+        null = os.devnull
+        actions = [(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_DUP2, err_w, 2), (os.POSIX_SPAWN_DUP2, out_w, 3)]  # fmt: skip
         try:
-            self._proc = subprocess.Popen(
-                strace_argv(strace, str(self._output), [true]),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env={},  # strace prints the environment it passes: there is none to print
-            )
+            # strace prints the environment it passes: there is none to print
+            self._pid = os.posix_spawn(strace, strace_argv(strace, "/dev/fd/3", [true]), {},
+                                       file_actions=actions)  # fmt: skip
         except OSError as exc:
             self._error = f"{strace} could not run: {exc}"
+        finally:
+            os.close(out_w)
+            os.close(err_w)
 
     def why_not(self) -> str:
         """'' when strace can trace a child here, else why not (its own words)."""
         try:
-            if self._proc is None:
+            if not self._pid:
                 return self._error
-            try:
-                _, stderr = self._proc.communicate(timeout=self.timeout)
-            except subprocess.TimeoutExpired as exc:
-                self._proc.kill()
-                self._proc.communicate()
-                return f"{self.strace} could not run: {exc}"
+            got = _read_all(self._fds, time.monotonic() + self.timeout)
+            if got is None:
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
+                return f"{self.strace} could not run: timed out after {self.timeout:g} seconds"
+            status = os.waitstatus_to_exitcode(os.waitpid(self._pid, 0)[1])
+            self.output, stderr = got
             err = stderr.decode("utf-8", "replace").strip().splitlines()
-            traced = _exec_traced(self._output)
-            if self._proc.returncode == 0 and traced:
+            if status == 0 and _exec_traced(self.output):
                 return ""
-            why = err[0] if err else f"exit status {self._proc.returncode}, no exec traced"
+            why = err[0] if err else f"exit status {status}, no exec traced"
             return f"strace cannot trace a child process here: {why}"
         finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            for fd in self._fds:
+                os.close(fd)
+            self._fds = ()
 
 
-def _exec_traced(output: Path) -> bool:
+def _read_all(fds: tuple[int, ...], deadline: float) -> tuple[bytes, ...] | None:
+    """Everything the pipes `fds` carry, to their ends; None when `deadline` came first."""
+    got = {fd: b"" for fd in fds}
+    poll = select.poll()
+    for fd in fds:
+        poll.register(fd, select.POLLIN)
+    open_fds = set(fds)
+    while open_fds:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        for fd, _event in poll.poll(left * 1000):
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                got[fd] += chunk
+            else:
+                poll.unregister(fd)
+                open_fds.discard(fd)
+    return tuple(got[fd] for fd in fds)
+
+
+def _exec_traced(output: bytes) -> bool:
     """The probe's trace shows an execve that returned 0 (whole, or its resumed half). A
     line test, not trace.parse: the probe runs before the server starts, and the parser's
     modules (6 ms to load) are not needed until the server's own trace is read."""
-    try:
-        lines = output.read_bytes().splitlines()
-    except OSError:
-        return False
+    lines = output.splitlines()
     return any(b"execve" in line and line.rstrip().endswith(b") = 0") for line in lines)
 
 

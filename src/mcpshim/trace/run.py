@@ -27,24 +27,26 @@ last survivor is gone), records the execs the session did not (`trace-exec`, `la
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import importlib
 import os
-import re
-import shutil
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from mcpshim.base.fdio import write_all
-from mcpshim.paths import Locations
 from mcpshim.proc.ticks import start_of
-from mcpshim.trace.strace import strace_argv
+from mcpshim.supervise.rundirs import located
+from mcpshim.trace.straceargs import strace_argv
 from mcpshim.trace.tracedir import log_mark, nameless_file, new_locked_dir, sweep
+from mcpshim.trace.tracer import is_gone, left_strace, orphaned_tracer, tracer_of
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (a traced `run` sets one up before its server starts: few modules here)
+    import re
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+    from typing import Any
+
+    from mcpshim.paths import Locations
+    from mcpshim.supervise.rundirs import RunDirs
     from mcpshim.trace.filefacts import ReadRefused
     from mcpshim.trace.parse import Event, ExecFeed, LinePump, OutputParser
     from mcpshim.trace.records import ExecRefused, FileTracing, PortRefused, WriteOutside
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["TraceRun", "is_gone", "tracer_of"]
 
 _PIPE_SIZE = 1 << 20  # strace stops its tracees while it waits on a full pipe
-_LINE_PID = re.compile(rb"^(\d+) ", re.M)
+_LINE_PID: list[re.Pattern[bytes]] = []  # rb"^(\d+) " by line, compiled once first read
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
@@ -63,15 +65,18 @@ _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 class TraceRun:
     """One traced session: wraps the command, follows the tracer, writes the records."""
 
-    def __init__(self, loc: Locations, strace: str) -> None:
-        self.loc = loc
+    def __init__(self, loc: Locations | RunDirs, strace: str) -> None:
+        self.where = loc  # (a prelaunch's RunDirs: strings, until `loc` is asked for)
         self.strace = strace
-        loc.log_dir.mkdir(parents=True, exist_ok=True)
-        base = loc.log_dir / "trace"
-        base.mkdir(mode=0o700, exist_ok=True)
+        os.makedirs(loc.log_dir, exist_ok=True)
+        base = os.path.join(loc.log_dir, "trace")
+        try:
+            os.mkdir(base, 0o700)
+        except FileExistsError:
+            pass
         sweep(base)  # what sessions killed outright left behind
         self.dir, self._lock = new_locked_dir(base)
-        self.fifo = self.dir / "strace.pipe"
+        self.fifo = os.path.join(self.dir, "strace.pipe")
         self.tracer_pid = 0
         self.root_pid = 0
         self.root_start: int | None = None
@@ -95,8 +100,13 @@ class TraceRun:
             self._open()
         except OSError:
             self._close_fds()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            _remove(self.dir)
             raise
+
+    @property
+    def loc(self) -> Locations:
+        """The session's paths.Locations (made from a prelaunch's RunDirs once asked)."""
+        return located(self.where)
 
     @property
     def _lines(self) -> LinePump:
@@ -125,6 +135,8 @@ class TraceRun:
     @property
     def output(self) -> Path:
         """The sanitized lines so far, through the descriptor of the file that has no name."""
+        from pathlib import Path
+
         return Path(f"/proc/self/fd/{self._out}")
 
     def _open(self) -> None:
@@ -134,8 +146,10 @@ class TraceRun:
         self._rfd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         # Held until strace is gone: no end of file before strace opens the FIFO.
         self._hold = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with contextlib.suppress(OSError):
+        try:
             fcntl.fcntl(self._rfd, _F_SETPIPE_SZ, _PIPE_SIZE)
+        except OSError:
+            pass
         self._out = nameless_file(self.dir)
 
     def _close_fds(self, output: bool = True) -> None:
@@ -153,8 +167,8 @@ class TraceRun:
         from mcpshim.trace.store import TraceParams
 
         shim_dirs = (
-            os.fsencode(self.loc.shim_dir),
-            os.fsencode(os.path.realpath(self.loc.shim_dir)),
+            os.fsencode(self.where.shim_dir),
+            os.fsencode(os.path.realpath(self.where.shim_dir)),
         )
         return TraceParams(
             session, boot_id, self.root_pid, root_cwd, self.root_start, os.getpid(),
@@ -170,7 +184,7 @@ class TraceRun:
         """The command never started: nothing was traced; the FIFO, the file and the
         directory go now."""
         self._close_fds()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        _remove(self.dir)
 
     def contained(
         self,
@@ -194,8 +208,12 @@ class TraceRun:
         """strace's command line for COMMAND, its output into the FIFO read here (`fd`)."""
         files = self.files is not None
         meta = self._write_outside is not None or files  # (metaparse loads only then)
-        extra = importlib.import_module("mcpshim.trace.metaparse").META_SYSCALLS if meta else ()
-        argv = strace_argv(self.strace, str(self.fifo), command, extra=extra, files=files)
+        extra: Sequence[str] = ()
+        if meta:
+            from mcpshim.trace.metaparse import META_SYSCALLS
+
+            extra = META_SYSCALLS
+        argv = strace_argv(self.strace, self.fifo, command, extra=extra, files=files)
         self._cmdline = b"".join(os.fsencode(a) + b"\0" for a in argv)
         return argv
 
@@ -218,8 +236,10 @@ class TraceRun:
 
     def started(self) -> None:
         """strace holds the FIFO (it opened it before it forked the tracer): no one else may."""
-        with contextlib.suppress(OSError):
-            self.fifo.unlink()
+        try:
+            os.unlink(self.fifo)
+        except OSError:
+            pass
 
     def pump(self, _fd: int = -1, budget: int = 1 << 24) -> bool:
         """Move what strace wrote from the FIFO to the file, sanitized; True at end of file.
@@ -267,15 +287,21 @@ class TraceRun:
             self._parser.feed(lines)
         except OSError as exc:
             self.lost = exc.strerror or str(exc)
-            with contextlib.suppress(OSError):
+            try:
                 os.ftruncate(self._out, self._stored)
+            except OSError:
+                pass
 
     def tick(self) -> None:
         self.pump()
 
     def _note_pids(self, lines: bytes) -> None:
         """Each pid once: a process gone by then keeps the start derived from its fork."""
-        for pid in {int(p) for p in _LINE_PID.findall(lines)} - self._seen:
+        if not _LINE_PID:
+            import re
+
+            _LINE_PID.append(re.compile(rb"^(\d+) ", re.M))
+        for pid in {int(p) for p in _LINE_PID[0].findall(lines)} - self._seen:
             self._seen.add(pid)
             st = start_of(pid)
             if st is not None:
@@ -293,14 +319,14 @@ class TraceRun:
 
         A command that is over before we first look (a busy machine) shows no TracerPid
         any more: the tracer is then the supervisor's child that strace left behind
-        (`_orphaned_tracer`); unknown, it would be reaped as a member no record explains."""
+        (`tracer.orphaned_tracer`); unknown, it would be reaped as a member no record explains."""
         if self.root_pid == child_pid:
             return self.tracer_pid  # looked for as the command started (supervise.launch)
         self.root_pid = child_pid
         self.root_start = start_of(child_pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            left = self._execd(child_pid)  # first: if it has, TracerPid is set by now
+            left = left_strace(child_pid, self._cmdline)  # first: then TracerPid is set
             pid = tracer_of(child_pid)
             if pid:
                 self.tracer_pid = pid
@@ -308,45 +334,19 @@ class TraceRun:
                 break  # the child left strace (exec'd or ended): the tracer attached
             time.sleep(0.001)
         if not self.tracer_pid:
-            self.tracer_pid = self._orphaned_tracer(child_pid)
+            self.tracer_pid = orphaned_tracer(child_pid, self.strace)
         return self.tracer_pid
-
-    def _execd(self, pid: int) -> bool:
-        """The child left strace (exec'd the command, or ended). Its command line reads
-        empty while an exec is under way (strace's own, as posix_spawn returns, too) and
-        once it is a zombie: empty means undecided unless it has ended."""
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except OSError:
-            return True
-        if cmdline:
-            return cmdline != self._cmdline
-        return is_gone(pid)
-
-    def _orphaned_tracer(self, child_pid: int) -> int:
-        """The tracer, found as what the middle process left to us, the subreaper: our
-        child, named strace, leading a process group of its own (-DD), alive or not."""
-        from mcpshim.proc.procinfo import read_stat
-
-        me, name = os.getpid(), os.path.basename(self.strace).encode()[:15]
-        for entry in os.listdir("/proc"):
-            st = read_stat(int(entry)) if entry.isdigit() else None
-            if st is None or st.pid == child_pid or st.ppid != me:
-                continue
-            if st.comm == name and st.pgid == st.pid:
-                return st.pid
-        return 0
 
     def _tracer_gone(self, timeout: float) -> bool:
         """Wait for the tracer to exit, draining the FIFO meanwhile (a full FIFO stops it)."""
         deadline = time.monotonic() + timeout
         while True:
             self.pump()
-            gone = True
-            with contextlib.suppress(ChildProcessError):
+            try:
                 pid, _ = os.waitpid(self.tracer_pid, os.WNOHANG)
                 gone = pid != 0
+            except ChildProcessError:
+                gone = True
             if not gone and os.path.exists(f"/proc/{self.tracer_pid}"):
                 gone = is_gone(self.tracer_pid)
             if gone or time.monotonic() >= deadline:
@@ -416,8 +416,14 @@ class TraceRun:
             eventlog.append_event(self.loc, "trace-summary", summary)
         finally:
             self._close_fds()  # the output goes with the last descriptor (the drain's)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            _remove(self.dir)
         return summary
+
+
+def _remove(directory: str) -> None:
+    import shutil
+
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _redact_early(ev: Event) -> None:
@@ -428,21 +434,3 @@ def _redact_early(ev: Event) -> None:
     from mcpshim.log.redact import redact_argv
 
     redact_argv(list(ev.argv or ()))
-
-
-def tracer_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"TracerPid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def is_gone(pid: int) -> bool:
-    from mcpshim.proc.procinfo import read_stat
-
-    st = read_stat(pid)
-    return st is None or st.gone

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mcpshim.trace.fileparse import FILE_SYSCALLS, FileFact
+from mcpshim.trace.straceargs import MAX_ARG_STRLEN, NET_SYSCALLS, SYSCALLS, strace_argv
 
 if TYPE_CHECKING:  # the parser and the follower load with build_trace: strace_argv needs neither
     from mcpshim.trace.metaparse import MetaFact
@@ -70,77 +71,7 @@ __all__ = [
     "strace_argv",
 ]
 
-MAX_ARG_STRLEN = 131072  # Linux: PAGE_SIZE * 32, the longest single execve string
-SYSCALLS = (
-    "execve",
-    "execveat",
-    "fork",
-    "vfork",
-    "clone",
-    "clone3",
-    "exit",
-    "exit_group",
-    "chdir",
-    "fchdir",
-    "set_robust_list",  # wake-ups: see the module's docstring
-    "sigaltstack",
-)
-#: the socket calls that cross a boundary (trace.net), and those that complete what they
-#: say: socket (family, type), getsockopt (a non-blocking connect's outcome),
-#: getsockname / getpeername (a port or peer no other call named)
-NET_SYSCALLS = (
-    "socket",
-    "connect",
-    "bind",
-    "listen",
-    "accept",
-    "accept4",
-    "sendto",
-    "sendmsg",
-    "sendmmsg",
-    "getsockopt",
-    "getsockname",
-    "getpeername",
-)
-
-
-def strace_argv(
-    strace: str,
-    output: str,
-    command: Sequence[str],
-    env: bool = True,
-    net: bool = True,
-    extra: Sequence[str] = (),
-    files: bool = False,
-) -> list[str]:
-    """The full command line: strace with its options, then COMMAND exactly as given.
-
-    `env`: print each exec's environment (-v); `net`: trace the socket calls too. With
-    either, the output must go through parse.sanitize before it is stored (trace.run reads
-    it from a pipe). `extra`: more system calls to trace; `files`: the file calls too
-    (FILE_SYSCALLS: opens, renames, links; trace.fileparse)."""
-    extra = (*extra, *(FILE_SYSCALLS if files else ()))  # the file calls after the others
-    return [
-        strace,
-        "-DD",  # the tracer: a grandchild in its own process group (no terminal signals)
-        "-q",
-        "-f",
-        "--seccomp-bpf",
-        "-o",
-        output,
-        "-ttt",
-        "-xx",
-        "-y",
-        *(["-v"] if env else []),
-        "-s",
-        str(MAX_ARG_STRLEN),
-        "-e",
-        "trace=" + ",".join(dict.fromkeys((*SYSCALLS, *(NET_SYSCALLS if net else ()), *extra))),
-        "--",
-        *command,
-    ]
-
-
+# the command line's own (what it traces): trace.straceargs
 # ---- processes -----------------------------------------------------------------------------
 
 

@@ -12,16 +12,20 @@ created and not yet locked (two runs starting together lost a directory that way
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from mcpshim.base.flock import take
-from mcpshim.paths import Locations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (what `run` sets up before its server starts loads neither)
+    from collections.abc import Callable
+
+    from mcpshim.paths import Locations
+    from mcpshim.supervise.rundirs import RunDirs
+
+    StrPath = str | os.PathLike[str]
 
 __all__ = ["lock_dir", "log_mark", "nameless_file", "new_locked_dir", "sweep"]
 
@@ -29,19 +33,23 @@ _TMPFILE = getattr(os, "O_TMPFILE", 0)
 _ABANDONED_S = 60.0  # a `new-*` directory older than this lost its run before its rename
 
 
-def nameless_file(directory: Path) -> int:
+def nameless_file(directory: StrPath) -> int:
     """A read-write descriptor of a new file in `directory` that no name leads to."""
     if _TMPFILE:
-        with contextlib.suppress(OSError):
+        try:
             return os.open(directory, _TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        except OSError:
+            pass
     # (a filesystem without O_TMPFILE: the name lives for the two calls below)
+    import tempfile
+
     fd, name = tempfile.mkstemp(prefix=".out-", dir=directory)
     os.unlink(name)
     os.set_inheritable(fd, False)
     return fd
 
 
-def lock_dir(directory: Path) -> int:
+def lock_dir(directory: StrPath) -> int:
     """Hold `directory` for this session (`sweep` leaves it alone while the lock holds)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -55,20 +63,28 @@ def lock_dir(directory: Path) -> int:
     return fd
 
 
-def new_locked_dir(base: Path) -> tuple[Path, int]:
-    """A new `run-*` directory under `base`, and the lock this session holds on it."""
-    made = Path(tempfile.mkdtemp(prefix="new-", dir=base))
+def new_locked_dir(base: StrPath) -> tuple[str, int]:
+    """A new `run-*` directory under `base` (0700, as tempfile.mkdtemp makes one), and the
+    lock this session holds on it."""
+    while True:
+        name = os.urandom(6).hex()  # (tempfile: 5 ms of imports before the server starts)
+        made = os.path.join(base, "new-" + name)
+        try:
+            os.mkdir(made, 0o700)
+            break
+        except FileExistsError:
+            continue
     try:
         fd = lock_dir(made)
     except OSError:
-        shutil.rmtree(made, ignore_errors=True)
+        os.rmdir(made)
         raise
-    final = made.with_name("run-" + made.name.removeprefix("new-"))
+    final = os.path.join(base, "run-" + name)
     try:
         os.rename(made, final)  # the lock is the directory's: it holds under the new name
     except OSError:
         os.close(fd)
-        shutil.rmtree(made, ignore_errors=True)
+        os.rmdir(made)
         raise
     return final, fd
 
@@ -83,35 +99,44 @@ def _abandoned(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def sweep(base: Path) -> list[str]:
+def sweep(base: StrPath) -> list[str]:
     """Remove every `run-*` directory under `base` that no live session holds, and `new-*`
     ones long abandoned; their names."""
-    gone = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(base):
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            if not entry.name.startswith("run-") and not _abandoned(entry):
-                continue
-            try:
-                fd = lock_dir(Path(entry.path))
-            except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    continue  # a live session's
-                shutil.rmtree(entry.path, ignore_errors=True)  # unreadable: not in use
+    gone: list[str] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return gone
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and (
+            entry.name.startswith("run-") or _abandoned(entry)
+        ):
+            import shutil  # (there is something to remove: rarely, before a server starts)
+
+            if _remove_unheld(entry.path, shutil.rmtree):
                 gone.append(entry.name)
-                continue
-            try:
-                shutil.rmtree(entry.path, ignore_errors=True)
-                gone.append(entry.name)
-            finally:
-                os.close(fd)
     return gone
 
 
-def log_mark(loc: Locations) -> tuple[int, int] | None:
+def _remove_unheld(path: str, rmtree: Callable[..., None]) -> bool:
+    """Remove the directory unless a live session holds it; whether it went."""
     try:
-        st = loc.log_file.stat()
+        fd = lock_dir(path)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False  # a live session's
+        rmtree(path, ignore_errors=True)  # unreadable: not in use
+        return True
+    try:
+        rmtree(path, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def log_mark(loc: Locations | RunDirs) -> tuple[int, int] | None:
+    try:
+        st = os.stat(loc.log_file)
     except OSError:
         return None
     return st.st_ino, st.st_size
