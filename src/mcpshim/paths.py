@@ -3,7 +3,7 @@
 Defaults come from platformdirs (so HOME and the XDG variables decide them for the Python
 side); the shims never consult these: their log directory is a literal written at install.
 platformdirs loads when a default is asked for (21 ms: a traced `run` makes Locations
-before its server starts, from directories found without it: supervise.rundirs).
+before its server starts, from directories found without it: shim.rundirs).
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from mcpshim.base.pathsearch import which
 from mcpshim.log import eventlog
 from mcpshim.shim.manifest import Manifest, locations_for, write_manifest
+from mcpshim.shim.rundirs import run_dirs
 from mcpshim.shim.zdotdir import quote
-from mcpshim.supervise.rundirs import run_dirs
-from mcpshim.supervise.spawn import which
 from tests.fixtures.home import Home, install
 
 #: what the start must not wait for: each takes milliseconds to load, most bring re

@@ -26,10 +26,21 @@ from mcpshim.log.frame import encode_record
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `run` writes its first record before its server starts, on few modules
     from collections.abc import Callable, Iterable, Mapping
-    from typing import Any
+    from typing import Any, Protocol
 
     from mcpshim.paths import Locations
-    from mcpshim.supervise.rundirs import RunDirs
+
+    class LogPlace(Protocol):
+        """Where the log is: paths.Locations, or the strings `run` has before its server
+        starts (shim.rundirs.RunDirs)."""
+
+        @property
+        def log_dir(self) -> str | os.PathLike[str]: ...
+        @property
+        def log_file(self) -> str | os.PathLike[str]: ...
+        @property
+        def lock_file(self) -> str | os.PathLike[str]: ...
+
 
 _json_str: Callable[[str], str] | None
 try:
@@ -83,7 +94,7 @@ def _open(path: str, flags: int) -> int:
 class EventLog:
     """One writer's open handle on the log (see the module docstring)."""
 
-    def __init__(self, loc: Locations | RunDirs, timeout: float = LOCK_TIMEOUT_S) -> None:
+    def __init__(self, loc: LogPlace, timeout: float = LOCK_TIMEOUT_S) -> None:
         self.loc = loc
         self.timeout = timeout
         self._pid = -1
@@ -168,11 +179,11 @@ class EventLog:
             self._log_id = (st.st_dev, st.st_ino)
 
 
-_WRITERS: dict[Locations | RunDirs, EventLog] = {}
+_WRITERS: dict[LogPlace, EventLog] = {}
 _WRITERS_LOCK = _thread.allocate_lock()
 
 
-def _writer(loc: Locations | RunDirs) -> EventLog:
+def _writer(loc: LogPlace) -> EventLog:
     with _WRITERS_LOCK:
         writer = _WRITERS.get(loc)
         if writer is None:
@@ -180,7 +191,7 @@ def _writer(loc: Locations | RunDirs) -> EventLog:
     return writer
 
 
-def append_event(loc: Locations | RunDirs, kind: str, payload: Mapping[str, Any]) -> None:
+def append_event(loc: LogPlace, kind: str, payload: Mapping[str, Any]) -> None:
     """Append one mcpshim record under the log's lock, in one write()."""
     _writer(loc).append(kind, payload)
 

@@ -36,9 +36,9 @@ import time
 from mcpshim.errors import McpshimError
 from mcpshim.proc.ticks import start_of
 from mcpshim.relay.ends import iso
+from mcpshim.shim.rundirs import RunDirs, located, run_dirs
 from mcpshim.supervise import runparse
 from mcpshim.supervise.childenv import child_environment, new_session_id
-from mcpshim.supervise.rundirs import RunDirs, located, run_dirs
 from mcpshim.supervise.spawn import (
     SpawnError,
     posix_spawn,

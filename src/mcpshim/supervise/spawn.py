@@ -11,6 +11,7 @@ import signal
 import stat
 import sys
 
+from mcpshim.base.pathsearch import which
 from mcpshim.errors import McpshimError
 
 TYPE_CHECKING = False
@@ -72,22 +73,3 @@ def runnable(cmd: str, path: str) -> None:
         raise SpawnError(f"{cmd}: cannot run: Is a directory", 126)
     if not os.access(path, os.X_OK):
         raise SpawnError(f"{cmd}: cannot run: Permission denied", 126)
-
-
-def which(cmd: str, path: str) -> str | None:
-    """`shutil.which(cmd, path=path)` for a bare name on POSIX (a test holds the two to
-    the same answers): the first PATH entry holding an executable file of that name, ""
-    entries being the working directory. shutil brings re, fnmatch, bz2 and lzma, 5 ms
-    before the server starts."""
-    if not path:
-        return None  # (PATH="" names no directory; ":" names the working one)
-    seen: set[str] = set()
-    for d in path.split(os.pathsep):
-        key = os.path.normcase(d)
-        if key in seen:
-            continue
-        seen.add(key)
-        name = os.path.join(d, cmd)
-        if os.path.exists(name) and os.access(name, os.X_OK) and not os.path.isdir(name):
-            return name
-    return None

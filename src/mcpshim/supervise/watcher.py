@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # (`run` forks the watcher before its server starts: few modu
 
     from mcpshim.paths import Locations
     from mcpshim.proc.procinfo import Stat
-    from mcpshim.supervise.rundirs import RunDirs
+    from mcpshim.shim.rundirs import RunDirs
     from mcpshim.trace.drain import Taker
 
 __all__ = ["Watcher"]
@@ -190,8 +190,8 @@ def _watch(
     import contextlib
 
     from mcpshim.log import eventlog
+    from mcpshim.shim.rundirs import located
     from mcpshim.supervise.containment import contain
-    from mcpshim.supervise.rundirs import located
     from mcpshim.supervise.session import end_payload
     from mcpshim.trace.drain import Taker
 

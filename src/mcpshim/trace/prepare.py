@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # an untraced run's launch never loads the tracer's modules
     from typing import Any
 
     from mcpshim.paths import Locations
-    from mcpshim.supervise.rundirs import RunDirs
+    from mcpshim.shim.rundirs import RunDirs
     from mcpshim.trace.run import TraceRun
 
 __all__ = ["fallback_payload", "prepare", "prepare_meanwhile"]

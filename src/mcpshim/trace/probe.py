@@ -19,9 +19,9 @@ import signal
 import sys
 import time
 
+from mcpshim.base.pathsearch import which
 from mcpshim.errors import UsageError
 from mcpshim.shim.targets import unsafe_reason
-from mcpshim.supervise.spawn import which
 from mcpshim.trace.straceargs import strace_argv
 
 __all__ = [

@@ -33,7 +33,7 @@ import time
 
 from mcpshim.base.fdio import write_all
 from mcpshim.proc.ticks import start_of
-from mcpshim.supervise.rundirs import located
+from mcpshim.shim.rundirs import located
 from mcpshim.trace.straceargs import strace_argv
 from mcpshim.trace.tracedir import log_mark, nameless_file, new_locked_dir, sweep
 from mcpshim.trace.tracer import is_gone, left_strace, orphaned_tracer, tracer_of
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # (a traced `run` sets one up before its server starts: few m
     from typing import Any
 
     from mcpshim.paths import Locations
-    from mcpshim.supervise.rundirs import RunDirs
+    from mcpshim.shim.rundirs import RunDirs
     from mcpshim.trace.filefacts import ReadRefused
     from mcpshim.trace.parse import Event, ExecFeed, LinePump, OutputParser
     from mcpshim.trace.records import ExecRefused, FileTracing, PortRefused, WriteOutside

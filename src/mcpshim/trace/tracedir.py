@@ -22,8 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # (what `run` sets up before its server starts loads neither)
     from collections.abc import Callable
 
-    from mcpshim.paths import Locations
-    from mcpshim.supervise.rundirs import RunDirs
+    from mcpshim.log.eventlog import LogPlace
 
     StrPath = str | os.PathLike[str]
 
@@ -134,7 +133,7 @@ def _remove_unheld(path: str, rmtree: Callable[..., None]) -> bool:
         os.close(fd)
 
 
-def log_mark(loc: Locations | RunDirs) -> tuple[int, int] | None:
+def log_mark(loc: LogPlace) -> tuple[int, int] | None:
     try:
         st = os.stat(loc.log_file)
     except OSError:
