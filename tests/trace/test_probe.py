@@ -80,3 +80,17 @@ def test_ptrace_forbidden_by_seccomp() -> None:
     assert strace is None
     assert "strace cannot trace a child process here" in why
     assert "ptrace" in why and "Operation not permitted" in why
+
+
+@needs_strace
+def test_a_probe_reaped_by_someone_else_is_answered_by_its_trace() -> None:
+    """A launch's reaper thread reaps every child that ends, strace's probe included: its
+    exit status is then gone, and what it traced answers (as subprocess took ECHILD)."""
+    from mcpshim.trace.probe import Probe
+
+    strace = shutil.which("strace")
+    assert strace is not None
+    started = Probe(strace)
+    os.waitpid(started._pid, 0)  # the reaper's doing: the status is no longer ours
+    assert started.why_not() == ""
+    assert b"execve(" in started.output

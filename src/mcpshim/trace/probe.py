@@ -100,9 +100,9 @@ class Probe:
             got = _read_all(self._fds, time.monotonic() + self.timeout)
             if got is None:
                 os.kill(self._pid, signal.SIGKILL)
-                os.waitpid(self._pid, 0)
+                _status(self._pid)
                 return f"{self.strace} could not run: timed out after {self.timeout:g} seconds"
-            status = os.waitstatus_to_exitcode(os.waitpid(self._pid, 0)[1])
+            status = _status(self._pid)
             self.output, stderr = got
             err = stderr.decode("utf-8", "replace").strip().splitlines()
             if status == 0 and _exec_traced(self.output):
@@ -113,6 +113,15 @@ class Probe:
             for fd in self._fds:
                 os.close(fd)
             self._fds = ()
+
+
+def _status(pid: int) -> int:
+    """strace's exit status; 0 when someone else reaped it (as subprocess takes ECHILD):
+    then its trace alone says whether it traced."""
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return 0
 
 
 def _read_all(fds: tuple[int, ...], deadline: float) -> tuple[bytes, ...] | None:
