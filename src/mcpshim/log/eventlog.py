@@ -80,9 +80,9 @@ def _strings_json(payload: Mapping[str, Any]) -> str | None:
     written before its server starts. A test holds the two to the same text."""
     if _json_str is None:
         return None
-    items = sorted(payload.items())
-    if not all(type(k) is str and type(v) is str for k, v in items):
+    if not all(type(k) is str and type(v) is str for k, v in payload.items()):
         return None
+    items = sorted(payload.items())
     return "{" + ",".join(f"{_json_str(k)}:{_json_str(v)}" for k, v in items) + "}"
 
 

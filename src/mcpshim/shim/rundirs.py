@@ -135,11 +135,8 @@ def _pinned_log_dir(shim_dir: str) -> str | None:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         return None
-    return _normal_or_none(_log_dir_line(text))
-
-
-def _normal_or_none(p: str | None) -> str | None:
-    return None if p is None else _normal(p)
+    found = _log_dir_line(text)
+    return None if found is None else _normal(found)
 
 
 def _log_dir_line(text: str) -> str | None:

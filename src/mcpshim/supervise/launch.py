@@ -20,10 +20,11 @@ and select loads (pathlib, re, typing, dataclasses, json and platformdirs were 4
 the 55 before the spawn: design.md, "Supervision: `mcpshim run`"); the session's
 Locations, RunArgs and the rest come once the server runs. Only a command line this
 parser understands exactly as click does takes that way (`runparse`: a test holds the
-two to the same options); anything else, an option it does not handle (--lock, --enforce, --contain,
---otlp, --help), a value click would refuse, a command not found, is left to click, which
-starts the session the same way, later. `adopt` hands the started launch to the command
-click parsed, which checks it was started for the same options.
+two to the same options); anything else, an option it does not handle (--lock,
+--enforce, --contain, --otlp, --help), a value click would refuse, a command not found,
+is left to click, which starts the session the same way, later. `adopt` hands the
+started launch to the command click parsed, which checks it was started for the same
+options.
 """
 
 from __future__ import annotations
@@ -33,19 +34,14 @@ import signal
 import sys
 import time
 
+from mcpshim.base.pathsearch import which
 from mcpshim.errors import McpshimError
 from mcpshim.proc.ticks import start_of
 from mcpshim.relay.ends import iso
 from mcpshim.shim.rundirs import RunDirs, located, run_dirs
 from mcpshim.supervise import runparse
 from mcpshim.supervise.childenv import child_environment, new_session_id
-from mcpshim.supervise.spawn import (
-    SpawnError,
-    posix_spawn,
-    runnable,
-    set_child_subreaper,
-    which,
-)
+from mcpshim.supervise.spawn import SpawnError, posix_spawn, runnable, set_child_subreaper
 from mcpshim.supervise.watcher import Watcher
 
 TYPE_CHECKING = False

@@ -35,8 +35,8 @@ def _digits(s: str) -> bool:
 
 def parse(argv: Sequence[str]) -> dict[str, Any] | None:
     """`mcpshim run`'s arguments (after `run`) as click parses them, every one of RunArgs's
-    fields by name (the directories as given, strings), or None for anything this parser does not
-    take exactly as click would: then click decides, as always."""
+    fields by name (the directories as given, strings), or None for anything this parser
+    does not take exactly as click would: then click decides, as always."""
     got: dict[str, Any] = {}
     i, command = 0, None
     while i < len(argv):

@@ -11,14 +11,13 @@ import signal
 import stat
 import sys
 
-from mcpshim.base.pathsearch import which
 from mcpshim.errors import McpshimError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SpawnError", "posix_spawn", "runnable", "set_child_subreaper", "which"]
+__all__ = ["SpawnError", "posix_spawn", "runnable", "set_child_subreaper"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 LINUX = sys.platform.startswith("linux")

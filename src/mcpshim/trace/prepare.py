@@ -1,7 +1,6 @@
 """Whether `run` traces, decided before its server starts: strace found and probed (plain
 --trace refuses to run untraced, exit 2; the default, auto, falls back to shims plus
-sampling and says why), and the session's trace set up (trace.run.TraceRun).
-"""
+sampling and says why), and the session's trace set up (trace.run.TraceRun)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,6 @@ from mcpshim.trace.tracer import is_gone, left_strace, orphaned_tracer, tracer_o
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # (a traced `run` sets one up before its server starts: few modules here)
-    import re
     from collections.abc import Callable, Sequence
     from pathlib import Path
     from typing import Any
@@ -55,7 +54,6 @@ if TYPE_CHECKING:  # (a traced `run` sets one up before its server starts: few m
 __all__ = ["TraceRun", "is_gone", "tracer_of"]
 
 _PIPE_SIZE = 1 << 20  # strace stops its tracees while it waits on a full pipe
-_LINE_PID: list[re.Pattern[bytes]] = []  # rb"^(\d+) " by line, compiled once first read
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
@@ -297,11 +295,7 @@ class TraceRun:
 
     def _note_pids(self, lines: bytes) -> None:
         """Each pid once: a process gone by then keeps the start derived from its fork."""
-        if not _LINE_PID:
-            import re
-
-            _LINE_PID.append(re.compile(rb"^(\d+) ", re.M))
-        for pid in {int(p) for p in _LINE_PID[0].findall(lines)} - self._seen:
+        for pid in _pids_in(lines) - self._seen:
             self._seen.add(pid)
             st = start_of(pid)
             if st is not None:
@@ -418,6 +412,13 @@ class TraceRun:
             self._close_fds()  # the output goes with the last descriptor (the drain's)
             _remove(self.dir)
         return summary
+
+
+def _pids_in(lines: bytes) -> set[int]:
+    """The pid each line starts with (-f prints it first)."""
+    import re  # (loaded once the trace is read, not before the server starts)
+
+    return {int(p) for p in re.findall(rb"^(\d+) ", lines, re.M)}
 
 
 def _remove(directory: str) -> None:

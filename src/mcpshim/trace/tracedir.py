@@ -20,8 +20,6 @@ from mcpshim.base.flock import take
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # (what `run` sets up before its server starts loads neither)
-    from collections.abc import Callable
-
     from mcpshim.log.eventlog import LogPlace
 
     StrPath = str | os.PathLike[str]
@@ -107,18 +105,17 @@ def sweep(base: StrPath) -> list[str]:
     except OSError:
         return gone
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and (
-            entry.name.startswith("run-") or _abandoned(entry)
-        ):
-            import shutil  # (there is something to remove: rarely, before a server starts)
-
-            if _remove_unheld(entry.path, shutil.rmtree):
-                gone.append(entry.name)
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if (entry.name.startswith("run-") or _abandoned(entry)) and _remove_unheld(entry.path):
+            gone.append(entry.name)
     return gone
 
 
-def _remove_unheld(path: str, rmtree: Callable[..., None]) -> bool:
+def _remove_unheld(path: str) -> bool:
     """Remove the directory unless a live session holds it; whether it went."""
+    from shutil import rmtree  # (there is something to remove: rarely, before a server starts)
+
     try:
         fd = lock_dir(path)
     except OSError as exc:
