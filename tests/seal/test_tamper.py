@@ -66,6 +66,16 @@ def test_verify_reports_the_window(home: Home, seal_templates: Templates) -> Non
     assert f"the longest interval {max(gaps):.1f} s (after seal {w['longest_after']})" in text
 
 
+def test_of_equal_intervals_the_first_is_the_longest() -> None:
+    """Seals at millisecond times give equal intervals: the window names the first of them
+    (the one test_verify_reports_the_window expects), not whichever a tuple's order picks."""
+    from mcpshim.seal.checks import longest_gap
+
+    assert longest_gap([(0.171, 0), (0.171, 1)]) == (0.171, 0)
+    assert longest_gap([(0.1, 0), (0.3, 1), (0.2, 2)]) == (0.3, 1)
+    assert longest_gap([]) is None
+
+
 def test_one_byte_changed_in_an_old_record(home: Home, seal_templates: Templates) -> None:
     sealed_log(home, seal_templates)
     log = home.loc.log_file

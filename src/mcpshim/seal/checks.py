@@ -290,11 +290,12 @@ class Checks:
             unsealed = _count(self.loc.log_dir / live.name, live.size)
         last_t = times[-1][1] if times else None
         now = datetime.now().timestamp()
+        longest = longest_gap(gaps)
         return Window(
             seals=len(self.chain),
             mean_s=sum(g for g, _ in gaps) / len(gaps) if gaps else None,
-            longest_s=max(gaps)[0] if gaps else None,
-            longest_after=max(gaps)[1] if gaps else None,
+            longest_s=longest[0] if longest else None,
+            longest_after=longest[1] if longest else None,
             unsealed_records=unsealed,
             unsealed_from=f"{live.name}@{live.tail}" if unsealed and live else "",
             since_last_s=now - last_t if last_t else None,
@@ -304,6 +305,12 @@ class Checks:
 #: seal numbers a problem lists at most: its message names the whole span by its ends (a
 #: forged seal number must not make verify count to it)
 SEALS_LISTED = 1000
+
+
+def longest_gap(gaps: list[tuple[float, int]]) -> tuple[float, int] | None:
+    """The longest (interval, seal that opened it); of equal ones the first (max over the
+    pairs took the last seal's number on a tie)."""
+    return max(gaps, key=lambda g: g[0]) if gaps else None
 
 
 def span(first: int, last: int) -> tuple[int, ...]:
